@@ -1,0 +1,33 @@
+"""Byte-level BPE training with the exact semantics of Stanford CS336 assignment 1.
+
+    from cs336_basics import train_bpe
+    vocab, merges = train_bpe("data.txt", 10_000, ["<|endoftext|>"])            # fastest version here
+    vocab, merges = train_bpe("data.txt", 10_000, ["<|endoftext|>"], trainer="bpe_v1")  # the oracle
+"""
+
+from cs336_basics._common import BPEInputError
+from cs336_basics.trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
+
+__all__ = [
+    "TRAINERS",
+    "BPEInputError",
+    "TrainerUnavailable",
+    "default_trainer",
+    "openmp_enabled",
+    "train",
+    "train_bpe",
+    "trainer_status",
+]
+
+
+def openmp_enabled() -> bool:
+    """Whether the native extension was built with OpenMP (False when it is not built at all)."""
+    from cs336_basics.trainers import pure_python_forced
+
+    if pure_python_forced():
+        return False
+    try:
+        from cs336_basics._native import openmp_enabled as native_openmp_enabled
+    except ImportError:
+        return False
+    return bool(native_openmp_enabled())

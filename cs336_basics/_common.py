@@ -1,0 +1,234 @@
+"""What every trainer shares: input checks, special-token splitting, GPT-2 pre-tokenization, word
+counting, chunk boundaries for parallel counting, and vocabulary assembly.
+
+A trainer version only decides *how* words are counted and *how* merges are found; everything that
+defines *what* the result is lives here, once, so the versions cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import regex
+
+# The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
+GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+GPT2_REGEX = regex.compile(GPT2_SPLIT_PATTERN)
+
+WordCounts = dict[bytes, int]
+Merges = list[tuple[bytes, bytes]]
+Vocab = dict[int, bytes]
+Buffer = bytes | mmap.mmap
+
+ENDOFTEXT = "<|endoftext|>"
+
+
+class BPEInputError(ValueError):
+    """Bad input to training or tokenization; the message says what is wrong and what to do."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks
+
+
+def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
+    tokens = list(special_tokens or [])
+    for token in tokens:
+        if not isinstance(token, str):
+            raise BPEInputError(f"special tokens must be strings, got {token!r}")
+        if not token:
+            raise BPEInputError("special tokens must not be empty strings")
+    duplicated = sorted({token for token in tokens if tokens.count(token) > 1})
+    if duplicated:
+        raise BPEInputError(f"special tokens must be distinct; repeated: {duplicated}")
+    return tokens
+
+
+def check_vocab_size(vocab_size: object, num_special_tokens: int) -> int:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise BPEInputError(f"vocab_size must be an integer, got {vocab_size!r}")
+    smallest = 256 + num_special_tokens
+    if vocab_size < smallest:
+        raise BPEInputError(
+            f"vocab_size={vocab_size} is too small: the 256 byte tokens and {num_special_tokens} "
+            f"special token(s) already need {smallest}"
+        )
+    return vocab_size
+
+
+def check_input_file(input_path: str | os.PathLike) -> Path:
+    path = Path(input_path)
+    if not path.exists():
+        raise BPEInputError(f"training file not found: {path}")
+    if path.is_dir():
+        raise BPEInputError(f"training path is a directory, not a file: {path}")
+    if path.stat().st_size == 0:
+        raise BPEInputError(f"training file is empty: {path}")
+    return path
+
+
+def decode_utf8(data: bytes, offset: int = 0) -> str:
+    """Decode, naming the absolute byte offset of the first invalid byte on failure."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BPEInputError(
+            f"input is not valid UTF-8: invalid UTF-8 at byte offset {offset + error.start} "
+            f"({error.reason})"
+        ) from None
+
+
+def read_corpus(input_path: str | os.PathLike) -> str:
+    path = check_input_file(input_path)
+    return decode_utf8(path.read_bytes())
+
+
+# ---------------------------------------------------------------------------------------------
+# Special tokens and pre-tokenization
+
+
+def special_token_regex(special_tokens: Iterable[str]) -> regex.Pattern | None:
+    """One alternation, longest token first, so overlapping special tokens resolve to the longest."""
+    tokens = sorted(special_tokens, key=len, reverse=True)
+    if not tokens:
+        return None
+    return regex.compile("|".join(regex.escape(token) for token in tokens))
+
+
+def split_on_special_tokens(text: str, special_tokens: Iterable[str]) -> list[str]:
+    """The pieces of text between special tokens (the tokens themselves are dropped)."""
+    splitter = special_token_regex(special_tokens)
+    return [text] if splitter is None else splitter.split(text)
+
+
+def pretokenize(text: str) -> Iterator[str]:
+    """GPT-2 pre-tokens of one piece of text (a piece must not contain special tokens)."""
+    for match in GPT2_REGEX.finditer(text):
+        yield match.group()
+
+
+def count_words(text: str, special_tokens: Iterable[str]) -> Counter[bytes]:
+    """How often each pre-token occurs, as UTF-8 bytes; special tokens split and are not counted."""
+    counts: Counter[bytes] = Counter()
+    for piece in split_on_special_tokens(text, special_tokens):
+        counts.update(match.encode("utf-8") for match in GPT2_REGEX.findall(piece))
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunk boundaries for parallel counting
+
+# An ASCII letter or digit followed by ' ' or '\n': the cut goes between them (see _whitespace_cut).
+_WHITESPACE_CUT = re.compile(rb"[0-9A-Za-z](?=[ \n])")
+_SCAN_BLOCK = 1 << 20
+
+
+def _spans_special_token(data: Buffer, position: int, tokens: list[bytes]) -> bool:
+    """Whether an occurrence of a special token starts before `position` and ends after it."""
+    for token in tokens:
+        if data.find(token, max(0, position - len(token) + 1), position + len(token) - 1) != -1:
+            return True
+    return False
+
+
+def _special_token_cut(data: Buffer, start: int, end: int, tokens: list[bytes]) -> int | None:
+    """The first start of a special token in [start, end) that no other special token spans."""
+    best = None
+    for token in tokens:
+        found = data.find(token, start, end + len(token) - 1)
+        while found != -1 and _spans_special_token(data, found, tokens):
+            found = data.find(token, found + 1, end + len(token) - 1)
+        if found != -1 and (best is None or found < best):
+            best = found
+    return best
+
+
+def _whitespace_cut(data: Buffer, start: int, end: int, tokens: list[bytes]) -> int | None:
+    """The first cut in [start, end) before ' ' or '\\n' that follows an ASCII letter or digit.
+
+    Such a cut splits no pre-token: no GPT-2 alternative puts whitespace after a non-space, so the
+    pre-token before the cut ends there; the whitespace run after it starts a fresh match, and
+    `(?!\\S)` only looks forward from inside that run. An ASCII byte is never inside a multi-byte
+    UTF-8 character.
+    """
+    for match in _WHITESPACE_CUT.finditer(data, max(start - 1, 0), end):
+        cut = match.end()
+        if not _spans_special_token(data, cut, tokens):
+            return cut
+    return None
+
+
+def _next_boundary(data: Buffer, start: int, tokens: list[bytes]) -> int:
+    """The first safe cut at or after `start`, preferring a special token in the same 1 MiB block."""
+    size = len(data)
+    for block_start in range(start, size, _SCAN_BLOCK):
+        block_end = min(block_start + _SCAN_BLOCK, size)
+        cut = _special_token_cut(data, block_start, block_end, tokens)
+        if cut is None:
+            cut = _whitespace_cut(data, block_start, block_end, tokens)
+        if cut is not None:
+            return cut
+    return size
+
+
+def find_chunk_boundaries(data: Buffer, num_chunks: int, special_tokens: Iterable[str]) -> list[int]:
+    """Byte offsets `[0, ..., len(data)]` cutting `data` into at most `num_chunks` pieces that can be
+    counted independently: every cut is at a special token's start, or failing that at a safe
+    whitespace boundary, so counting the chunks separately gives exactly the counts of the whole."""
+    tokens = [token.encode("utf-8") for token in special_tokens]
+    size = len(data)
+    boundaries = [0]
+    for index in range(1, max(1, num_chunks)):
+        guess = max(size * index // num_chunks, boundaries[-1] + 1)
+        if guess >= size:
+            break
+        cut = _next_boundary(data, guess, tokens)
+        if cut >= size:
+            break
+        if cut > boundaries[-1]:
+            boundaries.append(cut)
+    boundaries.append(size)
+    return boundaries
+
+
+# ---------------------------------------------------------------------------------------------
+# Vocabulary
+
+
+def initial_vocab(special_tokens: Iterable[str]) -> Vocab:
+    """Ids 0..255 are the single bytes, then the special tokens in the order given."""
+    vocab: Vocab = {byte: bytes([byte]) for byte in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    return vocab
+
+
+def assemble_vocab(special_tokens: Iterable[str], merges: Merges) -> Vocab:
+    """The initial vocabulary followed by one token per merge, in creation order."""
+    vocab = initial_vocab(special_tokens)
+    for left, right in merges:
+        vocab[len(vocab)] = left + right
+    return vocab
+
+
+def merge_word(word: list[int], pair: tuple[int, int], new_token: int) -> list[int]:
+    """Replace every non-overlapping occurrence of `pair`, scanning left to right."""
+    left, right = pair
+    if left not in word:  # a C-speed scan that spares the Python loop below for most words
+        return word
+    merged: list[int] = []
+    index = 0
+    last = len(word) - 1
+    while index <= last:
+        if index < last and word[index] == left and word[index + 1] == right:
+            merged.append(new_token)
+            index += 2
+        else:
+            merged.append(word[index])
+            index += 1
+    return merged

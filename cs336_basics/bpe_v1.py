@@ -1,0 +1,48 @@
+"""bpe_v1 — the naive trainer and the oracle every other version is tested against.
+
+Read the whole file, split it on special tokens, pre-tokenize with the GPT-2 pattern, count words.
+Then, for every merge, count every adjacent pair in every word from scratch, take the most frequent
+(ties: the greatest `(left_bytes, right_bytes)`), and rewrite every word. Each merge costs a pass
+over the whole corpus's unique words, so it is slow, and obviously right.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from os import PathLike
+
+from tqdm import tqdm
+
+from cs336_basics._common import Merges, WordCounts, count_words, merge_word, read_corpus
+
+
+def pretokenize_and_count(
+    input_path: str | PathLike, special_tokens: list[str], *, progress: bool = False, **_: object
+) -> WordCounts:
+    """Word counts of the whole file, counted in this process."""
+    return dict(count_words(read_corpus(input_path), special_tokens))
+
+
+def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+    token_bytes = [bytes([byte]) for byte in range(256)]
+    words = [list(word) for word in word_counts if len(word) > 1]
+    counts = [count for word, count in word_counts.items() if len(word) > 1]
+    merges: Merges = []
+    for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
+        pair_counts: dict[tuple[int, int], int] = defaultdict(int)
+        for word, count in zip(words, counts):
+            for pair in zip(word, word[1:]):
+                pair_counts[pair] += count
+        if not pair_counts:
+            break
+        best = max(pair_counts, key=lambda pair: (pair_counts[pair], token_bytes[pair[0]], token_bytes[pair[1]]))
+        new_token = len(token_bytes)
+        token_bytes.append(token_bytes[best[0]] + token_bytes[best[1]])
+        merges.append((token_bytes[best[0]], token_bytes[best[1]]))
+        words = [merge_word(word, best, new_token) for word in words]
+        # A word merged down to one token has no pairs left and never changes again.
+        if any(len(word) == 1 for word in words):
+            kept = [index for index, word in enumerate(words) if len(word) > 1]
+            words = [words[index] for index in kept]
+            counts = [counts[index] for index in kept]
+    return merges

@@ -1,0 +1,78 @@
+"""bpe_v2 — unlike bpe_v1: keep pair counts across merges and update them incrementally.
+
+bpe_v1 recounts every pair of every word after each merge. But a merge of `(a, b)` only changes the
+words that contain `a b`, so v2 keeps the pair counts and an inverted index from each pair to the
+words containing it, and after a merge rewrites only those words: their old pairs are subtracted,
+their new pairs added. The work per merge drops from "every unique word" to "the words the merge
+touches", which for most merges is a tiny fraction. Choosing the best pair is still a linear scan
+over all live pairs (bpe_v4 removes that).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from tqdm import tqdm
+
+from cs336_basics._common import Merges, WordCounts, merge_word
+from cs336_basics.bpe_v1 import pretokenize_and_count
+
+__all__ = ["PairIndex", "merge", "pretokenize_and_count"]
+
+Pair = tuple[int, int]
+
+
+class PairIndex:
+    """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
+
+    def __init__(self, word_counts: WordCounts) -> None:
+        self.token_bytes = [bytes([byte]) for byte in range(256)]
+        self.words = [list(word) for word in word_counts]
+        self.counts = list(word_counts.values())
+        self.pair_counts: dict[Pair, int] = defaultdict(int)
+        self.words_with: dict[Pair, set[int]] = defaultdict(set)
+        for index, (word, count) in enumerate(zip(self.words, self.counts)):
+            for pair in zip(word, word[1:]):
+                self.pair_counts[pair] += count
+                self.words_with[pair].add(index)
+
+    def rank(self, pair: Pair) -> tuple[int, bytes, bytes]:
+        """The CS336 order: higher count first, ties to the greatest (left bytes, right bytes)."""
+        return self.pair_counts[pair], self.token_bytes[pair[0]], self.token_bytes[pair[1]]
+
+    def merge(self, pair: Pair) -> tuple[tuple[bytes, bytes], set[Pair]]:
+        """Apply one merge; return it as bytes, and the pairs whose counts changed."""
+        left, right = pair
+        new_token = len(self.token_bytes)
+        self.token_bytes.append(self.token_bytes[left] + self.token_bytes[right])
+        changed: set[Pair] = set()
+        # The index may name words that no longer hold the pair; merge_word leaves those unchanged.
+        for index in self.words_with.pop(pair):
+            old = self.words[index]
+            new = merge_word(old, pair, new_token)
+            if len(new) == len(old):
+                continue
+            count = self.counts[index]
+            for old_pair in zip(old, old[1:]):
+                self.pair_counts[old_pair] -= count
+                changed.add(old_pair)
+            for new_pair in zip(new, new[1:]):
+                self.pair_counts[new_pair] += count
+                self.words_with[new_pair].add(index)
+                changed.add(new_pair)
+            self.words[index] = new
+        for changed_pair in changed:
+            if self.pair_counts[changed_pair] <= 0:
+                del self.pair_counts[changed_pair]
+        return (self.token_bytes[left], self.token_bytes[right]), changed
+
+
+def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+    index = PairIndex(word_counts)
+    merges: Merges = []
+    for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
+        if not index.pair_counts:
+            break
+        merged, _ = index.merge(max(index.pair_counts, key=index.rank))
+        merges.append(merged)
+    return merges

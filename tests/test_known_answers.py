@@ -1,0 +1,82 @@
+"""Hand-checkable answers, and the assignment's reference check on corpus.en."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from cs336_basics import train_bpe
+from cs336_basics.serialization import decode_token
+from tests.conftest import require_fixture
+
+ASSIGNMENT_TIME_LIMIT = 1.5  # seconds, the assignment's own speed check on corpus.en
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_low_lower_widest_newest(trainer: str, tmp_path: Path) -> None:
+    """The assignment's worked example. One word per line, so no word carries a leading space."""
+    words = ["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6
+    path = write(tmp_path, "\n".join(words))
+    vocab, merges = train_bpe(path, 256 + 6, [], trainer=trainer)
+    # (e, s) and (s, t) both occur 9 times: the tie goes to the greater pair, (s, t).
+    assert merges == [(b"s", b"t"), (b"e", b"st"), (b"o", b"w"), (b"l", b"ow"), (b"w", b"est"), (b"n", b"e")]
+    assert [vocab[256 + index] for index in range(6)] == [b"st", b"est", b"ow", b"low", b"west", b"ne"]
+
+
+def test_tie_break_compares_bytes_as_python_does(trainer: str, tmp_path: Path) -> None:
+    # After (a, b): (ab, x) and (a, y) tie at 3; b"ab" > b"a" because a prefix sorts first.
+    # (é) = (0xC3, 0xA9) ties with (q, r) at 2; bytes compare unsigned, so 0xC3 wins.
+    text = "\n".join(["ab"] * 10 + ["abx"] * 3 + ["ay"] * 3 + ["é"] * 2 + ["qr"] * 2)
+    _, merges = train_bpe(write(tmp_path, text), 256 + 5, [], trainer=trainer)
+    assert merges == [(b"a", b"b"), (b"ab", b"x"), (b"a", b"y"), (b"\xc3", b"\xa9"), (b"q", b"r")]
+
+
+def test_special_tokens_are_not_training_data(trainer: str, tmp_path: Path) -> None:
+    text = "<|endoftext|>".join(["hello world"] * 20 + ["<|end", "oftext|> x"])
+    vocab, merges = train_bpe(write(tmp_path, text), 300, ["<|endoftext|>"], trainer=trainer)
+    assert vocab[256] == b"<|endoftext|>"
+    # Nothing spans a special token: "d<" or ">h" would only appear if the split had failed.
+    assert all(b"d<" not in left + right and b">h" not in left + right for left, right in merges)
+
+
+def test_stops_cleanly_when_pairs_run_out(trainer: str, tmp_path: Path) -> None:
+    vocab, merges = train_bpe(write(tmp_path, "abcabc\nab"), 10_000, ["<|endoftext|>"], trainer=trainer)
+    assert merges == [(b"a", b"b"), (b"ab", b"c"), (b"abc", b"abc")]
+    assert len(vocab) == 256 + 1 + 3
+
+
+def test_corpus_en_matches_the_reference(trainer: str) -> None:
+    """The assignment's test_train_bpe: same merges, same vocabulary, in under 1.5 s."""
+    corpus = require_fixture("corpus.en")
+    reference_merges_path = require_fixture("train-bpe-reference-merges.txt")
+    reference_vocab_path = require_fixture("train-bpe-reference-vocab.json")
+
+    started = time.perf_counter()
+    vocab, merges = train_bpe(corpus, 500, ["<|endoftext|>"], trainer=trainer)
+    elapsed = time.perf_counter() - started
+
+    with reference_merges_path.open(encoding="utf-8") as file:
+        reference_merges = [tuple(decode_token(part) for part in line.rstrip("\n").split(" ")) for line in file]
+    with reference_vocab_path.open(encoding="utf-8") as file:
+        reference_vocab = {index: decode_token(token) for token, index in json.load(file).items()}
+    assert merges == reference_merges
+    assert set(vocab) == set(reference_vocab)
+    assert set(vocab.values()) == set(reference_vocab.values())
+    if trainer == "bpe_v1":
+        pytest.skip("bpe_v1 is the naive oracle (all pairs recounted every merge); its speed is not the point")
+    assert elapsed < ASSIGNMENT_TIME_LIMIT, f"{trainer} took {elapsed:.2f} s on corpus.en"
+
+
+def test_tinystories_sample_keeps_special_token_whole(trainer: str) -> None:
+    """The assignment's test_train_bpe_special_tokens: no learned token contains `<|`."""
+    sample = require_fixture("tinystories_sample.txt")
+    vocab, _ = train_bpe(sample, 1000, ["<|endoftext|>"], trainer=trainer)
+    assert [token for token in vocab.values() if b"<|" in token] == [b"<|endoftext|>"]
