@@ -25,8 +25,10 @@ def pretokenize_and_count(
 
 def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
     token_bytes = [bytes([byte]) for byte in range(256)]
-    words = [list(word) for word in word_counts if len(word) > 1]
-    counts = [count for word, count in word_counts.items() if len(word) > 1]
+    # Words with no pair, or that never occur, contribute nothing.
+    live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
+    words = [list(word) for word in live]
+    counts = list(live.values())
     merges: Merges = []
     for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
         pair_counts: dict[tuple[int, int], int] = defaultdict(int)

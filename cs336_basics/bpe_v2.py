@@ -27,8 +27,9 @@ class PairIndex:
 
     def __init__(self, word_counts: WordCounts) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
-        self.words = [list(word) for word in word_counts]
-        self.counts = list(word_counts.values())
+        live = {word: count for word, count in word_counts.items() if count > 0}  # as bpe_v1: absent words add nothing
+        self.words = [list(word) for word in live]
+        self.counts = list(live.values())
         self.pair_counts: dict[Pair, int] = defaultdict(int)
         self.words_with: dict[Pair, set[int]] = defaultdict(set)
         for index, (word, count) in enumerate(zip(self.words, self.counts)):

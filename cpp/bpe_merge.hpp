@@ -1,0 +1,39 @@
+// The BPE merge loop (bpe_v6, and bpe_v7 after its own counting): word counts in, merges out.
+// Pure C++17 with no Python dependency; cs336_basics/_merge_cpp.pyx is the binding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bpe {
+
+// Words back to back: word i is bytes[offsets[i], offsets[i + 1]) and occurs counts[i] times.
+// A word may appear more than once (its pair counts simply add up), and a word with count 0 is
+// ignored; a negative count makes train_merges throw std::invalid_argument.
+struct WordCounts {
+    std::string bytes;
+    std::vector<uint64_t> offsets{0};  // always size() + 1 entries
+    std::vector<int64_t> counts;
+
+    void add(const char* data, size_t len, int64_t count);
+    void reserve(size_t num_words, size_t num_bytes);
+    size_t size() const { return counts.size(); }
+};
+
+using Merge = std::pair<std::string, std::string>;  // (left bytes, right bytes)
+
+// Called after every merge with the number of merges done so far, so it should be cheap (the Python
+// binding only takes the GIL every hundred merges). May be null.
+using MergeProgress = void (*)(void* context, size_t merges_done);
+
+// Up to `num_merges` merges in creation order, with the exact CS336 semantics: every word starts as
+// its bytes; each step merges the pair with the highest count summed over all words (ties: the
+// greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
+// fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
+std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
+                                MergeProgress progress = nullptr, void* context = nullptr);
+
+}  // namespace bpe

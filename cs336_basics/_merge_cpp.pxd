@@ -1,0 +1,23 @@
+# The contract of cpp/bpe_merge.hpp for Cython: `cimport` these to build word counts and run the C++
+# merge loop without the GIL (bpe_v6 does it in _merge_cpp.pyx; bpe_v7 may do it after counting).
+from libc.stdint cimport int64_t, uint64_t
+from libcpp.string cimport string
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
+
+
+cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
+    cdef cppclass WordCounts:
+        string bytes
+        vector[uint64_t] offsets
+        vector[int64_t] counts
+        void add(const char* data, size_t length, int64_t count) except +
+        void reserve(size_t num_words, size_t num_bytes) except +
+        size_t size()
+
+    ctypedef pair[string, string] Merge
+    ctypedef void (*MergeProgress)(void* context, size_t merges_done) noexcept nogil
+
+    vector[Merge] train_merges(
+        const WordCounts& words, size_t num_merges, MergeProgress progress, void* context
+    ) except +

@@ -1,0 +1,23 @@
+"""bpe_v5 — unlike bpe_v4: the same merge loop, compiled by Cython on C++ containers.
+
+bpe_v4's loop spends its time on Python objects: tuples for pairs and heap entries, boxed ints,
+sets of word indices, a list per rewritten word. `_merge_cy.pyx` is the same algorithm line for
+line (`PairIndex`, `PairHeap`), but tokens are C ints, a pair is one 64-bit integer and the
+containers are C++ vectors and hash maps, so each merge runs at C speed. Pre-tokenization is
+bpe_v3's parallel counting.
+"""
+
+from __future__ import annotations
+
+from tqdm import tqdm
+
+from cs336_basics import _merge_cy
+from cs336_basics._common import Merges, WordCounts
+from cs336_basics.bpe_v3 import pretokenize_and_count
+
+__all__ = ["merge", "pretokenize_and_count"]
+
+
+def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+    with tqdm(total=num_merges, desc="merges", unit="merge", disable=not progress) as bar:
+        return _merge_cy.merge(word_counts, num_merges, bar.update if progress else None)

@@ -1,0 +1,23 @@
+"""bpe_v6 — unlike bpe_v5: the merge loop is C++ (`cpp/bpe_merge.cpp`), called without the GIL.
+
+The algorithm is still bpe_v4's, but the C++ chooses its data layout for the cache: words as one
+flat array of token ids that merges shorten in place, pair counts in an open-addressing hash map,
+heap entries that compare without a table lookup, and prefetching of the words a merge touches.
+Within a word only the pairs next to a merged occurrence are updated, not every pair of the word.
+`_merge_cpp.pyx` only converts the word counts and the merges. Pre-tokenization is bpe_v3's.
+"""
+
+from __future__ import annotations
+
+from tqdm import tqdm
+
+from cs336_basics import _merge_cpp
+from cs336_basics._common import Merges, WordCounts
+from cs336_basics.bpe_v3 import pretokenize_and_count
+
+__all__ = ["merge", "pretokenize_and_count"]
+
+
+def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+    with tqdm(total=num_merges, desc="merges", unit="merge", disable=not progress) as bar:
+        return _merge_cpp.merge(word_counts, num_merges, bar.update if progress else None)

@@ -1,0 +1,53 @@
+"""The build did what it should: compiled trainers present when expected, OpenMP not silently lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from cs336_basics import TRAINERS, openmp_enabled, trainer_status
+from cs336_basics.trainers import COMPILED_TRAINERS, pure_python_forced
+from tests.conftest import REPO_ROOT
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def test_pure_python_trainers_always_run() -> None:
+    status = trainer_status()
+    assert [name for name in TRAINERS if name not in COMPILED_TRAINERS and status[name] is not None] == []
+
+
+def test_compiled_trainers_are_built_when_expected() -> None:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: compiled trainers are meant to be skipped")
+    if not env_flag("CS336_EXPECT_COMPILED"):
+        pytest.skip("set CS336_EXPECT_COMPILED=1 to require the compiled trainers (CI does)")
+    missing = {name: reason for name, reason in trainer_status().items() if reason is not None}
+    assert missing == {}
+
+
+def test_openmp_was_not_silently_lost() -> None:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
+    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    if env_flag("CS336_ALLOW_NO_OPENMP"):
+        pytest.skip("CS336_ALLOW_NO_OPENMP is set: this build may lack OpenMP")
+    assert openmp_enabled(), "built without OpenMP although the compiler supports it (see setup.py's probe)"
+    assert native.openmp_enabled()
+
+
+def test_generated_sources_are_not_tracked() -> None:
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    generated = [
+        path
+        for path in tracked.stdout.splitlines()
+        if path.endswith((".so", ".o", ".pyd"))
+        or (path.startswith("cs336_basics/") and path.endswith((".c", ".cpp")))
+    ]
+    assert generated == []

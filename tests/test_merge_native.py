@@ -1,0 +1,227 @@
+"""The compiled merge loops (bpe_v5's Cython, bpe_v6's C++) against a tiny reference, on the cases
+where a compiled loop goes wrong and Python cannot: 64-bit counts, byte order in ties, overlapping
+runs, running out of pairs, and the progress callback."""
+
+from __future__ import annotations
+
+import importlib
+import random
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from cs336_basics import bpe_v1, bpe_v4
+from cs336_basics.trainers import pure_python_forced
+
+MergeFunction = Callable[..., list[tuple[bytes, bytes]]]
+
+
+def reference_merges(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
+    """The definition, on bytes tokens: `max` over (count, (left, right)) is exactly the CS336 rule."""
+    words = [([bytes([byte]) for byte in word], count) for word, count in word_counts.items() if count > 0]
+    merges: list[tuple[bytes, bytes]] = []
+    for _ in range(num_merges):
+        pair_counts: Counter[tuple[bytes, bytes]] = Counter()
+        for tokens, count in words:
+            for pair in zip(tokens, tokens[1:]):
+                pair_counts[pair] += count
+        if not pair_counts:
+            break
+        best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
+        merges.append(best)
+        words = [(merge_tokens(tokens, best), count) for tokens, count in words]
+    return merges
+
+
+def merge_tokens(tokens: list[bytes], pair: tuple[bytes, bytes]) -> list[bytes]:
+    merged: list[bytes] = []
+    index = 0
+    while index < len(tokens):
+        if index + 1 < len(tokens) and (tokens[index], tokens[index + 1]) == pair:
+            merged.append(pair[0] + pair[1])
+            index += 2
+        else:
+            merged.append(tokens[index])
+            index += 1
+    return merged
+
+
+@pytest.fixture(params=["_merge_cy", "_merge_cpp"], ids=["bpe_v5-cython", "bpe_v6-cpp"])
+def native_merge(request: pytest.FixtureRequest) -> MergeFunction:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
+    module = pytest.importorskip(
+        f"cs336_basics.{request.param}",
+        reason=f"cs336_basics.{request.param} is not built (pip install -e . with a C++ compiler)",
+    )
+    return module.merge
+
+
+def check(native_merge: MergeFunction, word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
+    got = native_merge(word_counts, num_merges)
+    assert got == reference_merges(word_counts, num_merges)
+    return got
+
+
+# (a) counts past 2^31 and 2^32: a 32-bit count would wrap and pick another pair.
+
+
+def test_counts_beyond_32_bits(native_merge: MergeFunction) -> None:
+    word_counts = {b"ab": 2**31 + 5, b"abc": 2**33, b"xy": 3, b"yz": 2**32 + 1, b"zq": 2}
+    merges = check(native_merge, word_counts, 10)
+    assert merges[:2] == [(b"a", b"b"), (b"ab", b"c")]  # 2^33 + 2^31 + 5, then 2^33
+    assert (b"y", b"z") in merges
+
+
+def test_counts_up_to_the_int64_limit(native_merge: MergeFunction) -> None:
+    assert native_merge({b"ab": 2**62, b"cab": 2**62 - 1}, 1) == [(b"a", b"b")]  # (a, b): 2^63 - 1
+    with pytest.raises(OverflowError, match="64 bits"):
+        native_merge({b"ab": 2**64}, 1)
+
+
+# (b) ties decided only by the byte order of (left, right).
+
+
+@pytest.mark.parametrize(
+    ("word_counts", "expected"),
+    [
+        # Unsigned bytes: 0x80 > 0x7f (a signed char comparison says the opposite).
+        ({b"\x80a": 1, b"\x7fa": 1}, [(b"\x80", b"a"), (b"\x7f", b"a")]),
+        ({b"a\xff": 1, b"a\x01": 1}, [(b"a", b"\xff"), (b"a", b"\x01")]),
+        # Left tokens b"a" and b"ab" tie on (., b"x"): a proper prefix is smaller, so b"ab" wins.
+        ({b"ab": 10, b"abx": 1, b"ax": 1}, [(b"a", b"b"), (b"ab", b"x"), (b"a", b"x")]),
+        # The same on the right: b"ab" > b"a".
+        ({b"ab": 10, b"xab": 1, b"xa": 1}, [(b"a", b"b"), (b"x", b"ab"), (b"x", b"a")]),
+        # b"a\x00" > b"a": a real zero byte is not the end of the token.
+        ({b"a\x00": 10, b"a\x00z": 1, b"az": 1}, [(b"a", b"\x00"), (b"a\x00", b"z"), (b"a", b"z")]),
+        # The left tokens tie, so the right ones decide.
+        ({b"ca": 1, b"cb": 1, b"c\x80": 1}, [(b"c", b"\x80"), (b"c", b"b"), (b"c", b"a")]),
+    ],
+)
+def test_ties_go_to_the_greatest_byte_pair(
+    native_merge: MergeFunction, word_counts: dict[bytes, int], expected: list[tuple[bytes, bytes]]
+) -> None:
+    assert check(native_merge, word_counts, len(expected)) == expected
+
+
+def test_ties_between_long_tokens_that_differ_after_eight_bytes(native_merge: MergeFunction) -> None:
+    stem = b"abcdefghij"  # longer than any fixed-width prefix a fast comparison might use
+    word_counts = {stem + b"\x80" + b"z": 100, stem + b"\x7f" + b"z": 100, stem + b"\x80": 7, stem + b"\x7f": 7}
+    merges = check(native_merge, word_counts, 40)
+    assert (stem + b"\x80", b"z") in merges
+
+
+# (c) overlapping runs merge left to right without overlap.
+
+
+@pytest.mark.parametrize(
+    ("word_counts", "expected"),
+    [
+        ({b"aaa": 1}, [(b"a", b"a"), (b"aa", b"a")]),
+        ({b"aaaa": 1}, [(b"a", b"a"), (b"aa", b"aa")]),
+        ({b"aaaaa": 1}, [(b"a", b"a"), (b"aa", b"aa"), (b"aaaa", b"a")]),
+        # "a ba ba ba": (ba, ba) occurs twice, overlapping, and merges once.
+        ({b"abababa": 1}, [(b"b", b"a"), (b"ba", b"ba"), (b"baba", b"ba"), (b"a", b"bababa")]),
+    ],
+)
+def test_overlapping_runs(
+    native_merge: MergeFunction, word_counts: dict[bytes, int], expected: list[tuple[bytes, bytes]]
+) -> None:
+    assert check(native_merge, word_counts, 10) == expected
+
+
+def test_runs_mixed_with_other_words(native_merge: MergeFunction) -> None:
+    check(native_merge, {b"aaaaaaa": 3, b"abab": 2, b"bababab": 1, b"aab": 5, b"baa": 4}, 30)
+
+
+# (d) fewer merges when no pair is left.
+
+
+@pytest.mark.parametrize(
+    ("word_counts", "expected_length"),
+    [({}, 0), ({b"a": 5, b"b": 1}, 0), ({b"abc": 1, b"d": 5}, 2), ({b"ab": 0, b"cd": 1}, 1)],
+)
+def test_stops_when_no_pair_is_left(
+    native_merge: MergeFunction, word_counts: dict[bytes, int], expected_length: int
+) -> None:
+    assert len(check(native_merge, word_counts, 100)) == expected_length
+
+
+def test_zero_merges(native_merge: MergeFunction) -> None:
+    assert native_merge({b"abc": 3}, 0) == []
+
+
+# (e) the progress callback.
+
+
+def test_progress_adds_up_to_the_merges_done(native_merge: MergeFunction) -> None:
+    word_counts = {bytes(random.Random(seed).choices(b"abcdefgh", k=40)): seed + 1 for seed in range(30)}
+    reports: list[int] = []
+    merges = native_merge(word_counts, 450, reports.append)
+    assert len(merges) == 450
+    assert sum(reports) == 450
+    assert len(reports) > 1 and all(report > 0 for report in reports)
+
+    reports.clear()
+    assert len(native_merge({b"abc": 1}, 100, reports.append)) == 2  # ran out of pairs
+    assert sum(reports) == 2
+
+
+def test_an_error_in_progress_propagates(native_merge: MergeFunction) -> None:
+    def fail(done: int) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        native_merge({b"abcdefgh": 1}, 5, fail)
+
+
+# Bad input.
+
+
+@pytest.mark.parametrize(
+    ("word_counts", "num_merges", "error"),
+    [
+        ({"ab": 1}, 1, TypeError),
+        ({b"ab": 1.5}, 1, TypeError),
+        ({b"ab": -1}, 1, ValueError),
+        ({b"ab": 1}, -1, ValueError),
+        ({b"ab": 1}, True, ValueError),
+    ],
+)
+def test_bad_input(native_merge: MergeFunction, word_counts: dict, num_merges: int, error: type) -> None:
+    with pytest.raises(error):
+        native_merge(word_counts, num_merges)
+
+
+# Broad agreement: random words with few letters (many ties), high and zero bytes, long tokens.
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_words_match_the_reference(native_merge: MergeFunction, seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = rng.choice([b"ab", b"abc", b"a\x00\x7f\x80\xff", bytes(range(256))])
+    word_counts = {
+        bytes(rng.choices(alphabet, k=rng.randint(1, 16))): rng.choice([1, 2, 3, rng.randint(1, 2**40)])
+        for _ in range(rng.randint(0, 15))
+    }
+    check(native_merge, word_counts, rng.randint(0, 80))
+
+
+def test_many_words_match_the_python_versions(native_merge: MergeFunction) -> None:
+    rng = random.Random(2024)
+    word_counts: Counter[bytes] = Counter()
+    for _ in range(3000):
+        word_counts[bytes(rng.choices(b"etaoinshrd\x80\xff", k=rng.randint(1, 12)))] += rng.choice([1, 1, 2, 30])
+    expected = bpe_v4.merge(dict(word_counts), 800)
+    assert native_merge(word_counts, 800) == expected  # any Mapping, here a Counter
+    assert bpe_v1.merge(dict(word_counts), 60) == expected[:60]
+
+
+@pytest.mark.parametrize("trainer", ["bpe_v5", "bpe_v6"])
+def test_trainer_modules_wrap_the_loop_with_a_progress_bar(trainer: str, native_merge: MergeFunction) -> None:
+    module = importlib.import_module(f"cs336_basics.{trainer}")
+    word_counts = {b"hello": 3, b" world": 2, b"lol": 1}
+    expected = reference_merges(word_counts, 20)
+    assert module.merge(word_counts, 20) == expected
+    assert module.merge(word_counts, 20, progress=True) == expected
