@@ -3,14 +3,17 @@
     from cs336_basics import train_bpe
     vocab, merges = train_bpe("data.txt", 10_000, ["<|endoftext|>"])            # fastest version here
     vocab, merges = train_bpe("data.txt", 10_000, ["<|endoftext|>"], trainer="bpe_v1")  # the oracle
+    ids = Tokenizer(vocab, merges, ["<|endoftext|>"]).encode("Once upon a time<|endoftext|>")
 """
 
 from cs336_basics._common import BPEInputError
+from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
 
 __all__ = [
     "TRAINERS",
     "BPEInputError",
+    "Tokenizer",
     "TrainerUnavailable",
     "default_trainer",
     "openmp_enabled",

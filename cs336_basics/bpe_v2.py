@@ -41,6 +41,11 @@ class PairIndex:
         """The CS336 order: higher count first, ties to the greatest (left bytes, right bytes)."""
         return self.pair_counts[pair], self.token_bytes[pair[0]], self.token_bytes[pair[1]]
 
+    def best_pair(self) -> Pair:
+        """A linear scan: the top count at C speed first, then the CS336 tie-break among its pairs."""
+        top = max(self.pair_counts.values())
+        return max((pair for pair, count in self.pair_counts.items() if count == top), key=self.rank)
+
     def merge(self, pair: Pair) -> tuple[tuple[bytes, bytes], set[Pair]]:
         """Apply one merge; return it as bytes, and the pairs whose counts changed."""
         left, right = pair
@@ -74,6 +79,6 @@ def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -
     for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
         if not index.pair_counts:
             break
-        merged, _ = index.merge(max(index.pair_counts, key=index.rank))
+        merged, _ = index.merge(index.best_pair())
         merges.append(merged)
     return merges

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from cs336_basics import train_bpe
+from cs336_basics.tokenizer import Tokenizer
 
 
 def run_train_bpe(
@@ -25,3 +26,13 @@ def run_train_bpe(
     Extra keyword arguments go to the trainer (`trainer="bpe_v4"`, `num_workers=2`, ...).
     """
     return train_bpe(input_path, vocab_size, special_tokens, **kwargs)
+
+
+def get_tokenizer(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: list[str] | None = None,
+) -> Tokenizer:
+    """A tokenizer over `vocab` and `merges`; `encode`, `encode_iterable` and `decode` as the
+    assignment specifies. Compiled when built, pure Python under `CS336_PURE_PYTHON=1`."""
+    return Tokenizer(vocab, merges, special_tokens)

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from cs336_basics import TRAINERS, openmp_enabled, trainer_status
+from cs336_basics.tokenizer import native_available
 from cs336_basics.trainers import COMPILED_TRAINERS, pure_python_forced
 from tests.conftest import REPO_ROOT
 
@@ -28,6 +29,7 @@ def test_compiled_trainers_are_built_when_expected() -> None:
         pytest.skip("set CS336_EXPECT_COMPILED=1 to require the compiled trainers (CI does)")
     missing = {name: reason for name, reason in trainer_status().items() if reason is not None}
     assert missing == {}
+    assert native_available(), "the tokenizer's compiled encoder (cs336_basics._encode) is not built"
 
 
 def test_openmp_was_not_silently_lost() -> None:

@@ -1,0 +1,366 @@
+"""Encode text with a trained byte-level BPE vocabulary, and decode ids back to text.
+
+    from cs336_basics.tokenizer import Tokenizer
+    tokenizer = Tokenizer.from_files("vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])
+    ids = tokenizer.encode("Hello, world!<|endoftext|>")
+    assert tokenizer.decode(ids) == "Hello, world!<|endoftext|>"
+    with open("big.txt") as file:                 # constant memory, any file size
+        for token_id in tokenizer.encode_iterable(file):
+            ...
+
+Encoding follows the training contract (see DESIGN.md): split on special tokens (the longest wins
+where they overlap; each one becomes its own id), pre-tokenize every piece with the GPT-2 pattern,
+and within each pre-token apply merges as GPT-2 does: repeatedly merge every occurrence of the
+adjacent pair whose merge came first. Pre-tokens never interact, so their ids are cached.
+
+This module is the readable reference. When the compiled `cs336_basics._encode` is built (and
+`CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/bpe_encode.cpp`);
+the tests check that both give the same ids.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterable, Iterator
+
+import regex
+
+from cs336_basics._common import (
+    GPT2_REGEX,
+    BPEInputError,
+    Merges,
+    Vocab,
+    check_special_tokens,
+    merge_word,
+    special_token_regex,
+)
+from cs336_basics.serialization import load_merges, load_vocab
+from cs336_basics.trainers import pure_python_forced
+
+# Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
+# entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
+DEFAULT_CACHE_SIZE = 1 << 12
+# Slots of the native encoder's cache: 64 bytes each (16 MiB of address space, resident as used).
+DEFAULT_NATIVE_CACHE_SLOTS = 1 << 18
+
+# encode_iterable encodes the buffered text once it holds at least this many characters.
+_MIN_PIECE_CHARS = 1 << 12
+# A non-space followed by whitespace: no pre-token spans the gap between them (see split_stream).
+_LAST_WHITESPACE_CUT = regex.compile(r"\S(?=\s)", flags=regex.REVERSE)
+_MAX_TOKEN_ID = (1 << 32) - 2  # the native encoder stores ids as uint32
+
+
+def _native_module():
+    """The compiled encoder, or None when it is not built or CS336_PURE_PYTHON is set."""
+    if pure_python_forced():
+        return None
+    try:
+        from cs336_basics import _encode
+    except ImportError:
+        return None
+    return _encode
+
+
+def native_available() -> bool:
+    return _native_module() is not None
+
+
+def _unencodable_error(text: str) -> BPEInputError:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return BPEInputError(
+            f"text cannot be encoded as UTF-8: {error.reason} at character {error.start} "
+            f"({text[error.start]!r}); remove or replace lone surrogates first"
+        )
+    return BPEInputError("text cannot be encoded as UTF-8")
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer over `vocab` (id -> bytes) and `merges` (in creation order).
+
+    Special tokens missing from `vocab` are added with the next free ids. `native=None` uses the
+    compiled encoder when it is available, `False` forces the pure-Python path, `True` requires the
+    compiled one. `cache_size` bounds the pure path's pre-token cache (entries), `native_cache_slots`
+    the compiled one's (64-byte slots, allocated here so encoding allocates no cache memory later).
+    """
+
+    def __init__(
+        self,
+        vocab: dict[int, bytes],
+        merges: list[tuple[bytes, bytes]],
+        special_tokens: list[str] | None = None,
+        *,
+        native: bool | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        native_cache_slots: int = DEFAULT_NATIVE_CACHE_SLOTS,
+    ) -> None:
+        if isinstance(special_tokens, str):
+            raise BPEInputError(f"special_tokens must be a list of strings; wrap {special_tokens!r} in a list")
+        specials = check_special_tokens(special_tokens)
+        self._vocab: Vocab = _checked_vocab(vocab)
+
+        # Regular text maps bytes to the lowest id spelling them (ids are unique in sane vocabularies).
+        self._token_ids: dict[bytes, int] = {}
+        for token_id in sorted(self._vocab):
+            self._token_ids.setdefault(self._vocab[token_id], token_id)
+        missing = [byte for byte in range(256) if bytes([byte]) not in self._token_ids]
+        if missing:
+            raise BPEInputError(
+                f"the vocabulary lacks {len(missing)} of the 256 single bytes (first: {bytes([missing[0]])!r}); "
+                "a byte-level BPE vocabulary must contain every byte to encode arbitrary text"
+            )
+        self._byte_ids = [self._token_ids[bytes([byte])] for byte in range(256)]
+
+        self.special_tokens: list[str] = specials
+        self._special_ids: dict[str, int] = {}
+        next_id = max(self._vocab) + 1
+        for token in specials:
+            token_bytes = token.encode("utf-8")
+            token_id = self._token_ids.get(token_bytes)
+            if token_id is None:
+                token_id, next_id = next_id, next_id + 1
+                if token_id > _MAX_TOKEN_ID:
+                    raise BPEInputError(f"no id left for special token {token!r}: ids must stay below 2**32 - 1")
+                self._vocab[token_id] = token_bytes
+            self._special_ids[token] = token_id
+        self._special_regex = special_token_regex(specials)
+        self._longest_special = max((len(token) for token in specials), default=0)
+
+        self.merges: Merges = list(merges)
+        # (left id, right id) -> (rank, id of the merged token); a repeated merge keeps its first rank.
+        self._merge_ranks: dict[tuple[int, int], tuple[int, int]] = {}
+        for rank, merge in enumerate(self.merges):
+            left_id, right_id, merged_id = self._merge_ids(rank, merge)
+            self._merge_ranks.setdefault((left_id, right_id), (rank, merged_id))
+
+        for name, value in (("cache_size", cache_size), ("native_cache_slots", native_cache_slots)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BPEInputError(f"{name} must be a non-negative integer, got {value!r}")
+        self._cache_size = cache_size
+        self._cache: dict[str, list[int]] = {}
+        self._native_option = native
+        self._native_cache_slots = native_cache_slots
+        self._native = self._make_native(native, native_cache_slots)
+
+    def __getstate__(self) -> dict:
+        # The compiled encoder cannot be pickled; it is rebuilt where the tokenizer is unpickled
+        # (e.g. in a multiprocessing worker), and the cache starts empty there.
+        state = self.__dict__.copy()
+        state["_native"] = None
+        state["_cache"] = {}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._native = self._make_native(self._native_option, self._native_cache_slots)
+
+    # -----------------------------------------------------------------------------------------
+    # Construction
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_filepath: str | os.PathLike,
+        merges_filepath: str | os.PathLike,
+        special_tokens: list[str] | None = None,
+        **options: object,
+    ) -> Tokenizer:
+        """Load `vocab.pkl`/`merges.pkl` or GPT-2's `vocab.json`/`merges.txt` (see serialization)."""
+        return cls(load_vocab(vocab_filepath), load_merges(merges_filepath), special_tokens, **options)
+
+    def _merge_ids(self, rank: int, merge: object) -> tuple[int, int, int]:
+        is_pair = isinstance(merge, (tuple, list)) and len(merge) == 2
+        if not (is_pair and all(isinstance(part, bytes) for part in merge)):
+            raise BPEInputError(f"merge {rank} must be a pair of bytes, got {merge!r}")
+        left, right = merge
+        ids: list[int] = []
+        for part in (left, right, left + right):
+            token_id = self._token_ids.get(part)
+            if token_id is None:
+                raise BPEInputError(
+                    f"merge {rank} ({left!r}, {right!r}) refers to {part!r}, which is not in the vocabulary; "
+                    "were vocab and merges saved by the same training run?"
+                )
+            ids.append(token_id)
+        return ids[0], ids[1], ids[2]
+
+    def _make_native(self, native: bool | None, cache_slots: int):
+        if native is False:
+            return None
+        module = _native_module()
+        if module is None:
+            if native:
+                raise BPEInputError(
+                    "the compiled encoder is not available (not built, or CS336_PURE_PYTHON is set); "
+                    "build it with: pip install -e ."
+                )
+            return None
+        merges = [(left, right, merged) for (left, right), (_, merged) in self._ranked_merges()]
+        specials = [(token.encode("utf-8"), token_id) for token, token_id in self._special_ids.items()]
+        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots)
+
+    def _ranked_merges(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        return sorted(self._merge_ranks.items(), key=lambda item: item[1][0])
+
+    @property
+    def native(self) -> bool:
+        """Whether `encode` runs the compiled encoder."""
+        return self._native is not None
+
+    @property
+    def vocab(self) -> Vocab:
+        """id -> bytes, special tokens included (the tokenizer's own dict: do not modify it)."""
+        return self._vocab
+
+    # -----------------------------------------------------------------------------------------
+    # Encoding
+
+    def encode(self, text: str) -> list[int]:
+        """The token ids of `text`."""
+        if self._native is not None:
+            return self.encode_array(text).tolist()
+        if not isinstance(text, str):
+            raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+        ids: list[int] = []
+        try:
+            if self._special_regex is None:
+                self._encode_ordinary(text, ids)
+                return ids
+            position = 0
+            for match in self._special_regex.finditer(text):
+                self._encode_ordinary(text[position : match.start()], ids)
+                ids.append(self._special_ids[match.group()])
+                position = match.end()
+            self._encode_ordinary(text[position:], ids)
+        except UnicodeEncodeError:
+            raise _unencodable_error(text) from None
+        return ids
+
+    def encode_array(self, text: str) -> array:
+        """The token ids of `text` as an `array('I')` of uint32: no Python int per token on the
+        compiled path (`numpy.frombuffer(result, numpy.uint32)` views it without a copy)."""
+        if self._native is None:
+            return array("I", self.encode(text))
+        if not isinstance(text, str):
+            raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+        try:
+            return self._native.encode(text)
+        except UnicodeEncodeError:
+            raise _unencodable_error(text) from None
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Lazily the ids of `"".join(iterable)`, e.g. of a text file's lines, in constant memory."""
+        for piece in self.split_stream(iterable):
+            yield from self.encode(piece)
+
+    def split_stream(self, texts: Iterable[str]) -> Iterator[str]:
+        """Re-cut a stream of strings into pieces that can be encoded one by one: the ids of the
+        pieces, concatenated, are the ids of the whole stream. Only a short tail is held back.
+
+        A piece ends either after a special token that no later text can extend, or between a
+        non-space and a whitespace character, where no GPT-2 pre-token can span the gap (the
+        pre-token before ends at the whitespace however the text goes on, and the pattern never
+        looks behind). Text within `longest special token - 1` characters of the buffer's end is
+        never cut: a special token may be starting there.
+        """
+        parts: list[str] = []
+        size = 0
+        next_attempt = _MIN_PIECE_CHARS
+        for text in texts:
+            if not isinstance(text, str):
+                raise BPEInputError(
+                    f"encode_iterable expects strings, got {type(text).__name__}; open files in text mode"
+                )
+            parts.append(text)
+            size += len(text)
+            if size < next_attempt:
+                continue
+            buffer = "".join(parts)
+            cut = self._last_safe_cut(buffer)
+            if cut:
+                yield buffer[:cut]
+            rest = buffer[cut:]
+            parts, size = [rest], len(rest)
+            # Without a cut the buffer grows; waiting until it doubles keeps rescanning linear.
+            next_attempt = max(_MIN_PIECE_CHARS, 2 * size)
+        if size:
+            yield "".join(parts)
+
+    def _last_safe_cut(self, buffer: str) -> int:
+        """The last offset where `buffer` can be cut, whatever text follows it (0 if none)."""
+        # A special token starting at or after `undecided` may still grow into a longer one.
+        undecided = len(buffer) - self._longest_special + 1 if self._longest_special else len(buffer)
+        settled = 0
+        if self._special_regex is not None:
+            for match in self._special_regex.finditer(buffer, 0, len(buffer)):
+                if match.start() >= undecided:
+                    break
+                settled = match.end()
+        # The whitespace after the cut must lie in the buffer and before `undecided`.
+        end = min(undecided, len(buffer) - 1)
+        if end > settled:
+            match = _LAST_WHITESPACE_CUT.search(buffer, settled, end + 1)
+            if match is not None:
+                return match.end()
+        return settled
+
+    def _encode_ordinary(self, text: str, ids: list[int]) -> None:
+        """Append the ids of `text`, which contains no special token."""
+        cache = self._cache
+        for word in GPT2_REGEX.findall(text):
+            word_ids = cache.get(word)
+            if word_ids is None:
+                word_ids = self._bpe(word.encode("utf-8"))
+                if len(cache) >= self._cache_size:
+                    cache.clear()
+                if self._cache_size:
+                    cache[word] = word_ids
+            ids.extend(word_ids)
+
+    def _bpe(self, word: bytes) -> list[int]:
+        """GPT-2's merge loop: merge every occurrence of the adjacent pair ranked first, repeat."""
+        ids = [self._byte_ids[byte] for byte in word]
+        ranks = self._merge_ranks
+        while len(ids) > 1:
+            best = None
+            for pair in zip(ids, ids[1:]):
+                entry = ranks.get(pair)
+                if entry is not None and (best is None or entry[0] < best[0][0]):
+                    best = (entry, pair)
+            if best is None:
+                break
+            (_, merged_id), pair = best
+            ids = merge_word(ids, pair, merged_id)
+        return ids
+
+    # -----------------------------------------------------------------------------------------
+    # Decoding
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of `ids`; byte sequences that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The bytes of `ids`, concatenated (what `decode` turns into text)."""
+        vocab = self._vocab
+        try:
+            return b"".join([vocab[token_id] for token_id in ids])
+        except KeyError as error:
+            raise BPEInputError(f"token id {error.args[0]!r} is not in the vocabulary") from None
+        except TypeError:
+            raise BPEInputError("token ids must be integers") from None
+
+
+def _checked_vocab(vocab: object) -> Vocab:
+    if not isinstance(vocab, dict) or not vocab:
+        raise BPEInputError(f"vocab must be a non-empty dict of id -> bytes, got {type(vocab).__name__}")
+    checked: Vocab = {}
+    for token_id, token in vocab.items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= _MAX_TOKEN_ID:
+            raise BPEInputError(f"vocab ids must be integers in [0, 2**32 - 2], got {token_id!r}")
+        if not isinstance(token, bytes) or not token:
+            raise BPEInputError(f"vocab[{token_id}] must be non-empty bytes, got {token!r}")
+        checked[token_id] = token
+    return checked

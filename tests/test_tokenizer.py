@@ -1,0 +1,585 @@
+"""The tokenizer against tiktoken's GPT-2, by construction, and the pure path against the native one.
+
+tiktoken is built here from the fixtures' GPT-2 files (it cannot download anything): its ranks are
+the GPT-2 token ids, which is right because GPT-2's merged tokens are numbered in merge order
+(checked below), so "lowest rank first" means the same thing to both.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+from functools import cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cs336_basics.tokenizer as tokenizer_module
+from cs336_basics import BPEInputError, train_bpe
+from cs336_basics._common import ENDOFTEXT, GPT2_SPLIT_PATTERN
+from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
+from cs336_basics.tokenizer import Tokenizer, native_available
+from tests.conftest import FIXTURES, REPO_ROOT, SHARED_CORPUS, require_fixture
+
+DOUBLE = ENDOFTEXT * 2
+TEXT_FIXTURES = [
+    "tinystories_sample.txt",
+    "address.txt",
+    "german.txt",
+    "special_token_double_newlines_non_whitespace.txt",
+    "special_token_trailing_newlines.txt",
+    "corpus.en",
+]
+BACKENDS = ["pure", "native"]
+NATIVE_MISSING = "the compiled encoder cs336_basics._encode is not built (or CS336_PURE_PYTHON is set)"
+MEMORY_TEST_BYTES = 5_000_000
+
+# Pieces that exercise every alternative of the GPT-2 pattern, every whitespace the pattern knows
+# (\x1c..\x1f and \x85 are whitespace to it), contractions split across pieces, and special tokens
+# whole and in halves.
+FRAGMENTS = [
+    "a", "b", "ab", "the", " the", "é", "ü", "中文", "😀", "e\u0301", "Ω", "ки",
+    " ", "  ", "\n", "\n\n", "\t", "\r\n", "\u3000", "\xa0", "\x85", "\x1c",
+    "0", "42", "١٢", "'", "'s", "'ll", "l", "ve", "'re", ".", "!?", "<", "|", ">",
+    ENDOFTEXT, "<|endo", "ftext|>", "<|", "|>",
+]
+fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=40).map("".join)
+any_text = st.text(st.characters(codec="utf-8"), max_size=200)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared objects (loading GPT-2 takes a moment, so each is built once)
+
+
+@cache
+def gpt2_tables() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    return load_vocab(FIXTURES / "gpt2_vocab.json"), load_merges(FIXTURES / "gpt2_merges.txt")
+
+
+@cache
+def gpt2_tokenizer(backend: str, special_tokens: tuple[str, ...] = (ENDOFTEXT,)) -> Tokenizer:
+    vocab, merges = gpt2_tables()
+    return Tokenizer(vocab, merges, list(special_tokens), native=backend == "native")
+
+
+@cache
+def tiktoken_gpt2():
+    tiktoken = pytest.importorskip("tiktoken")
+    vocab, _ = gpt2_tables()
+    ranks = {token: token_id for token_id, token in vocab.items() if token != ENDOFTEXT.encode()}
+    return tiktoken.Encoding(
+        name="gpt2-from-fixtures",
+        pat_str=GPT2_SPLIT_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={ENDOFTEXT: 50256},
+    )
+
+
+def reference_ids(text: str) -> list[int]:
+    return tiktoken_gpt2().encode(text, allowed_special="all")
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> None:
+    require_fixture("gpt2_vocab.json")
+    require_fixture("gpt2_merges.txt")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, gpt2: None) -> str:
+    if request.param == "native" and not native_available():
+        pytest.skip(NATIVE_MISSING)
+    return request.param
+
+
+@pytest.fixture
+def tok(backend: str) -> Tokenizer:
+    """GPT-2 with <|endoftext|>, on the pure or the native path."""
+    tokenizer = gpt2_tokenizer(backend)
+    assert tokenizer.native == (backend == "native")
+    return tokenizer
+
+
+@pytest.fixture
+def native_tok(gpt2: None) -> Tokenizer:
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    return gpt2_tokenizer("native")
+
+
+# ---------------------------------------------------------------------------------------------
+# Against tiktoken
+
+
+def test_gpt2_ranks_follow_merge_order(gpt2: None) -> None:
+    """tiktoken ranks tokens by id; that equals our merge order only if merged ids increase."""
+    vocab, merges = gpt2_tables()
+    ids = {token: token_id for token_id, token in vocab.items()}
+    merged_ids = [ids[left + right] for left, right in merges]
+    assert merged_ids == sorted(merged_ids)
+    assert sorted(ids[bytes([byte])] for byte in range(256)) == list(range(256))
+    assert len(vocab) == 256 + len(merges) + 1 and vocab[50256] == ENDOFTEXT.encode()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        " ",
+        "\n",
+        "é",
+        "😀",
+        "s",
+        "'",
+        "Héllò hôw are ü? 🙃",
+        "日本語のテキストと English mixed, 123 numbers!",
+        "don't we'll they've I'm she'd you're it's",
+        "   leading and trailing spaces   ",
+        "tabs\tand\nnewlines\n\n\nand\r\nCRLF",
+        "Hello, how <|endoftext|><|endoftext|> are you?<|endoftext|>",
+        "<|endoftext|>",
+        "a\n\nb",
+    ],
+)
+def test_matches_tiktoken(tok: Tokenizer, text: str) -> None:
+    ids = tok.encode(text)
+    assert ids == reference_ids(text)
+    assert tok.decode(ids) == text
+
+
+@pytest.mark.parametrize("name", TEXT_FIXTURES)
+def test_fixture_texts_match_tiktoken(tok: Tokenizer, name: str) -> None:
+    text = require_fixture(name).read_text(encoding="utf-8")
+    ids = tok.encode(text)
+    assert ids == reference_ids(text)
+    assert tok.decode(ids) == text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(any_text, fragment_text))
+def test_generated_text_matches_tiktoken(tok: Tokenizer, text: str) -> None:
+    ids = tok.encode(text)
+    assert ids == reference_ids(text)
+    assert tok.decode(ids) == text
+
+
+# ---------------------------------------------------------------------------------------------
+# Special tokens
+
+
+def test_overlapping_special_tokens_longest_wins(backend: str) -> None:
+    tokenizer = gpt2_tokenizer(backend, (ENDOFTEXT, DOUBLE))
+    plain = gpt2_tokenizer(backend, ())
+    single = 50256
+    double = tokenizer.encode(DOUBLE)
+    assert double == [50257], "the missing special token gets the next free id"
+    text = f"Hello{DOUBLE} world{ENDOFTEXT * 3}!"  # three in a row: the pair first, then one
+    expected = [*plain.encode("Hello"), 50257, *plain.encode(" world"), 50257, single, *plain.encode("!")]
+    assert tokenizer.encode(text) == expected
+    assert tokenizer.decode(expected) == text
+    assert tokenizer.decode([50257]) == DOUBLE
+
+
+def test_special_token_order_does_not_matter(backend: str) -> None:
+    text = f"x{ENDOFTEXT * 3}y"
+    forward = gpt2_tokenizer(backend, (ENDOFTEXT, DOUBLE)).encode(text)
+    backward = gpt2_tokenizer(backend, (DOUBLE, ENDOFTEXT)).encode(text)
+    assert forward == backward
+    assert forward[1:-1] == [50257, 50256]
+
+
+def test_without_special_tokens_they_are_text(tok: Tokenizer, backend: str) -> None:
+    plain = gpt2_tokenizer(backend, ())
+    assert plain.encode(ENDOFTEXT) == tiktoken_gpt2().encode_ordinary(ENDOFTEXT)
+    assert 50256 not in plain.encode(f"a{ENDOFTEXT}b")
+    assert tok.encode(f"a{ENDOFTEXT}b")[1] == 50256
+
+
+def test_special_token_already_in_vocab_keeps_its_id(tok: Tokenizer) -> None:
+    assert tok.encode(ENDOFTEXT) == [50256]
+    assert len(tok.vocab) == 50257
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+def test_decode_replaces_invalid_utf8(tok: Tokenizer) -> None:
+    lead_byte = next(token_id for token_id, token in tok.vocab.items() if token == b"\xc3")
+    assert tok.decode([lead_byte]) == "\ufffd"
+    assert tok.decode([*tok.encode("a"), lead_byte, *tok.encode("b")]) == "a\ufffdb"
+
+
+def test_decode_unknown_id(tok: Tokenizer) -> None:
+    with pytest.raises(BPEInputError, match="token id 999999 is not in the vocabulary"):
+        tok.decode([1, 999_999])
+
+
+# ---------------------------------------------------------------------------------------------
+# encode_iterable
+
+
+@pytest.mark.parametrize("name", TEXT_FIXTURES)
+def test_encode_iterable_over_a_file(tok: Tokenizer, name: str) -> None:
+    path = require_fixture(name)
+    with path.open(encoding="utf-8") as file:
+        ids = list(tok.encode_iterable(file))
+    assert ids == tok.encode(path.read_text(encoding="utf-8"))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=fragment_text, cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_encode_iterable_any_split(backend: str, text: str, cuts: list[int]) -> None:
+    """Items cut anywhere (inside pre-tokens, special tokens and whitespace runs) give the ids of
+    the joined text; the buffer is flushed at every item to exercise every cut."""
+    tokenizer = gpt2_tokenizer(backend, (ENDOFTEXT, DOUBLE))
+    offsets = sorted({min(cut, len(text)) for cut in cuts})
+    items = [text[start:end] for start, end in zip([0, *offsets], [*offsets, len(text)])]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokenizer_module, "_MIN_PIECE_CHARS", 1)
+        pieces = list(tokenizer.split_stream(items))
+        ids = list(tokenizer.encode_iterable(items))
+    assert "".join(pieces) == text
+    assert ids == tokenizer.encode(text)
+
+
+def test_encode_iterable_lines_with_blank_lines(tok: Tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`\\s+(?!\\S)` spans lines: "a\\n\\nb" must not be encoded line by line."""
+    monkeypatch.setattr(tokenizer_module, "_MIN_PIECE_CHARS", 1)
+    lines = ["a\n", "\n", "b", "  \n", " \n", "c<|endo", "ftext|>", "\n"]
+    assert list(tok.encode_iterable(lines)) == tok.encode("".join(lines))
+
+
+def test_encode_iterable_is_lazy(tok: Tokenizer) -> None:
+    endless = itertools.cycle(["Once upon a time, ", "there was a tokenizer.\n", ENDOFTEXT])
+    first = list(itertools.islice(tok.encode_iterable(endless), 50))
+    assert len(first) == 50
+
+
+def test_split_stream_cuts_often(tok: Tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokenizer_module, "_MIN_PIECE_CHARS", 64)
+    text = require_fixture("tinystories_sample.txt").read_text(encoding="utf-8")
+    pieces = list(tok.split_stream(text.splitlines(keepends=True)))
+    assert "".join(pieces) == text
+    assert len(pieces) > len(text) // 200
+
+
+def test_encode_iterable_rejects_bytes(tok: Tokenizer) -> None:
+    with pytest.raises(BPEInputError, match="text mode"):
+        list(tok.encode_iterable([b"bytes"]))
+
+
+MEMORY_CHILD = textwrap.dedent(
+    """
+    import resource, sys
+    from cs336_basics.tokenizer import Tokenizer
+
+    vocab_path, merges_path, text_path, backend, headroom = sys.argv[1:6]
+    tokenizer = Tokenizer.from_files(vocab_path, merges_path, ["<|endoftext|>"], native=backend == "native")
+
+    def address_space() -> int:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmSize in /proc/self/status")
+
+    count = checksum = 0
+    with open(text_path, encoding="utf-8") as file:
+        # Python's own text I/O grows the heap by megabytes on a first pass over a file, whoever
+        # reads it; let it settle so that the limit below measures the tokenizer.
+        for _ in file:
+            pass
+        file.seek(0)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (address_space() + int(headroom), hard))
+        try:
+            for token_id in tokenizer.encode_iterable(file):
+                count += 1
+                checksum = (checksum * 1_000_003 + token_id) % (1 << 61)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+    expected = 0
+    with open(text_path, encoding="utf-8") as file:
+        ids = tokenizer.encode(file.read())
+    for token_id in ids:
+        expected = (expected * 1_000_003 + token_id) % (1 << 61)
+    assert (count, checksum) == (len(ids), expected), "encode_iterable differs from encode"
+    print(count)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def five_megabytes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    corpus = SHARED_CORPUS / "real_mix.txt.gz"
+    if not corpus.exists():
+        pytest.skip(f"corpus {corpus} not found")
+    with gzip.open(corpus, "rb") as file:
+        data = file.read(MEMORY_TEST_BYTES)
+    data = data[: data.rfind(b"\n") + 1]  # whole lines, so no character is cut
+    path = tmp_path_factory.mktemp("memory") / "real_mix_5mb.txt"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc/self/status are Linux-only")
+def test_encode_iterable_constant_memory(backend: str, five_megabytes: Path) -> None:
+    """As the assignment's test: the address-space limit is what the process has now plus 1 MB
+    (the address space, not the RSS: RLIMIT_AS counts the former). Reading the 5 MB at once, or
+    starting a thread (8 MB of stack), fails; so would an unbounded cache."""
+    if backend == "pure" and native_available():
+        pytest.skip("the pure path's memory is checked when it is the default (CS336_PURE_PYTHON=1)")
+    args = [FIXTURES / "gpt2_vocab.json", FIXTURES / "gpt2_merges.txt", five_megabytes, backend, 1_000_000]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", MEMORY_CHILD, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert int(result.stdout) > 1_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# A vocabulary from our own trainer
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, bytes], list[tuple[bytes, bytes]]]:
+    text = require_fixture("tinystories_sample.txt").read_text(encoding="utf-8")
+    text += "\nÜber naïve café — 日本語 😀 <|endoftext|> 12,345.67 don't  \t\n"
+    path = tmp_path_factory.mktemp("trained") / "train.txt"
+    path.write_text(text, encoding="utf-8")
+    vocab, merges = train_bpe(path, 1000, [ENDOFTEXT], trainer="bpe_v4")
+    return path, vocab, merges
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_trained_vocabulary_round_trips(trained, backend_name: str, tmp_path: Path) -> None:
+    if backend_name == "native" and not native_available():
+        pytest.skip(NATIVE_MISSING)
+    path, vocab, merges = trained
+    text = path.read_text(encoding="utf-8")
+    tokenizer = Tokenizer(vocab, merges, [ENDOFTEXT], native=backend_name == "native")
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert ids.count(256) == text.count(ENDOFTEXT), "the special token is id 256 in a trained vocabulary"
+    assert len(ids) < len(text.encode("utf-8")) / 2, "1000 tokens should compress the training text"
+
+    paths = save_tokenizer(tmp_path, vocab, merges)
+    for vocab_file, merges_file in (("vocab.pkl", "merges.pkl"), ("vocab.json", "merges.txt")):
+        loaded = Tokenizer.from_files(paths[vocab_file], paths[merges_file], [ENDOFTEXT])
+        assert loaded.encode(text) == ids
+
+
+# ---------------------------------------------------------------------------------------------
+# Native == pure
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(any_text, fragment_text))
+def test_native_matches_pure(native_tok: Tokenizer, text: str) -> None:
+    assert native_tok.encode(text) == gpt2_tokenizer("pure").encode(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ab" * 3000,  # one long pre-token: the heap-based merge loop
+        " " * 5000 + "x",
+        "\n" * 4000,
+        "é" * 2500 + "a",
+        "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(3000)),
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" * 3 + " " + "0123456789" * 100,
+    ],
+)
+def test_native_matches_pure_on_long_words(native_tok: Tokenizer, text: str) -> None:
+    assert native_tok.encode(text) == gpt2_tokenizer("pure").encode(text)
+
+
+def test_native_matches_pure_on_trained_vocabulary(trained) -> None:
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    path, vocab, merges = trained
+    text = path.read_text(encoding="utf-8")
+    for specials in ([ENDOFTEXT], [ENDOFTEXT, DOUBLE], []):
+        native = Tokenizer(vocab, merges, specials, native=True)
+        pure = Tokenizer(vocab, merges, specials, native=False)
+        assert native.encode(text) == pure.encode(text)
+
+
+def test_native_matches_pure_on_corpus_sample(native_tok: Tokenizer) -> None:
+    corpus = SHARED_CORPUS / "real_mix.txt.gz"
+    if not corpus.exists():
+        pytest.skip(f"corpus {corpus} not found")
+    with gzip.open(corpus, "rb") as file:
+        text = file.read(600_000).decode("utf-8", errors="ignore")
+    assert native_tok.encode(text) == gpt2_tokenizer("pure").encode(text)
+
+
+def test_native_with_tiny_cache_matches(gpt2: None) -> None:
+    """Every cache eviction path: two slots, so almost every word replaces another."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    tiny = Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=2)
+    uncached = Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=0)
+    text = require_fixture("tinystories_sample.txt").read_text(encoding="utf-8") * 2
+    expected = gpt2_tokenizer("pure").encode(text)
+    assert tiny.encode(text) == expected
+    assert uncached.encode(text) == expected
+
+
+def test_native_concurrent_threads(native_tok: Tokenizer) -> None:
+    """The GIL is released: threads share one encoder (one gets the cache, others run uncached)."""
+    texts = [require_fixture(name).read_text(encoding="utf-8") * 3 for name in TEXT_FIXTURES]
+    expected = [native_tok.encode(text) for text in texts]
+    results: dict[int, list[list[int]]] = {}
+
+    def work(worker: int) -> None:
+        results[worker] = [native_tok.encode(text) for text in texts * 3]
+
+    threads = [threading.Thread(target=work, args=(worker,)) for worker in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(result == expected * 3 for result in results.values())
+
+
+def test_encode_array(tok: Tokenizer) -> None:
+    text = "Hello<|endoftext|> world"
+    array_ids = tok.encode_array(text)
+    assert array_ids.typecode == "I" and array_ids.itemsize == 4
+    assert array_ids.tolist() == tok.encode(text)
+
+
+def test_pickle_round_trip(tok: Tokenizer) -> None:
+    """Tokenizers go to multiprocessing workers by pickle; the compiled encoder is rebuilt there."""
+    copy = pickle.loads(pickle.dumps(tok))
+    text = "Hello<|endoftext|> wörld"
+    assert copy.native == tok.native
+    assert copy.encode(text) == tok.encode(text)
+
+
+def test_pure_python_env_var_forces_pure(gpt2: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CS336_PURE_PYTHON", "1")
+    vocab, merges = gpt2_tables()
+    assert not Tokenizer(vocab, merges).native
+    with pytest.raises(BPEInputError, match="not available"):
+        Tokenizer(vocab, merges, native=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+def small_vocab() -> dict[int, bytes]:
+    return {byte: bytes([byte]) for byte in range(256)} | {256: b"ab"}
+
+
+def test_merge_with_unknown_token() -> None:
+    with pytest.raises(BPEInputError, match=r"merge 1 .*b'abc'.* not in the vocabulary"):
+        Tokenizer(small_vocab(), [(b"a", b"b"), (b"ab", b"c")])
+
+
+def test_merge_that_is_not_a_pair_of_bytes() -> None:
+    with pytest.raises(BPEInputError, match="merge 0 must be a pair of bytes"):
+        Tokenizer(small_vocab(), [("a", "b")])
+
+
+def test_special_token_not_a_string() -> None:
+    with pytest.raises(BPEInputError, match="special tokens must be strings"):
+        Tokenizer(small_vocab(), [(b"a", b"b")], [b"<|endoftext|>"])
+
+
+def test_special_tokens_as_one_string() -> None:
+    with pytest.raises(BPEInputError, match="wrap '<s>' in a list"):
+        Tokenizer(small_vocab(), [(b"a", b"b")], "<s>")  # type: ignore[arg-type]
+
+
+def test_merges_as_lists_are_accepted() -> None:
+    assert Tokenizer(small_vocab(), [[b"a", b"b"]]).encode("ab") == [256]  # type: ignore[list-item]
+
+
+def test_decode_non_integer(tok: Tokenizer) -> None:
+    with pytest.raises(BPEInputError, match="must be integers"):
+        tok.decode([[1]])  # type: ignore[list-item]
+
+
+def test_vocab_missing_a_byte() -> None:
+    vocab = small_vocab()
+    del vocab[0]
+    with pytest.raises(BPEInputError, match="lacks 1 of the 256 single bytes"):
+        Tokenizer(vocab, [])
+
+
+@pytest.mark.parametrize("vocab", [{"0": b"a"}, {0: "a"}, {-1: b"a"}, {}, [b"a"]])
+def test_malformed_vocab(vocab: object) -> None:
+    with pytest.raises(BPEInputError, match="vocab"):
+        Tokenizer(vocab, [])  # type: ignore[arg-type]
+
+
+def test_encode_bytes_or_surrogates(tok: Tokenizer) -> None:
+    with pytest.raises(BPEInputError, match="expects a str"):
+        tok.encode(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(BPEInputError, match="lone surrogate"):
+        tok.encode("ok \ud800 not ok")
+
+
+def test_tiny_vocab_encodes_everything() -> None:
+    """Only bytes and one merge: every text still encodes and round-trips, on both paths."""
+    for native in [False] + ([True] if native_available() else []):
+        tokenizer = Tokenizer(small_vocab(), [(b"a", b"b")], ["<s>"], native=native)
+        assert tokenizer.encode("abab<s>é") == [256, 256, 257, 0xC3, 0xA9]
+        assert tokenizer.decode(tokenizer.encode("zabé<s>")) == "zabé<s>"
+
+
+# ---------------------------------------------------------------------------------------------
+# scripts/encode_dataset.py
+
+
+def test_encode_dataset_script(gpt2: None, tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("tqdm")
+    data = require_fixture("tinystories_sample.txt")
+    out = tmp_path / "ids.npy"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "encode_dataset.py"),
+            str(data),
+            str(out),
+            "--vocab",
+            str(FIXTURES / "gpt2_vocab.json"),
+            "--merges",
+            str(FIXTURES / "gpt2_merges.txt"),
+            "--special-token",
+            ENDOFTEXT,
+            "--block-mb",
+            "0.001",  # many blocks, so pieces are cut and joined many times
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "bytes/token" in result.stdout and "MB/s" in result.stdout and "peak RSS" in result.stdout
+    ids = np.load(out)
+    assert ids.dtype == np.uint16
+    assert ids.tolist() == gpt2_tokenizer("pure").encode(data.read_text(encoding="utf-8"))
+    assert [path.name for path in tmp_path.iterdir()] == ["ids.npy"], "no temporary file is left behind"
