@@ -66,7 +66,10 @@ def extensions() -> list[Extension]:
 
     omp = [] if env_flag("CS336_NO_OPENMP") else openmp_flags()
     if not omp:
-        reason = "CS336_NO_OPENMP is set" if env_flag("CS336_NO_OPENMP") else "the compiler cannot build OpenMP programs"
+        if env_flag("CS336_NO_OPENMP"):
+            reason = "CS336_NO_OPENMP is set"
+        else:
+            reason = "the compiler cannot build OpenMP programs"
         message = f"cs336_basics: building without OpenMP ({reason}); bpe_v7 will run on one thread"
         if env_flag("CS336_REQUIRE_OPENMP"):
             sys.exit(message + " (and CS336_REQUIRE_OPENMP is set)")

@@ -4,6 +4,11 @@
 
 #ifdef _OPENMP
 #include <omp.h>
+// An OpenMP directive, e.g. BPE_OMP_PRAGMA("omp parallel for"): nothing at all without OpenMP, so
+// that build does not warn about an unknown pragma at every parallel loop.
+#define BPE_OMP_PRAGMA(directive) _Pragma(directive)
+#else
+#define BPE_OMP_PRAGMA(directive)
 #endif
 
 namespace bpe {

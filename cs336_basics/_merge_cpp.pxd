@@ -21,3 +21,8 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context
     ) except +
+
+
+# train_merges without the GIL, progress relayed to a Python callable (tqdm.update fits); bpe_v7's
+# native word counts use it too.
+cdef list run_train_merges(const WordCounts& words, object num_merges, object progress)

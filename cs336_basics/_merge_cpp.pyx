@@ -72,11 +72,15 @@ def merge(
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
     """
-    if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
-        raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     cdef WordCounts words
     load_word_counts(words, word_counts)
+    return run_train_merges(words, num_merges, progress)
 
+
+cdef list run_train_merges(const WordCounts& words, object num_merges, object progress):
+    """`train_merges` without the GIL, relaying progress to a Python callable; merges as bytes."""
+    if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
+        raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     errors = []
     cdef ProgressRelay relay
     relay.report = <PyObject*>progress

@@ -53,3 +53,19 @@ def test_generated_sources_are_not_tracked() -> None:
         or (path.startswith("cs336_basics/") and path.endswith((".c", ".cpp")))
     ]
     assert generated == []
+
+
+def test_counting_really_runs_on_several_threads() -> None:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
+    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    if not native.openmp_enabled():
+        if env_flag("CS336_ALLOW_NO_OPENMP"):
+            counts = native.count_words_in_buffer(b"a few words here\n" * 50_000, [], 2, 1 << 14)
+            assert counts.threads_used == 1  # the one-thread fallback still counts every chunk
+            return
+        pytest.fail("built without OpenMP although the compiler supports it (see setup.py's probe)")
+    # Many small chunks with dynamic scheduling: both threads of the team get some.
+    counts = native.count_words_in_buffer(b"a few words here\n" * 200_000, [], 2, 1 << 14)
+    assert counts.chunks > 100
+    assert counts.threads_used == 2

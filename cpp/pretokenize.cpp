@@ -1,0 +1,20 @@
+#include "pretokenize.hpp"
+
+#include <string>
+
+namespace bpe {
+
+InvalidUtf8Error::InvalidUtf8Error(size_t offset)
+    : std::invalid_argument("invalid UTF-8 at byte offset " + std::to_string(offset)), offset_(offset) {}
+
+std::vector<size_t> pretoken_ends(std::string_view text) {
+    std::vector<size_t> ends;
+    // English averages about five bytes per pre-token; reserving avoids most regrowth.
+    ends.reserve(text.size() / 4 + 1);
+    const size_t invalid =
+        for_each_pretoken(text.data(), text.size(), [&](size_t, size_t end) { ends.push_back(end); });
+    if (invalid != kValidUtf8) throw InvalidUtf8Error(invalid);
+    return ends;
+}
+
+}  // namespace bpe

@@ -1,0 +1,187 @@
+# cython: language_level=3, annotation_typing=False
+"""Binding to the native pre-tokenizer and parallel word counter (cpp/pretokenize.hpp,
+cpp/word_count.hpp) and, for the counted words, the C++ merge loop (cpp/bpe_merge.hpp).
+
+The binding converts types and releases the GIL; the algorithms and their notes live in the C++.
+Invalid UTF-8 raises ValueError("invalid UTF-8 at byte offset N"), the offset counted in bytes from
+the start of the input.
+"""
+
+import os
+from collections.abc import Callable, Iterable
+
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport uint64_t
+from libcpp.string cimport string
+from libcpp.string_view cimport string_view
+from libcpp.utility cimport move
+from libcpp.vector cimport vector
+
+from cs336_basics._merge_cpp cimport run_train_merges
+
+
+def openmp_enabled() -> bool:
+    """Whether this extension was compiled with OpenMP (else counting runs on one thread)."""
+    return native_openmp_enabled()
+
+
+def effective_num_threads(num_threads: int | None = None) -> int:
+    """scikit-learn's convention: None = OpenMP's default (OMP_NUM_THREADS, else every core), n > 0
+    = n, n < 0 = cores + 1 + n (so -1 = every core, -2 = all but one), at least 1; 0 is an error."""
+    if num_threads is None:
+        return omp_default_threads()
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+        raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
+    if num_threads == 0:
+        raise ValueError("num_threads=0 is not allowed: use None or -1 for every core, or a positive count")
+    if num_threads > 0:
+        return num_threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(cores + 1 + num_threads, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-tokenization
+
+cdef inline string_view view_of(const unsigned char[::1] data) noexcept:
+    if data.shape[0] == 0:
+        return string_view()
+    return string_view(<const char*>&data[0], <size_t>data.shape[0])
+
+
+def pretoken_ends(const unsigned char[::1] data not None) -> list:
+    """End offsets of the GPT-2 pre-tokens of UTF-8 `data` (bytes-like): pre-token i is
+    `data[ends[i - 1]:ends[i]]`, the first starting at 0; they tile the input."""
+    cdef string_view text = view_of(data)
+    cdef vector[size_t] ends
+    with nogil:
+        ends = find_pretoken_ends(text)
+    return ends
+
+
+def pretokenize_bytes(const unsigned char[::1] data not None) -> list:
+    """The GPT-2 pre-tokens of UTF-8 `data` (bytes-like), as bytes."""
+    cdef string_view text = view_of(data)
+    cdef vector[size_t] ends
+    with nogil:
+        ends = find_pretoken_ends(text)
+    cdef const char* base = text.data()
+    cdef size_t start = 0
+    result = []
+    for end in ends:
+        result.append(base[start:end])
+        start = end
+    return result
+
+
+def pretokenize(str text not None) -> list:
+    """The GPT-2 pre-tokens of `text`, exactly as `regex.findall` with the GPT-2 pattern gives them."""
+    cdef bytes encoded = text.encode("utf-8")
+    cdef string_view view = view_of(encoded)
+    cdef vector[size_t] ends
+    with nogil:
+        ends = find_pretoken_ends(view)
+    cdef const char* base = view.data()
+    cdef size_t start = 0
+    result = []
+    for end in ends:
+        result.append(PyUnicode_DecodeUTF8(base + start, end - start, NULL))
+        start = end
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting
+
+cdef CountOptions make_options(object num_threads, object chunk_bytes) except *:
+    cdef CountOptions options
+    options.num_threads = effective_num_threads(num_threads)
+    if chunk_bytes is None:
+        options.chunk_bytes = 0  # chosen from the input size and thread count
+    elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
+        raise ValueError(f"chunk_bytes must be a positive integer or None, got {chunk_bytes!r}")
+    else:
+        options.chunk_bytes = chunk_bytes
+    return options
+
+
+cdef vector[string] encode_special_tokens(object special_tokens) except *:
+    if isinstance(special_tokens, (str, bytes)):
+        raise TypeError(f"special_tokens must be a list of strings, got {special_tokens!r}")
+    cdef vector[string] tokens
+    for token in special_tokens:
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"special tokens must be non-empty strings, got {token!r}")
+        tokens.push_back(token.encode("utf-8"))
+    return tokens
+
+
+cdef NativeWordCounts wrap_counts(WordCounts& counted, const CountReport& report):
+    cdef NativeWordCounts result = NativeWordCounts.__new__(NativeWordCounts)
+    result.words = move(counted)
+    result.chunks = report.chunks
+    result.threads_used = report.threads_used
+    return result
+
+
+def count_words(
+    input_path: str | os.PathLike,
+    special_tokens: Iterable[str] = (),
+    num_threads: int | None = None,
+    chunk_bytes: int | None = None,
+) -> NativeWordCounts:
+    """Count the GPT-2 pre-tokens of a UTF-8 file, split on `special_tokens` (which are not counted;
+    overlapping ones resolve to the longest), on `num_threads` threads (see effective_num_threads).
+    The file is memory-mapped and cut into chunks of about `chunk_bytes` (None: automatic); the
+    result does not depend on either setting."""
+    cdef string path = os.fsencode(input_path)
+    cdef vector[string] tokens = encode_special_tokens(special_tokens)
+    cdef CountOptions options = make_options(num_threads, chunk_bytes)
+    cdef WordCounts counted
+    cdef CountReport report
+    with nogil:
+        counted = count_words_in_file(path, tokens, options, &report)
+    return wrap_counts(counted, report)
+
+
+def count_words_in_buffer(
+    const unsigned char[::1] data not None,
+    special_tokens: Iterable[str] = (),
+    num_threads: int | None = None,
+    chunk_bytes: int | None = None,
+) -> NativeWordCounts:
+    """`count_words` for UTF-8 bytes in memory (bytes-like)."""
+    cdef vector[string] tokens = encode_special_tokens(special_tokens)
+    cdef CountOptions options = make_options(num_threads, chunk_bytes)
+    cdef string_view text = view_of(data)
+    cdef WordCounts counted
+    cdef CountReport report
+    with nogil:
+        counted = count_text_words(text, tokens, options, &report)
+    return wrap_counts(counted, report)
+
+
+cdef class NativeWordCounts:
+    """Word counts held in C++ (from count_words): words in a canonical order, identical for every
+    thread count and chunk size."""
+
+    def __len__(self) -> int:
+        return self.words.counts.size()
+
+    def to_dict(self) -> dict:
+        """`{word_bytes: count}`."""
+        cdef const char* data = self.words.bytes.data()
+        cdef size_t index
+        cdef uint64_t start, end
+        result = {}
+        for index in range(self.words.counts.size()):
+            start = self.words.offsets[index]
+            end = self.words.offsets[index + 1]
+            result[data[start:end]] = self.words.counts[index]
+        return result
+
+    def merge(self, num_merges: int, progress: Callable[[int], object] | None = None) -> list:
+        """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
+        creation order, run by the C++ merge loop without the GIL. `progress`, if given, is called now
+        and then with the merges done since its previous call (so `tqdm.update` fits)."""
+        return run_train_merges(self.words, num_merges, progress)

@@ -1,0 +1,70 @@
+"""bpe_v7 — unlike bpe_v6: pre-tokenization and counting are C++ threads (OpenMP), not Python.
+
+With the merge loop native (v6), nearly all the time is pre-tokenization: the `regex` package
+manages a few MB/s per core, and v3's worker processes add pickling of their counters. v7 memory-maps
+the file, cuts it into chunks at special tokens (or whitespace that splits no pre-token), and lets
+OpenMP threads run a hand-written GPT-2 pre-tokenizer (`cpp/pretokenize.hpp`, its Unicode classes
+generated from the `regex` package) and count words into per-thread tables that are merged at the
+end. The word counts never become Python objects: they go straight to v6's C++ merge loop.
+Without OpenMP in the build it runs the same code on one thread, and says so once.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from os import PathLike
+
+from tqdm import tqdm
+
+from cs336_basics import _native, bpe_v6
+from cs336_basics._common import Merges, WordCounts, check_input_file
+
+__all__ = ["merge", "pretokenize_and_count"]
+
+_warned_single_thread = False
+
+
+def _warn_once_without_openmp() -> None:
+    global _warned_single_thread
+    if not _native.openmp_enabled() and not _warned_single_thread:
+        _warned_single_thread = True
+        warnings.warn(
+            "cs336_basics was built without OpenMP: bpe_v7 counts on one thread "
+            "(reinstall with a compiler that supports -fopenmp for parallel counting)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def pretokenize_and_count(
+    input_path: str | PathLike,
+    special_tokens: list[str],
+    *,
+    progress: bool = False,
+    num_workers: int | None = None,
+    num_chunks: int | None = None,
+    num_threads: int | None = None,
+    chunk_bytes: int | None = None,
+) -> _native.NativeWordCounts:
+    """Word counts held in C++. `num_threads` (or `num_workers`, as for v3-v6) follows scikit-learn:
+    None = every core, -1 = every core, -2 = all but one; `chunk_bytes` (or `num_chunks`) sets the
+    chunk size. Neither changes the result."""
+    path = check_input_file(input_path)
+    _warn_once_without_openmp()
+    threads = num_threads if num_threads is not None else num_workers
+    if chunk_bytes is None and num_chunks:
+        chunk_bytes = max(1, -(-path.stat().st_size // num_chunks))
+    size = path.stat().st_size
+    with tqdm(total=size, desc="pre-tokenize", unit="B", unit_scale=True, disable=not progress) as bar:
+        counts = _native.count_words(os.fspath(path), special_tokens, threads, chunk_bytes)
+        bar.update(size)
+    return counts
+
+
+def merge(word_counts: _native.NativeWordCounts | WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+    """v6's C++ merge loop, fed directly from the native word counts (a dict goes through v6)."""
+    if isinstance(word_counts, dict):
+        return bpe_v6.merge(word_counts, num_merges, progress=progress)
+    with tqdm(total=num_merges, desc="merges", unit="merge", disable=not progress) as bar:
+        return word_counts.merge(num_merges, bar.update if progress else None)
