@@ -7,6 +7,7 @@ Environment variables:
   CS336_EXTENSIONS=a,b     build only these extensions (for developers iterating on one of them)
 """
 
+import glob
 import os
 import shutil
 import subprocess
@@ -106,6 +107,7 @@ def extensions() -> list[Extension]:
                 name,
                 sources=sources,
                 include_dirs=["cpp"],
+                depends=sorted(glob.glob("cpp/*.hpp")),  # a header edit rebuilds what includes it
                 language="c++",
                 extra_compile_args=CXX_FLAGS + (omp if parallel else []),
                 extra_link_args=omp_link if parallel else [],

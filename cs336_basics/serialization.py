@@ -1,6 +1,6 @@
 """Saving and loading a trained vocabulary and merge list.
 
-Two formats: pickles of the Python objects (what the series wrote), and GPT-2's `vocab.json`
+Two formats: pickles of the Python objects (`vocab.pkl`, `merges.pkl`), and GPT-2's `vocab.json`
 (token -> id) + `merges.txt` (one merge per line), where every byte is shown as a printable
 character by GPT-2's byte-to-unicode table. Files are written to a temporary name and renamed, so an
 interrupted run never leaves a half-written output.

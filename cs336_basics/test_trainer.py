@@ -1,4 +1,4 @@
-"""Train a BPE tokenizer from the command line, the way the series did.
+"""Train a BPE tokenizer from the command line.
 
     python cs336_basics/test_trainer.py bpe_v7 out -v 32000 -d data/owt_train.txt
     python -m cs336_basics.test_trainer auto out --demo        # no download: a built-in corpus

@@ -8,7 +8,7 @@
         for token_id in tokenizer.encode_iterable(file):
             ...
 
-Encoding follows the training contract (see DESIGN.md): split on special tokens (the longest wins
+Encoding follows the training contract (`_common.py`): split on special tokens (the longest wins
 where they overlap; each one becomes its own id), pre-tokenize every piece with the GPT-2 pattern,
 and within each pre-token apply merges as GPT-2 does: repeatedly merge every occurrence of the
 adjacent pair whose merge came first. Pre-tokens never interact, so their ids are cached.
