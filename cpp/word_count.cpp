@@ -463,6 +463,24 @@ public:
 
     std::string_view view() const { return {data_, size_}; }
 
+    // Perf/memory: drops the resident pages wholly inside [begin, begin + length) from this process.
+    // Mapped file pages count in the process's RSS, so without this a 12 GB corpus would show a
+    // 12 GB peak; the page cache keeps them, and the mapping is private and never written, so a later
+    // read (a neighbouring chunk's thread) refaults the same bytes.
+    void release(const char* begin, size_t length) const {
+#if !defined(_WIN32)
+        const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+        const uintptr_t first = (uintptr_t(begin) + page - 1) / page * page;
+        const uintptr_t last = (uintptr_t(begin) + length) / page * page;
+        if (mapped_ != nullptr && first < last) {
+            ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+        }
+#else
+        (void)begin;
+        (void)length;
+#endif
+    }
+
 private:
     [[noreturn]] static void fail(const char* what, const std::string& path) {
         throw std::ios_base::failure(std::string(what) + " " + path + ": " + std::strerror(errno));
@@ -716,8 +734,12 @@ std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens&
     return boundaries;
 }
 
-WordCounts count_words(std::string_view text, const std::vector<std::string>& special_tokens,
-                       const CountOptions& options, CountReport* report) {
+namespace {
+
+// Counting over `text`; `file`, when given, is the mapping `text` lies in, whose pages are released
+// chunk by chunk as they are counted.
+WordCounts count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
+                            const CountOptions& options, CountReport* report, const FileView* file) {
     const int threads = options.num_threads > 0 ? options.num_threads : omp_default_threads();
     const SpecialTokens special(special_tokens);
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes
@@ -734,8 +756,9 @@ WordCounts count_words(std::string_view text, const std::vector<std::string>& sp
         if (begin >= first_invalid.load(std::memory_order_relaxed)) return;
         const size_t thread = size_t(omp_thread_id());
         worked[thread] = 1;
-        count_chunk(text.substr(begin, boundaries[chunk + 1] - begin), begin, special, per_thread[thread],
-                    first_invalid);
+        const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
+        count_chunk(piece, begin, special, per_thread[thread], first_invalid);
+        if (file != nullptr) file->release(piece.data(), piece.size());
     });
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
     if (report != nullptr) {
@@ -745,10 +768,17 @@ WordCounts count_words(std::string_view text, const std::vector<std::string>& sp
     return merge_counts(per_thread, threads);
 }
 
+}  // namespace
+
+WordCounts count_words(std::string_view text, const std::vector<std::string>& special_tokens,
+                       const CountOptions& options, CountReport* report) {
+    return count_words_impl(text, special_tokens, options, report, nullptr);
+}
+
 WordCounts count_words_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options, CountReport* report) {
     const FileView file(path);
-    return count_words(file.view(), special_tokens, options, report);
+    return count_words_impl(file.view(), special_tokens, options, report, &file);
 }
 
 }  // namespace bpe
