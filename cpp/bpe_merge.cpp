@@ -188,6 +188,13 @@ inline void prefetch(const void* address) {
 constexpr size_t kCompactionFactor = 2;
 constexpr size_t kCompactionSlack = 1024;
 
+// Perf/memory findings (2 GB OWT-like corpus, 2.0M distinct words, 32K vocab; 42 s in all):
+// - About 2 s to load the words and count the initial pairs; the first 10K merges take ~10 s and
+//   the last 22K ~29 s: late merges touch few words each but every touch is a cache miss (pair id
+//   lookups, pair counts, word headers). Laying words out by descending count did not help.
+// - The loop ends with 18.4M pairs, 15.8M of them live, so recycling dead pairs would not save
+//   memory: per-pair tables (~80 B), the heap (26M entries) and the index lists dominate, ~3.9 GB
+//   at the end (8.45 GB on the 11.9 GB corpus). A smaller heap and flat index lists are the next step.
 class Trainer {
 public:
     explicit Trainer(const WordCounts& words) {

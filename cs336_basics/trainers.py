@@ -78,12 +78,25 @@ def default_trainer() -> str:
     raise AssertionError("the pure-Python trainers are always available")
 
 
+def _own_peak_rss_bytes() -> int:
+    # Linux's ru_maxrss survives exec, so a process started by a big parent would report the
+    # parent's peak; /proc's VmHWM belongs to this process image alone.
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process or of its largest finished child (worker processes)."""
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, children) * scale
+    scale = 1 if sys.platform == "darwin" else 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
+    return max(_own_peak_rss_bytes(), children)
 
 
 @dataclass

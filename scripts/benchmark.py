@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import time
@@ -97,10 +96,6 @@ def digest(merges: list[tuple[bytes, bytes]]) -> str:
     return hasher.hexdigest()[:16]
 
 
-def peak_rss() -> int:
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, children) * 1024
 
 
 # ------------------------------------------------------------------------------------------------
@@ -108,7 +103,7 @@ def peak_rss() -> int:
 
 
 def run_ours(trainer: str, path: Path, vocab_size: int, merge_only: Path | None, workers: int | None) -> dict:
-    from cs336_basics.trainers import load_trainer, train
+    from cs336_basics.trainers import load_trainer, peak_rss_bytes, train
 
     if merge_only is None:
         options = {} if workers is None else {"num_workers": workers}
@@ -127,7 +122,7 @@ def run_ours(trainer: str, path: Path, vocab_size: int, merge_only: Path | None,
     elapsed = time.perf_counter() - started
     return {
         "seconds": {"merge": elapsed, "total": elapsed},
-        "peak_rss_bytes": peak_rss(),
+        "peak_rss_bytes": peak_rss_bytes(),
         "num_words": len(word_counts),
         "merges_digest": digest(merges),
     }
@@ -135,6 +130,8 @@ def run_ours(trainer: str, path: Path, vocab_size: int, merge_only: Path | None,
 
 def run_hf_tokenizers(path: Path, vocab_size: int) -> dict:
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from cs336_basics.trainers import peak_rss_bytes
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -147,13 +144,14 @@ def run_hf_tokenizers(path: Path, vocab_size: int) -> dict:
     started = time.perf_counter()
     tokenizer.train([str(path)], trainer)
     elapsed = time.perf_counter() - started
-    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss()}
+    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
 
 
 def run_rustbpe(path: Path, vocab_size: int) -> dict:
     import rustbpe
 
     from cs336_basics._common import GPT2_SPLIT_PATTERN
+    from cs336_basics.trainers import peak_rss_bytes
 
     def documents():
         with path.open(encoding="utf-8") as file:
@@ -163,7 +161,7 @@ def run_rustbpe(path: Path, vocab_size: int) -> dict:
     started = time.perf_counter()
     tokenizer.train_from_iterator(documents(), vocab_size, pattern=GPT2_SPLIT_PATTERN)
     elapsed = time.perf_counter() - started
-    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss()}
+    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
 
 
 def child_main(argv: list[str]) -> None:
@@ -258,11 +256,16 @@ def run_one(trainer: str, corpus: Corpus, timeout: float, merge_only: Path | Non
 
 
 def agreement(runs: list[Run]) -> dict[str, str]:
-    """Per corpus: whether every one of our versions that finished produced the same merges."""
+    """Per corpus and vocab size: whether every one of our versions that finished made the same merges."""
     verdicts = {}
-    for corpus in dict.fromkeys(run.corpus for run in runs):
-        digests = {run.merges_digest for run in runs if run.corpus == corpus and run.merges_digest}
-        verdicts[corpus] = "all agree" if len(digests) == 1 else ("none finished" if not digests else "DISAGREE")
+    for corpus, vocab_size in dict.fromkeys((run.corpus, run.vocab_size) for run in runs):
+        digests = {
+            run.merges_digest
+            for run in runs
+            if (run.corpus, run.vocab_size) == (corpus, vocab_size) and run.merges_digest
+        }
+        verdict = "all agree" if len(digests) == 1 else ("none finished" if not digests else "DISAGREE")
+        verdicts[f"{corpus} @ {vocab_size}"] = verdict
     return verdicts
 
 
