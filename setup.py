@@ -80,7 +80,9 @@ def extensions() -> list[Extension]:
     # (module, sources, uses OpenMP); every module is C++ so the pure-Cython one can use libcpp too.
     declared = [
         ("cs336_basics._merge_cy", ["cs336_basics/_merge_cy.pyx"], False),
-        ("cs336_basics._merge_cpp", ["cs336_basics/_merge_cpp.pyx", "cpp/bpe_merge.cpp"], False),
+        # bpe_v6 runs the loop on one thread; bpe_v7 reaches it through this module too and counts
+        # the initial pairs on its threads.
+        ("cs336_basics._merge_cpp", ["cs336_basics/_merge_cpp.pyx", "cpp/bpe_merge.cpp"], True),
         (
             "cs336_basics._native",
             [

@@ -33,7 +33,12 @@ using MergeProgress = void (*)(void* context, size_t merges_done);
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
 // greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
 // fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
+// `num_threads` threads count the initial pairs (when built with OpenMP; the merges themselves run
+// on the calling thread). Once more than `prune_pairs` pairs are tracked, the pairs that count too
+// little to matter are pruned (see bpe_merge.cpp). The result depends on neither.
+constexpr size_t kDefaultPrunePairs = size_t(1) << 22;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
-                                MergeProgress progress = nullptr, void* context = nullptr);
+                                MergeProgress progress = nullptr, void* context = nullptr,
+                                int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs);
 
 }  // namespace bpe

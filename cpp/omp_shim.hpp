@@ -2,6 +2,11 @@
 // a build without OpenMP (the compiler probe in setup.py failed) still compiles and runs on one thread.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <exception>
+#include <mutex>
+
 #ifdef _OPENMP
 #include <omp.h>
 // An OpenMP directive, e.g. BPE_OMP_PRAGMA("omp parallel for"): nothing at all without OpenMP, so
@@ -36,6 +41,30 @@ inline int omp_thread_id() {
 #else
     return 0;
 #endif
+}
+
+// Runs `body(index)` for every index on `threads` threads, rethrowing the first exception after
+// the loop (exceptions must not leave an OpenMP region). One thread or one index runs inline: no
+// thread team to wake, which matters for small inputs on a busy machine.
+template <typename Body>
+void parallel_for(size_t count, int threads, Body&& body) {
+    if (threads <= 1 || count <= 1) {
+        for (size_t index = 0; index < count; ++index) body(index);
+        return;
+    }
+    threads = int(std::min<size_t>(size_t(threads), count));
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    BPE_OMP_PRAGMA("omp parallel for num_threads(threads) schedule(dynamic, 1)")
+    for (long long index = 0; index < static_cast<long long>(count); ++index) {
+        try {
+            body(size_t(index));
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(failure_mutex);
+            if (!failure) failure = std::current_exception();
+        }
+    }
+    if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace bpe

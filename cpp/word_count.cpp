@@ -12,10 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <ios>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <utility>
@@ -580,30 +578,6 @@ void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialToken
     size_t current = first_invalid.load();
     while (invalid < current && !first_invalid.compare_exchange_weak(current, invalid)) {
     }
-}
-
-// Runs `body(index)` for every index on `threads` threads, rethrowing the first exception after
-// the loop (exceptions must not leave an OpenMP region). One thread or one index runs inline: no
-// thread team to wake, which matters for small inputs on a busy machine.
-template <typename Body>
-void parallel_for(size_t count, int threads, Body&& body) {
-    if (threads <= 1 || count <= 1) {
-        for (size_t index = 0; index < count; ++index) body(index);
-        return;
-    }
-    threads = int(std::min<size_t>(size_t(threads), count));
-    std::exception_ptr failure;
-    std::mutex failure_mutex;
-    BPE_OMP_PRAGMA("omp parallel for num_threads(threads) schedule(dynamic, 1)")
-    for (long long index = 0; index < static_cast<long long>(count); ++index) {
-        try {
-            body(size_t(index));
-        } catch (...) {
-            std::lock_guard<std::mutex> lock(failure_mutex);
-            if (!failure) failure = std::current_exception();
-        }
-    }
-    if (failure) std::rethrow_exception(failure);
 }
 
 // Below this many words (summed over threads) a parallel merge costs more than it saves.

@@ -16,13 +16,18 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
         size_t size()
 
     ctypedef pair[string, string] Merge
+    size_t kDefaultPrunePairs
     ctypedef void (*MergeProgress)(void* context, size_t merges_done) noexcept nogil
 
     vector[Merge] train_merges(
-        const WordCounts& words, size_t num_merges, MergeProgress progress, void* context
+        const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        int num_threads, size_t prune_pairs
     ) except +
 
 
 # train_merges without the GIL, progress relayed to a Python callable (tqdm.update fits); bpe_v7's
-# native word counts use it too.
-cdef list run_train_merges(const WordCounts& words, object num_merges, object progress)
+# native word counts use it too, with its threads counting the initial pairs. `prune_pairs` None is
+# the C++ default.
+cdef list run_train_merges(
+    const WordCounts& words, object num_merges, object progress, int num_threads=*, object prune_pairs=*
+)

@@ -65,22 +65,33 @@ def merge(
     word_counts: Mapping[bytes, int],
     num_merges: int,
     progress: Callable[[int], None] | None = None,
+    *,
+    prune_pairs: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
     `word_counts` maps each pre-token's UTF-8 bytes to how often it occurs (words seen 0 times are
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
+    `prune_pairs`: prune the pairs that count too little to be merged once more than this many are
+    tracked (default about 4 million; a tuning and testing knob, the merges do not depend on it).
     """
     cdef WordCounts words
     load_word_counts(words, word_counts)
-    return run_train_merges(words, num_merges, progress)
+    return run_train_merges(words, num_merges, progress, 1, prune_pairs)
 
 
-cdef list run_train_merges(const WordCounts& words, object num_merges, object progress):
+cdef list run_train_merges(
+    const WordCounts& words, object num_merges, object progress, int num_threads=1, object prune_pairs=None
+):
     """`train_merges` without the GIL, relaying progress to a Python callable; merges as bytes."""
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
+    cdef size_t prune_limit = kDefaultPrunePairs
+    if prune_pairs is not None:
+        if isinstance(prune_pairs, bool) or not isinstance(prune_pairs, int) or prune_pairs < 0:
+            raise ValueError(f"prune_pairs must be a non-negative integer or None, got {prune_pairs!r}")
+        prune_limit = prune_pairs
     errors = []
     cdef ProgressRelay relay
     relay.report = <PyObject*>progress
@@ -93,7 +104,7 @@ cdef list run_train_merges(const WordCounts& words, object num_merges, object pr
     cdef size_t wanted = num_merges
     cdef vector[Merge] merges
     with nogil:
-        merges = train_merges(words, wanted, callback, &relay)
+        merges = train_merges(words, wanted, callback, &relay, num_threads, prune_limit)
     if progress is not None:
         flush_progress(&relay, merges.size())
     if errors:

@@ -41,3 +41,4 @@ cdef class NativeWordCounts:
     cdef WordCounts words
     cdef readonly size_t chunks  # how many chunks the input was cut into
     cdef readonly int threads_used  # how many threads counted at least one chunk
+    cdef readonly int num_threads  # threads asked for; merge() counts the initial pairs on as many

@@ -116,9 +116,10 @@ cdef vector[string] encode_special_tokens(object special_tokens) except *:
     return tokens
 
 
-cdef NativeWordCounts wrap_counts(WordCounts& counted, const CountReport& report):
+cdef NativeWordCounts wrap_counts(WordCounts& counted, const CountReport& report, int num_threads):
     cdef NativeWordCounts result = NativeWordCounts.__new__(NativeWordCounts)
     result.words = move(counted)
+    result.num_threads = num_threads
     result.chunks = report.chunks
     result.threads_used = report.threads_used
     return result
@@ -141,7 +142,7 @@ def count_words(
     cdef CountReport report
     with nogil:
         counted = count_words_in_file(path, tokens, options, &report)
-    return wrap_counts(counted, report)
+    return wrap_counts(counted, report, options.num_threads)
 
 
 def count_words_in_buffer(
@@ -158,7 +159,7 @@ def count_words_in_buffer(
     cdef CountReport report
     with nogil:
         counted = count_text_words(text, tokens, options, &report)
-    return wrap_counts(counted, report)
+    return wrap_counts(counted, report, options.num_threads)
 
 
 cdef class NativeWordCounts:
@@ -180,8 +181,12 @@ cdef class NativeWordCounts:
             result[data[start:end]] = self.words.counts[index]
         return result
 
-    def merge(self, num_merges: int, progress: Callable[[int], object] | None = None) -> list:
+    def merge(
+        self, num_merges: int, progress: Callable[[int], object] | None = None, *, prune_pairs: int | None = None
+    ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
-        creation order, run by the C++ merge loop without the GIL. `progress`, if given, is called now
-        and then with the merges done since its previous call (so `tqdm.update` fits)."""
-        return run_train_merges(self.words, num_merges, progress)
+        creation order, run by the C++ merge loop without the GIL (the initial pairs counted on the
+        threads the words were counted on). `progress`, if given, is called now and then with the
+        merges done since its previous call (so `tqdm.update` fits). `prune_pairs` as for
+        `_merge_cpp.merge`."""
+        return run_train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs)

@@ -1,9 +1,11 @@
 """bpe_v6 — unlike bpe_v5: the merge loop is C++ (`cpp/bpe_merge.cpp`), called without the GIL.
 
 The algorithm is still bpe_v4's, but the C++ chooses its data layout for the cache: words as one
-flat array of token ids that merges shorten in place, pair counts in an open-addressing hash map,
-heap entries that compare without a table lookup, and prefetching of the words a merge touches.
-Within a word only the pairs next to a merged occurrence are updated, not every pair of the word.
+flat array of token ids that merges shorten in place, pair ids in an open-addressing hash map,
+one small record per pair, and prefetching of the words a merge touches. Within a word only the
+pairs next to a merged occurrence change; a merge sums its changes in a small table before it
+touches the big ones, the heap holds only pairs that can still win soon, and pairs born too rare to
+ever be merged are pruned (exactly: if one could still win, every pair is counted again).
 `_merge_cpp.pyx` only converts the word counts and the merges. Pre-tokenization is bpe_v3's.
 """
 

@@ -225,3 +225,55 @@ def test_trainer_modules_wrap_the_loop_with_a_progress_bar(trainer: str, native_
     expected = reference_merges(word_counts, 20)
     assert module.merge(word_counts, 20) == expected
     assert module.merge(word_counts, 20, progress=True) == expected
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+def test_initial_pairs_counted_on_several_threads_give_the_same_merges(num_threads: int) -> None:
+    # bpe_v7 counts the initial pairs on its threads (a few thousand words per thread at least):
+    # 20,000 distinct words give every thread a share.
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
+    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    rng = random.Random(7)
+    text = " ".join(
+        "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 9))) for _ in range(60_000)
+    ).encode()
+    counts = native.count_words_in_buffer(text, [], num_threads)
+    assert len(counts) > 3 * 4096 and counts.num_threads == num_threads
+    assert counts.merge(400) == bpe_v4.merge(counts.to_dict(), 400)
+
+
+# (c) pruning: the C++ loop stops tracking pairs that count too little to be merged once its pair
+# table is large, and counts every pair again if that ever proves wrong. A tiny table limit makes
+# small inputs prune after nearly every merge and recount often.
+
+
+@pytest.mark.parametrize("prune_pairs", [0, 1, 6, 40])
+@pytest.mark.parametrize("seed", range(25))
+def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int) -> None:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
+    merge_cpp = pytest.importorskip("cs336_basics._merge_cpp", reason="cs336_basics._merge_cpp is not built")
+    rng = random.Random(seed)
+    alphabet = rng.choice([b"ab", b"abcd", b"etaoin\x00\xff"])
+    word_counts = {
+        bytes(rng.choices(alphabet, k=rng.randint(1, 14))): rng.choice([1, 1, 2, 5, rng.randint(1, 3000)])
+        for _ in range(rng.randint(1, 60))
+    }
+    num_merges = rng.randint(1, 120)
+    assert merge_cpp.merge(word_counts, num_merges, prune_pairs=prune_pairs) == reference_merges(
+        word_counts, num_merges
+    )
+
+
+def test_pruning_on_native_word_counts() -> None:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
+    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    rng = random.Random(11)
+    text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(5_000)).encode()
+    counts = native.count_words_in_buffer(text, [], 2)
+    expected = bpe_v4.merge(counts.to_dict(), 300)
+    assert counts.merge(300, prune_pairs=50) == expected
+    with pytest.raises(ValueError, match="prune_pairs"):
+        counts.merge(3, prune_pairs=-1)
