@@ -724,6 +724,10 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
     std::vector<ThreadCounts> per_thread(size_t(std::max(threads, 1)));
     std::vector<char> worked(per_thread.size(), 0);  // one byte per thread: no shared counter
     std::atomic<size_t> first_invalid{kValidUtf8};
+    std::atomic<size_t> bytes_done{0};
+    // The calling thread is thread 0 of the team; only it reports, so the callback (Python's, behind
+    // the binding) never runs on a thread of OpenMP's.
+    const int reporting_thread = omp_thread_id();
     parallel_for(num_chunks, threads, [&](size_t chunk) {
         const size_t begin = boundaries[chunk];
         // A chunk past a known error cannot report a smaller offset.
@@ -733,6 +737,10 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
         count_chunk(piece, begin, special, per_thread[thread], first_invalid);
         if (file != nullptr) file->release(piece.data(), piece.size());
+        const size_t done = bytes_done.fetch_add(piece.size()) + piece.size();
+        if (options.progress != nullptr && omp_thread_id() == reporting_thread) {
+            options.progress(options.progress_context, done);
+        }
     });
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
     if (report != nullptr) {

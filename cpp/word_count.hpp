@@ -42,9 +42,14 @@ private:
     std::vector<std::string> tokens_;
 };
 
+// Called now and then with the bytes counted so far (by the calling thread, between its chunks).
+using CountProgress = void (*)(void* context, size_t bytes_done);
+
 struct CountOptions {
     int num_threads = 0;     // <= 0: OpenMP's default (OMP_NUM_THREADS, else every core)
     size_t chunk_bytes = 0;  // target chunk size; 0 chooses from the text size and thread count
+    CountProgress progress = nullptr;  // may be null
+    void* progress_context = nullptr;
 };
 
 // What a count did, for tests and reports: a build that silently lost OpenMP shows threads_used 1.

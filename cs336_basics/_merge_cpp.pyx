@@ -18,31 +18,32 @@ from libcpp.vector cimport vector
 cdef size_t PROGRESS_EVERY = 100
 
 
-cdef struct ProgressRelay:
-    PyObject* report  # the Python callable, called with the merges done since its last call
-    PyObject* errors  # a list that receives what the callable raised
-    size_t reported
-    bint failed
+cdef void start_relay(ProgressRelay* relay, object report, list errors, size_t every) noexcept:
+    relay.report = <PyObject*>report
+    relay.errors = <PyObject*>errors
+    relay.every = every
+    relay.reported = 0
+    relay.failed = False
 
 
-cdef void flush_progress(ProgressRelay* relay, size_t merges_done) noexcept:
-    cdef size_t done = merges_done - relay.reported
-    relay.reported = merges_done
+cdef void flush_progress(ProgressRelay* relay, size_t total_done) noexcept:
+    cdef size_t done = total_done - relay.reported
+    relay.reported = total_done
     if done == 0 or relay.failed:
         return
     try:
         (<object>relay.report)(done)
-    except BaseException as error:  # includes KeyboardInterrupt: re-raised once the loop returns
+    except BaseException as error:  # includes KeyboardInterrupt: re-raised once the work returns
         relay.failed = True
         (<object>relay.errors).append(error)
 
 
-cdef void relay_progress(void* context, size_t merges_done) noexcept nogil:
+cdef void relay_progress(void* context, size_t total_done) noexcept nogil:
     cdef ProgressRelay* relay = <ProgressRelay*>context
-    if relay.failed or merges_done - relay.reported < PROGRESS_EVERY:
+    if relay.failed or total_done - relay.reported < relay.every:
         return
     with gil:
-        flush_progress(relay, merges_done)
+        flush_progress(relay, total_done)
 
 
 cdef int load_word_counts(WordCounts& words, object word_counts) except -1:
@@ -94,10 +95,7 @@ cdef list run_train_merges(
         prune_limit = prune_pairs
     errors = []
     cdef ProgressRelay relay
-    relay.report = <PyObject*>progress
-    relay.errors = <PyObject*>errors
-    relay.reported = 0
-    relay.failed = False
+    start_relay(&relay, progress, errors, PROGRESS_EVERY)
     cdef MergeProgress callback = NULL
     if progress is not None:
         callback = relay_progress

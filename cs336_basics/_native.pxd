@@ -19,9 +19,13 @@ cdef extern from "pretokenize.hpp" nogil:
 
 
 cdef extern from "word_count.hpp" namespace "bpe" nogil:
+    ctypedef void (*CountProgress)(void* context, size_t bytes_done) noexcept nogil
+
     cdef cppclass CountOptions:
         int num_threads
         size_t chunk_bytes
+        CountProgress progress
+        void* progress_context
 
     cdef cppclass CountReport:
         size_t chunks

@@ -17,7 +17,13 @@ from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
-from cs336_basics._merge_cpp cimport run_train_merges
+from cs336_basics._merge_cpp cimport (
+    ProgressRelay,
+    flush_progress,
+    relay_progress,
+    run_train_merges,
+    start_relay,
+)
 
 
 def openmp_enabled() -> bool:
@@ -130,18 +136,30 @@ def count_words(
     special_tokens: Iterable[str] = (),
     num_threads: int | None = None,
     chunk_bytes: int | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> NativeWordCounts:
     """Count the GPT-2 pre-tokens of a UTF-8 file, split on `special_tokens` (which are not counted;
     overlapping ones resolve to the longest), on `num_threads` threads (see effective_num_threads).
     The file is memory-mapped and cut into chunks of about `chunk_bytes` (None: automatic); the
-    result does not depend on either setting."""
+    result does not depend on either setting. `progress`, if given, is called now and then with the
+    bytes counted since its previous call (so `tqdm.update` fits); they add up to the file size."""
     cdef string path = os.fsencode(input_path)
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef CountOptions options = make_options(num_threads, chunk_bytes)
     cdef WordCounts counted
     cdef CountReport report
+    errors = []
+    cdef ProgressRelay relay
+    start_relay(&relay, progress, errors, 1)
+    if progress is not None:
+        options.progress = relay_progress
+        options.progress_context = &relay
     with nogil:
         counted = count_words_in_file(path, tokens, options, &report)
+    if progress is not None:
+        flush_progress(&relay, os.stat(input_path).st_size)
+    if errors:
+        raise errors[0]
     return wrap_counts(counted, report, options.num_threads)
 
 

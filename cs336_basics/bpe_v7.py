@@ -57,9 +57,8 @@ def pretokenize_and_count(
         chunk_bytes = max(1, -(-path.stat().st_size // num_chunks))
     size = path.stat().st_size
     with tqdm(total=size, desc="pre-tokenize", unit="B", unit_scale=True, disable=not progress) as bar:
-        counts = _native.count_words(os.fspath(path), special_tokens, threads, chunk_bytes)
-        bar.update(size)
-    return counts
+        report = bar.update if progress else None
+        return _native.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, report)
 
 
 def merge(word_counts: _native.NativeWordCounts | WordCounts, num_merges: int, *, progress: bool = False) -> Merges:

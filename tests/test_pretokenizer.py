@@ -272,6 +272,23 @@ def test_many_distinct_words(tmp_path: Path) -> None:
     assert all(result == results[0] for result in results)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_progress_adds_up_to_the_file_size(tmp_path: Path, threads: int) -> None:
+    path = tmp_path / "progress.txt"
+    path.write_bytes(("some words here\n" * 20_000 + ENDOFTEXT).encode() * 5)
+    reported: list[int] = []
+    counts = native.count_words(path, [ENDOFTEXT], threads, 10_000, reported.append)
+    assert len(reported) > 1 and all(step > 0 for step in reported)  # as the chunks are counted
+    assert sum(reported) == path.stat().st_size
+    assert counts.to_dict() == native.count_words(path, [ENDOFTEXT], threads, 10_000).to_dict()
+
+    def interrupt(step: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        native.count_words(path, [ENDOFTEXT], threads, 10_000, interrupt)
+
+
 def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.txt"
     path.write_bytes(b"")
