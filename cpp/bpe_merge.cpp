@@ -112,7 +112,7 @@ inline TokenId key_right(uint64_t key) { return static_cast<TokenId>(key & 0xFFF
 // lookup is usually a single cache line; std::unordered_map (reserved) chases a node pointer per
 // lookup and made the whole loop ~1.6x slower on 20 MB of text with a 32K vocab.
 // Nothing is ever erased: a pair whose count reaches 0 can never come back (see merge_word), so
-// dead keys just keep their slot.
+// dead keys just keep their slot until a prune builds a new map.
 class PairIdMap {
 public:
     static constexpr PairId kMissing = -1;

@@ -3,7 +3,9 @@
 // half the word table. The table is dominated by cache misses on rare words, hence: 32-byte slots
 // with short words inline (no pointer chase), lookups queued in batches of 32 with their slots
 // prefetched (about 1.3x), and huge pages for big tables (TLB misses; up to 1.2x). A small
-// "hot word" cache in front of the table was tried and was slower.
+// "hot word" cache in front of the table was tried and was slower. With many distinct words the
+// tables outgrow the caches: the 11.9 GB OWT-like corpus (5.1M distinct words) counts at 149 MB/s
+// on two threads (about 65 ns per word per thread).
 #include "word_count.hpp"
 
 #include <algorithm>
