@@ -1,5 +1,6 @@
 // Performance notes (one thread, 2-core AMD EPYC VM, mixed real text ~180 MB/s, synthetic
-// TinyStories/OpenWebText-like text ~190-220 MB/s): roughly half the time is the pre-tokenizer and
+// TinyStories/OpenWebText-like text ~190-220 MB/s; a later VM of the same kind gave 97-104 MB/s on
+// real_mix, old and new code alike): roughly half the time is the pre-tokenizer and
 // half the word table. The table is dominated by cache misses on rare words, hence: 32-byte slots
 // with short words inline (no pointer chase), lookups queued in batches of 32 with their slots
 // prefetched (about 1.3x), and huge pages for big tables (TLB misses; up to 1.2x). A small
