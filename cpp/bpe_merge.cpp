@@ -476,18 +476,15 @@ private:
         // Calls visit(byte_pair, word) once per word that holds the pair, and counts every occurrence.
         const auto scan = [&](size_t share, std::vector<int64_t>* counts, auto&& visit) {
             std::vector<WordId> last_word(kBytePairs, -1);
-            for (size_t word = first_word(share); word < first_word(share + 1); ++word) {
-                const Word& info = words_[word];
-                const TokenId* symbols = symbols_.data() + info.begin;
-                for (uint32_t at = 0; at + 1 < info.length; ++at) {
-                    const size_t byte_pair = size_t(symbols[at]) << 8 | size_t(symbols[at + 1]);
-                    if (counts != nullptr) (*counts)[byte_pair] += info.count;
-                    if (last_word[byte_pair] != WordId(word)) {
-                        last_word[byte_pair] = WordId(word);
-                        visit(byte_pair, WordId(word));
-                    }
+            const auto count_pair = [&](TokenId left, TokenId right, int64_t count, WordId word) {
+                const size_t byte_pair = size_t(left) << 8 | size_t(right);
+                if (counts != nullptr) (*counts)[byte_pair] += count;
+                if (last_word[byte_pair] != word) {
+                    last_word[byte_pair] = word;
+                    visit(byte_pair, word);
                 }
-            }
+            };
+            for_each_pair(first_word(share), first_word(share + 1), count_pair);
         };
         parallel_for(threads, num_threads, [&](size_t share) {
             std::vector<uint32_t>& listed = shares[share].listed;
@@ -514,6 +511,18 @@ private:
         });
     }
 
+    // Calls visit(left, right, word count, word) for each adjacent pair of words [first, last).
+    template <typename Visit>
+    void for_each_pair(size_t first, size_t last, Visit&& visit) const {
+        for (size_t word = first; word < last; ++word) {
+            const Word& info = words_[word];
+            const TokenId* symbols = symbols_.data() + info.begin;
+            for (uint32_t at = 0; at + 1 < info.length; ++at) {
+                visit(symbols[at], symbols[at + 1], info.count, WordId(word));
+            }
+        }
+    }
+
     PairId pair_id(TokenId left, TokenId right) {
         const PairId next_id = static_cast<PairId>(pairs_.size());
         const PairId id = pair_ids_.find_or_insert(pair_key(left, right), next_id);
@@ -532,11 +541,19 @@ private:
         return {record.count, pair_key(record.left, record.right), pair};
     }
 
+    auto heap_order() const {
+        return [this](const HeapEntry& x, const HeapEntry& y) { return ranks_below(x, y); };
+    }
+
     void push(PairId pair) {
         heap_.push_back(entry(pair));
-        std::push_heap(heap_.begin(), heap_.end(), [this](const HeapEntry& x, const HeapEntry& y) {
-            return ranks_below(x, y);
-        });
+        std::push_heap(heap_.begin(), heap_.end(), heap_order());
+    }
+
+    // Restores the heap property over all of heap_, which becomes the size compaction measures from.
+    void heapify() {
+        std::make_heap(heap_.begin(), heap_.end(), heap_order());
+        heap_size_after_build_ = heap_.size();
     }
 
     // The best pair over all, tracked or not. Untracked pairs count less than the birth floor, so
@@ -555,11 +572,10 @@ private:
     // When no valid entry is left, no pair counts more than the admission bar, so the bar comes
     // down and the next band of pairs is admitted.
     PairId pop_best_tracked() {
-        const auto order = [this](const HeapEntry& x, const HeapEntry& y) { return ranks_below(x, y); };
         do {
             while (!heap_.empty()) {
                 const HeapEntry top = heap_.front();
-                std::pop_heap(heap_.begin(), heap_.end(), order);
+                std::pop_heap(heap_.begin(), heap_.end(), heap_order());
                 heap_.pop_back();
                 if (top.count > 0 && top.count == pairs_[top.pair].count) return top.pair;
             }
@@ -586,9 +602,7 @@ private:
             if (count > new_bar && count <= bar_) heap_.push_back(entry(PairId(id)));
         }
         bar_ = new_bar;
-        std::make_heap(heap_.begin(), heap_.end(),
-                       [this](const HeapEntry& x, const HeapEntry& y) { return ranks_below(x, y); });
-        heap_size_after_build_ = heap_.size();
+        heapify();
         return true;
     }
 
@@ -599,9 +613,7 @@ private:
                                        return entry.count != pairs_[entry.pair].count;
                                    }),
                     heap_.end());
-        std::make_heap(heap_.begin(), heap_.end(),
-                       [this](const HeapEntry& x, const HeapEntry& y) { return ranks_below(x, y); });
-        heap_size_after_build_ = heap_.size();
+        heapify();
     }
 
     void apply_merge(PairId merged, TokenId new_token) {
@@ -690,15 +702,11 @@ private:
         pairs_.clear();
         pair_ids_ = PairIdMap();
         birth_floor_ = 1;
-        for (size_t word = 0; word < words_.size(); ++word) {
-            const Word& info = words_[word];
-            const TokenId* symbols = symbols_.data() + info.begin;
-            for (uint32_t at = 0; at + 1 < info.length; ++at) {
-                PairRecord& record = pairs_[pair_id(symbols[at], symbols[at + 1])];
-                record.count += info.count;
-                record.list_word(WordId(word));
-            }
-        }
+        for_each_pair(0, words_.size(), [this](TokenId left, TokenId right, int64_t count, WordId word) {
+            PairRecord& record = pairs_[pair_id(left, right)];
+            record.count += count;
+            record.list_word(word);
+        });
         restart_heap();
     }
 

@@ -746,6 +746,8 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
         }
     });
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
+    // The last report is the whole: the calling thread may not have counted the last chunks.
+    if (options.progress != nullptr) options.progress(options.progress_context, bytes_done.load());
     if (report != nullptr) {
         report->chunks = num_chunks;
         report->threads_used = int(std::count(worked.begin(), worked.end(), char(1)));

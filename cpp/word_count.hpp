@@ -42,7 +42,8 @@ private:
     std::vector<std::string> tokens_;
 };
 
-// Called now and then with the bytes counted so far (by the calling thread, between its chunks).
+// Called now and then with the bytes counted so far, on the calling thread (between its chunks, and
+// once at the end with the whole).
 using CountProgress = void (*)(void* context, size_t bytes_done);
 
 struct CountOptions {

@@ -17,13 +17,7 @@ from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
-from cs336_basics._merge_cpp cimport (
-    ProgressRelay,
-    flush_progress,
-    relay_progress,
-    run_train_merges,
-    start_relay,
-)
+from cs336_basics._merge_cpp cimport ProgressRelay, relay_progress, run_train_merges, start_relay
 
 
 def openmp_enabled() -> bool:
@@ -156,8 +150,6 @@ def count_words(
         options.progress_context = &relay
     with nogil:
         counted = count_words_in_file(path, tokens, options, &report)
-    if progress is not None:
-        flush_progress(&relay, os.stat(input_path).st_size)
     if errors:
         raise errors[0]
     return wrap_counts(counted, report, options.num_threads)
