@@ -3,22 +3,36 @@
     from cs336_basics import train_bpe
     vocab, merges = train_bpe("data.txt", 10_000, ["<|endoftext|>"])            # fastest version here
     vocab, merges = train_bpe("data.txt", 10_000, ["<|endoftext|>"], trainer="bpe_v1")  # the oracle
+    counts = count_words(["a.txt", "b.txt"], ["<|endoftext|>"]); counts.save("counts.bin")  # count once
+    vocab, merges = train_bpe_from_counts("counts.bin", 10_000)                  # train from the counts
     ids = Tokenizer(vocab, merges, ["<|endoftext|>"]).encode("Once upon a time<|endoftext|>")
 """
 
 from cs336_basics._common import BPEInputError
 from cs336_basics.tokenizer import Tokenizer
-from cs336_basics.trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
+from cs336_basics.trainers import (
+    TRAINERS,
+    TrainerUnavailable,
+    default_trainer,
+    train,
+    train_bpe,
+    train_bpe_from_counts,
+    trainer_status,
+)
+from cs336_basics.word_counts import WordCounts, count_words
 
 __all__ = [
     "TRAINERS",
     "BPEInputError",
     "Tokenizer",
     "TrainerUnavailable",
+    "WordCounts",
+    "count_words",
     "default_trainer",
     "openmp_enabled",
     "train",
     "train_bpe",
+    "train_bpe_from_counts",
     "trainer_status",
 ]
 

@@ -14,11 +14,25 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-from cs336_basics._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
+from cs336_basics._common import (
+    GPT2_SPLIT_PATTERN,
+    BPEInputError,
+    Merges,
+    Vocab,
+    assemble_vocab,
+    check_input_file,
+    check_special_tokens,
+    check_vocab_size,
+)
+
+if TYPE_CHECKING:
+    from cs336_basics.word_counts import WordCounts
 
 TRAINERS = ("bpe_v1", "bpe_v2", "bpe_v3", "bpe_v4", "bpe_v5", "bpe_v6", "bpe_v7")
 COMPILED_TRAINERS = frozenset({"bpe_v5", "bpe_v6", "bpe_v7"})
@@ -152,4 +166,73 @@ def train_bpe(
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies."""
     result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)
+    return result.vocab, result.merges
+
+
+# ---------------------------------------------------------------------------------------------
+# Training from word counts (count files, or counts summed from many machines)
+
+
+def train_from_counts(
+    counts: WordCounts | Mapping[bytes, int] | str | PathLike | Sequence[str | PathLike],
+    vocab_size: int,
+    special_tokens: list[str] | None = None,
+    *,
+    trainer: str | None = None,
+    progress: bool = False,
+) -> TrainingResult:
+    """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
+    mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict, so the
+    result equals training that version on the text the counts came from.
+
+    `special_tokens` default to the ones the counts were made with; other ones are refused, since
+    the counts would not be those of the text split on them (a plain mapping carries none, so any
+    special tokens are taken as given)."""
+    from cs336_basics.word_counts import WordCounts
+
+    started = time.perf_counter()
+    if isinstance(counts, (str, PathLike)):
+        counts = WordCounts.load(counts)
+    elif isinstance(counts, Sequence):
+        counts = WordCounts.load_all(counts)
+    if isinstance(counts, WordCounts):
+        if special_tokens is None:
+            special_tokens = list(counts.special_tokens)
+        elif list(special_tokens) != list(counts.special_tokens):
+            raise BPEInputError(
+                f"the word counts were made with special tokens {counts.special_tokens}, not {list(special_tokens)}; "
+                "count again with these special tokens"
+            )
+        if counts.pattern != GPT2_SPLIT_PATTERN:
+            raise BPEInputError("the word counts were made with another pre-tokenization pattern than GPT-2's")
+        word_counts = counts.counts
+    else:
+        word_counts = dict(counts)
+    specials = check_special_tokens(special_tokens)
+    vocab_size = check_vocab_size(vocab_size, len(specials))
+    name = trainer or default_trainer()
+    module = load_trainer(name)
+
+    loaded = time.perf_counter()
+    merges = module.merge(word_counts, vocab_size - 256 - len(specials), progress=progress)
+    finished = time.perf_counter()
+    return TrainingResult(
+        vocab=assemble_vocab(specials, merges),
+        merges=merges,
+        trainer=name,
+        seconds={"load counts": loaded - started, "merge": finished - loaded, "total": finished - started},
+        num_words=len(word_counts),
+        peak_rss_bytes=peak_rss_bytes(),
+    )
+
+
+def train_bpe_from_counts(
+    counts: WordCounts | Mapping[bytes, int] | str | PathLike | Sequence[str | PathLike],
+    vocab_size: int,
+    special_tokens: list[str] | None = None,
+    *,
+    trainer: str | None = None,
+) -> tuple[Vocab, Merges]:
+    """`train_bpe` from word counts instead of text; see `train_from_counts`."""
+    result = train_from_counts(counts, vocab_size, special_tokens, trainer=trainer)
     return result.vocab, result.merges

@@ -1,0 +1,496 @@
+"""Word counts as a first-class artifact: count where the data lives, add the counts up, train later.
+
+BPE merges never cross a pre-token, so the summed word counts are all training needs: counting a
+corpus in pieces (files, byte ranges, machines) and adding the tables gives exactly the table of the
+whole, as long as every piece ends where no pre-token and no special token is cut.
+
+    from cs336_basics.word_counts import WordCounts, count_words
+    counts = count_words(["part1.txt", "part2.txt"], ["<|endoftext|>"])   # as if concatenated
+    counts.save("counts.bin")
+    total = WordCounts.load("counts.bin") + WordCounts.load("other.bin")
+    vocab, merges = train_bpe_from_counts(total, 32_000)                    # cs336_basics.trainers
+
+Several inputs are counted **as if concatenated** (no separator is inserted): where one file does
+not end at a safe cut, its tail and the next file's head are counted together, so a word or a special
+token split across the file boundary is counted once, whole, exactly as in the concatenation. Inputs
+are local paths or, with `fsspec` installed, URLs (`s3://...`, `gs://...`, `file://...`).
+
+Count file format, version 1 (all integers little-endian):
+
+    offset  size            field
+    0       8               magic b"CS336WC\\0"
+    8       4               format version (uint32) = 1
+    12      4               P: length of the pattern (uint32)
+    16      P               the pre-tokenization pattern, UTF-8
+            4               S: number of special tokens (uint32)
+            S x (4 + len)   each special token: length (uint32), then UTF-8 bytes, in vocabulary order
+            8               bytes of text counted (uint64)
+            8               N: number of distinct words (uint64)
+            8               B: total length of the words (uint64)
+            4 N             word lengths (uint32 each)
+            8 N             word counts (uint64 each, every one >= 1)
+            B               the words' bytes, concatenated, words in ascending byte order
+            4               CRC-32 (zlib.crc32) of every byte before it
+
+Words are sorted, so equal counts always give byte-identical files. A file with another magic,
+another version, a failing checksum or a length that does not add up is refused with an error naming
+the file.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import sys
+import zlib
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from pathlib import Path
+
+from tqdm import tqdm
+
+from cs336_basics._common import (
+    _WHITESPACE_CUT,
+    GPT2_SPLIT_PATTERN,
+    BPEInputError,
+    _spans_special_token,
+    _special_token_cut,
+    _whitespace_cut,
+    check_special_tokens,
+    decode_utf8,
+)
+from cs336_basics._common import count_words as count_words_in_text
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "CountTask",
+    "Segment",
+    "WordCountFileError",
+    "WordCounts",
+    "add_count_tables",
+    "count_task",
+    "count_words",
+    "plan_count_tasks",
+]
+
+MAGIC = b"CS336WC\x00"
+FORMAT_VERSION = 1
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+# Local counting cuts each file into ranges of about this size: progress moves, memory does not grow.
+LOCAL_TASK_BYTES = 256 << 20
+# Cut points are searched in blocks of this size (the same block as `_common.find_chunk_boundaries`).
+_SCAN_BLOCK = 1 << 20
+
+
+class WordCountFileError(BPEInputError):
+    """A count file that cannot be read: wrong magic, unknown version, corrupt or truncated."""
+
+
+def add_count_tables(into: dict[bytes, int], other: Mapping[bytes, int]) -> dict[bytes, int]:
+    """Add `other`'s counts into `into` (in place) and return it."""
+    get = into.get
+    for word, count in other.items():
+        into[word] = get(word, 0) + count
+    return into
+
+
+@dataclass
+class WordCounts:
+    """How often each pre-token (as UTF-8 bytes) occurs, and what it was counted with.
+
+    `special_tokens` split the text and are not counted; `pattern` is the pre-tokenization pattern;
+    `source_bytes` is how much text was counted. Tables add up (`a + b`) only when both were counted
+    with the same pattern and special tokens.
+    """
+
+    counts: dict[bytes, int]
+    special_tokens: list[str] = field(default_factory=list)
+    pattern: str = GPT2_SPLIT_PATTERN
+    source_bytes: int = 0
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    @property
+    def total_words(self) -> int:
+        return sum(self.counts.values())
+
+    def check_compatible(self, other: WordCounts) -> None:
+        if other.pattern != self.pattern:
+            raise BPEInputError("cannot add word counts made with different pre-tokenization patterns")
+        if list(other.special_tokens) != list(self.special_tokens):
+            raise BPEInputError(
+                f"cannot add word counts made with different special tokens: {self.special_tokens} "
+                f"and {other.special_tokens}"
+            )
+
+    def add(self, other: WordCounts) -> WordCounts:
+        """Add `other` into this table (in place) and return self."""
+        self.check_compatible(other)
+        add_count_tables(self.counts, other.counts)
+        self.source_bytes += other.source_bytes
+        return self
+
+    def __add__(self, other: WordCounts) -> WordCounts:
+        if not isinstance(other, WordCounts):
+            return NotImplemented
+        return WordCounts(dict(self.counts), list(self.special_tokens), self.pattern, self.source_bytes).add(other)
+
+    # -----------------------------------------------------------------------------------------
+    # The binary format (see the module docstring)
+
+    def to_bytes(self) -> bytes:
+        for word, count in self.counts.items():
+            if not isinstance(word, bytes) or isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise BPEInputError(f"word counts must map bytes to positive integers, got {word!r}: {count!r}")
+        words = sorted(self.counts)
+        lengths = array("I", map(len, words))
+        counts = array("Q", (self.counts[word] for word in words))
+        if not _LITTLE_ENDIAN:
+            lengths.byteswap()
+            counts.byteswap()
+        pattern = self.pattern.encode("utf-8")
+        parts = [MAGIC, struct.pack("<II", FORMAT_VERSION, len(pattern)), pattern]
+        parts.append(struct.pack("<I", len(self.special_tokens)))
+        for token in self.special_tokens:
+            encoded = token.encode("utf-8")
+            parts += [struct.pack("<I", len(encoded)), encoded]
+        blob = b"".join(words)
+        parts += [struct.pack("<QQQ", self.source_bytes, len(words), len(blob)), lengths.tobytes(), counts.tobytes()]
+        parts.append(blob)
+        body = b"".join(parts)
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> WordCounts:
+        def refuse(why: str) -> WordCountFileError:
+            return WordCountFileError(f"{source}: not a usable word-count file: {why}")
+
+        if len(data) < 16 or data[:8] != MAGIC:
+            raise refuse("it does not start with the magic bytes b'CS336WC\\0' (not a count file?)")
+        (version,) = struct.unpack_from("<I", data, 8)
+        if version != FORMAT_VERSION:
+            raise refuse(f"it is format version {version}; this cs336_basics reads version {FORMAT_VERSION}")
+        if len(data) < 20 or struct.unpack_from("<I", data, len(data) - 4)[0] != zlib.crc32(data[:-4]):
+            raise refuse(f"checksum mismatch, the file is corrupt or truncated ({len(data):,} bytes)")
+        try:
+            offset = 12
+            (pattern_length,) = struct.unpack_from("<I", data, offset)
+            pattern = data[offset + 4 : offset + 4 + pattern_length].decode("utf-8")
+            offset += 4 + pattern_length
+            (num_specials,) = struct.unpack_from("<I", data, offset)
+            offset += 4
+            specials = []
+            for _ in range(num_specials):
+                (length,) = struct.unpack_from("<I", data, offset)
+                specials.append(data[offset + 4 : offset + 4 + length].decode("utf-8"))
+                offset += 4 + length
+            source_bytes, num_words, blob_length = struct.unpack_from("<QQQ", data, offset)
+            offset += 24
+            lengths = array("I", data[offset : offset + 4 * num_words])
+            offset += 4 * num_words
+            counts = array("Q", data[offset : offset + 8 * num_words])
+            offset += 8 * num_words
+        except (struct.error, UnicodeDecodeError, ValueError) as error:
+            raise refuse(f"its header is malformed ({error})") from None
+        if not _LITTLE_ENDIAN:
+            lengths.byteswap()
+            counts.byteswap()
+        if len(lengths) != num_words or len(counts) != num_words or sum(lengths) != blob_length:
+            raise refuse("its word table does not add up")
+        if offset + blob_length + 4 != len(data):
+            raise refuse(f"its length is {len(data):,} bytes, the header promises {offset + blob_length + 4:,}")
+        ends = list(accumulate(lengths, initial=offset))
+        table = dict(zip((data[start:end] for start, end in zip(ends, ends[1:])), counts))
+        if len(table) != num_words:
+            raise refuse("it lists a word twice")
+        return cls(table, specials, pattern, source_bytes)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the count file (to a temporary name, then renamed: never half-written)."""
+        from cs336_basics.serialization import write_atomically
+
+        target = Path(path)
+        write_atomically(target, self.to_bytes())
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> WordCounts:
+        target = Path(path)
+        if not target.is_file():
+            raise WordCountFileError(f"count file not found: {target}")
+        return cls.from_bytes(target.read_bytes(), str(target))
+
+    @classmethod
+    def load_all(cls, paths: Iterable[str | os.PathLike]) -> WordCounts:
+        """The sum of several count files (which must share pattern and special tokens)."""
+        total: WordCounts | None = None
+        for path in paths:
+            counts = cls.load(path)
+            total = counts if total is None else total.add(counts)
+        if total is None:
+            raise BPEInputError("no count files given")
+        return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning: cutting several inputs, read as one concatenated stream, into independent tasks
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Bytes [start, end) of one input (a local path or an fsspec URL)."""
+
+    path: str
+    start: int
+    end: int
+
+
+# The segments of one task are read and joined before counting: a task of one segment is a byte
+# range of one input; a task of several is the junction of consecutive inputs.
+CountTask = tuple[Segment, ...]
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+class _Source:
+    """Random access to one input, local or through fsspec."""
+
+    def __init__(self, path: str, storage_options: Mapping[str, object] | None = None) -> None:
+        self.path = path
+        if is_url(path):
+            try:
+                import fsspec
+            except ImportError:
+                raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
+            self.fs, self.fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
+            if not self.fs.exists(self.fs_path):
+                raise BPEInputError(f"training file not found: {path}")
+            self.size = int(self.fs.size(self.fs_path))
+        else:
+            self.fs = None
+            local = Path(path)
+            if not local.exists():
+                raise BPEInputError(f"training file not found: {path}")
+            if local.is_dir():
+                raise BPEInputError(f"training path is a directory, not a file: {path}")
+            self.size = local.stat().st_size
+
+    def read(self, start: int, end: int) -> bytes:
+        start, end = max(0, start), min(self.size, end)
+        if end <= start:
+            return b""
+        if self.fs is not None:
+            return self.fs.cat_file(self.fs_path, start=start, end=end)
+        with open(self.path, "rb") as file:
+            file.seek(start)
+            return file.read(end - start)
+
+
+class _CutFinder:
+    """Safe cuts (see `_common.find_chunk_boundaries`) found by reading small windows of an input."""
+
+    def __init__(self, source: _Source, tokens: list[bytes]) -> None:
+        self.source = source
+        self.tokens = tokens
+        # Windows reach this far past the block searched, so every token check sees whole tokens.
+        self.pad = max((len(token) for token in tokens), default=0) + 1
+
+    def first_at_or_after(self, position: int) -> int | None:
+        """A safe cut at or after `position`: the first one of the first 1 MiB block that has one."""
+        size = self.source.size
+        for block_start in range(position, size, _SCAN_BLOCK):
+            block_end = min(block_start + _SCAN_BLOCK, size)
+            base = max(0, block_start - self.pad)
+            window = self.source.read(base, block_end + self.pad)
+            cut = _special_token_cut(window, block_start - base, block_end - base, self.tokens)
+            if cut is None:
+                cut = _whitespace_cut(window, block_start - base, block_end - base, self.tokens)
+            if cut is not None and base + cut < size:
+                return base + cut
+        return None
+
+    def last_at_or_before(self, position: int, floor: int) -> int | None:
+        """The last safe cut in [floor, position] of the last 1 MiB block that has one."""
+        block_end = position
+        while block_end >= floor:
+            block_start = max(floor, block_end - _SCAN_BLOCK)
+            base = max(0, block_start - self.pad)
+            window = self.source.read(base, block_end + self.pad)
+            low, high = block_start - base, block_end - base
+            best = -1
+            for token in self.tokens:
+                found = window.rfind(token, low, high + len(token))
+                while found != -1 and _spans_special_token(window, found, self.tokens):
+                    found = window.rfind(token, low, found + len(token) - 1)
+                best = max(best, found)
+            for match in reversed(list(_WHITESPACE_CUT.finditer(window, max(low - 1, 0), high + 1))):
+                cut = match.end()
+                if low <= cut <= high and not _spans_special_token(window, cut, self.tokens):
+                    best = max(best, cut)
+                    break
+            if best >= 0:
+                return base + best
+            if block_start == floor:
+                return None
+            block_end = block_start
+        return None
+
+
+def plan_count_tasks(
+    paths: Sequence[str | os.PathLike],
+    special_tokens: Iterable[str],
+    *,
+    task_bytes: int = 64 << 20,
+    storage_options: Mapping[str, object] | None = None,
+) -> list[CountTask]:
+    """Cut the inputs, read as if concatenated, into tasks that can be counted independently and
+    whose counts add up to the counts of the concatenation.
+
+    Inside a file, ranges of about `task_bytes` end at safe cuts (a special token's start, or
+    whitespace after an ASCII letter or digit, as v3 and v7 cut chunks). Between files: the text
+    after a file's last safe cut and before the next file's first safe cut is one task of two (or,
+    when a file has no safe cut at all, more) segments, so nothing that spans a file boundary is cut.
+    Cuts stay a special token's length away from each file's ends, so no token can straddle them.
+    """
+    tokens = [token.encode("utf-8") for token in check_special_tokens(special_tokens)]
+    margin = max(max((len(token) for token in tokens), default=0), 1)
+    if task_bytes < 1:
+        raise BPEInputError(f"task_bytes must be positive, got {task_bytes}")
+    sources = [_Source(os.fspath(path), storage_options) for path in paths]
+    if not sources:
+        raise BPEInputError("no input files given")
+    sources = [source for source in sources if source.size > 0]  # empty files add nothing anywhere
+
+    tasks: list[CountTask] = []
+    pending: list[Segment] = []  # text after the last cut, not yet in a task
+    for index, source in enumerate(sources):
+        first, last, size = index == 0, index == len(sources) - 1, source.size
+        finder = _CutFinder(source, tokens)
+        head: int | None = 0 if first else finder.first_at_or_after(margin)
+        tail: int | None = size
+        if head is not None and not last:
+            tail = finder.last_at_or_before(size - margin, max(head, margin)) if head <= size - margin else None
+            if tail is None and 0 < head <= size - margin:
+                tail = head
+        if head is None or tail is None or head > tail:
+            pending.append(Segment(source.path, 0, size))
+            continue
+        if head > 0:
+            pending.append(Segment(source.path, 0, head))
+        if pending:
+            tasks.append(tuple(pending))
+        start = head
+        while start < tail:
+            cut = finder.first_at_or_after(start + task_bytes) if start + task_bytes < tail else None
+            end = tail if cut is None or cut >= tail else cut
+            tasks.append((Segment(source.path, start, end),))
+            start = end
+        pending = [Segment(source.path, tail, size)] if tail < size else []
+    if pending:
+        tasks.append(tuple(pending))
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting
+
+
+def _native_counter():
+    """The native buffer counter, or None when it is not built or CS336_PURE_PYTHON is set."""
+    from cs336_basics.trainers import pure_python_forced
+
+    if pure_python_forced():
+        return None
+    try:
+        from cs336_basics._native import count_words_in_buffer
+    except ImportError:
+        return None
+    return count_words_in_buffer
+
+
+def describe_task(task: CountTask) -> str:
+    return " + ".join(f"{segment.path} bytes {segment.start:,}..{segment.end:,}" for segment in task)
+
+
+def _count_buffer(data: bytes | memoryview, special_tokens: list[str], num_threads: int | None, task: CountTask):
+    native = _native_counter()
+    try:
+        if native is not None:
+            return native(data, special_tokens, num_threads).to_dict()
+        return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens))
+    except (ValueError, UnicodeDecodeError) as error:
+        # Offsets in the message count from the start of this task's bytes.
+        raise BPEInputError(f"{describe_task(task)}: {error}") from None
+
+
+def count_task(
+    task: CountTask,
+    special_tokens: list[str],
+    num_threads: int | None = 1,
+    storage_options: Mapping[str, object] | None = None,
+) -> dict[bytes, int]:
+    """The word counts of one task's bytes: a pure function of its arguments (safe to retry).
+
+    A single local segment is memory-mapped, not read: memory is the count table plus the pages
+    the OS keeps cached, never the input size."""
+    if len(task) == 1 and not is_url(task[0].path):
+        segment = task[0]
+        with open(segment.path, "rb") as file:
+            if segment.end > os.fstat(file.fileno()).st_size:
+                raise BPEInputError(f"{segment.path} is shorter than when it was planned (changed while counting?)")
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)[segment.start : segment.end]
+                try:
+                    return _count_buffer(view, special_tokens, num_threads, task)
+                finally:
+                    view.release()
+    data = b"".join(_Source(segment.path, storage_options).read(segment.start, segment.end) for segment in task)
+    if len(data) != sum(segment.end - segment.start for segment in task):
+        raise BPEInputError(f"{describe_task(task)}: input is shorter than when it was planned")
+    return _count_buffer(data, special_tokens, num_threads, task)
+
+
+def task_size(task: CountTask) -> int:
+    return sum(segment.end - segment.start for segment in task)
+
+
+def _as_path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(path) for path in paths]
+
+
+def count_words(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    special_tokens: Iterable[str] | None = None,
+    *,
+    num_threads: int | None = None,
+    progress: bool = False,
+    task_bytes: int = LOCAL_TASK_BYTES,
+    storage_options: Mapping[str, object] | None = None,
+) -> WordCounts:
+    """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
+
+    Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
+    pure-Python one; the result is the same either way and for every `task_bytes`."""
+    specials = check_special_tokens(special_tokens)
+    tasks = plan_count_tasks(
+        _as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options
+    )
+    total: dict[bytes, int] = {}
+    counted = 0
+    with tqdm(total=sum(map(task_size, tasks)), desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
+        for task in tasks:
+            add_count_tables(total, count_task(task, specials, num_threads, storage_options))
+            counted += task_size(task)
+            bar.update(task_size(task))
+    return WordCounts(total, specials, GPT2_SPLIT_PATTERN, counted)
+

@@ -1,0 +1,199 @@
+"""Count files (format, refusal of bad files), counting several inputs as if concatenated, and
+training from counts against training from text."""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts
+from cs336_basics._common import count_words as count_words_in_text
+from cs336_basics.demo import write_demo_corpus
+from cs336_basics.word_counts import (
+    FORMAT_VERSION,
+    WordCountFileError,
+    WordCounts,
+    count_words,
+    plan_count_tasks,
+)
+from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
+
+SPECIALS = ["<|endoftext|>"]
+
+
+def write_parts(directory: Path, parts: list[bytes]) -> list[Path]:
+    paths = []
+    for index, data in enumerate(parts):
+        path = directory / f"part{index}.txt"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------
+# The file format
+
+word_tables = st.dictionaries(st.binary(min_size=1, max_size=12), st.integers(min_value=1, max_value=2**64 - 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(table=word_tables, specials=st.sampled_from(SPECIAL_TOKEN_SETS), source_bytes=st.integers(0, 2**40))
+def test_round_trip(table: dict[bytes, int], specials: list[str], source_bytes: int) -> None:
+    counts = WordCounts(table, specials, source_bytes=source_bytes)
+    data = counts.to_bytes()
+    assert WordCounts.from_bytes(data) == counts
+    # Canonical: the same table in another insertion order is the same file.
+    assert WordCounts(dict(reversed(list(table.items()))), specials, source_bytes=source_bytes).to_bytes() == data
+
+
+def test_save_and_load(tmp_path: Path) -> None:
+    counts = WordCounts({b"hello": 3, b" world": 2**40, "é".encode(): 1}, SPECIALS, source_bytes=99)
+    path = counts.save(tmp_path / "counts.bin")
+    assert WordCounts.load(path) == counts
+    assert path.read_bytes()[:8] == b"CS336WC\x00"
+
+
+@pytest.fixture
+def count_file(tmp_path: Path) -> Path:
+    return WordCounts({b"a": 1, b" b": 2, b"ccc": 3}, SPECIALS, source_bytes=10).save(tmp_path / "c.bin")
+
+
+def test_corrupt_file_is_refused_naming_it(count_file: Path) -> None:
+    data = bytearray(count_file.read_bytes())
+    data[-8] ^= 0x01  # a word's byte
+    count_file.write_bytes(bytes(data))
+    with pytest.raises(WordCountFileError, match=rf"{count_file.name}.*checksum mismatch"):
+        WordCounts.load(count_file)
+
+
+@pytest.mark.parametrize("keep", [0, 5, 12, 40, -1])
+def test_truncated_file_is_refused(count_file: Path, keep: int) -> None:
+    data = count_file.read_bytes()
+    count_file.write_bytes(data[:keep] if keep >= 0 else data[:-1])
+    with pytest.raises(WordCountFileError, match=count_file.name):
+        WordCounts.load(count_file)
+
+
+def test_other_version_is_refused(count_file: Path) -> None:
+    data = bytearray(count_file.read_bytes())
+    data[8:12] = struct.pack("<I", FORMAT_VERSION + 1)
+    body = bytes(data[:-4])
+    count_file.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    with pytest.raises(WordCountFileError, match=rf"format version {FORMAT_VERSION + 1}.*reads version"):
+        WordCounts.load(count_file)
+
+
+def test_text_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_text("hello world" * 10)
+    with pytest.raises(WordCountFileError, match="magic"):
+        WordCounts.load(path)
+
+
+def test_tables_with_different_special_tokens_do_not_add() -> None:
+    with pytest.raises(BPEInputError, match="different special tokens"):
+        WordCounts({b"a": 1}, ["<s>"]) + WordCounts({b"a": 1}, SPECIALS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting: shards add up, several inputs count as their concatenation
+
+
+def test_shards_split_at_documents_add_up_to_the_whole(tmp_path: Path) -> None:
+    corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=200_000)
+    data = corpus.read_bytes()
+    token = SPECIALS[0].encode()
+    starts = [index for index in range(len(data)) if data.startswith(token, index)]
+    cuts = [0, *starts[::40][1:], len(data)]
+    paths = write_parts(tmp_path, [data[start:end] for start, end in zip(cuts, cuts[1:])])
+    assert len(paths) > 3
+    total = WordCounts({}, SPECIALS)
+    for path in paths:
+        total = total + count_words(path, SPECIALS)
+    whole = count_words(corpus, SPECIALS)
+    assert total.counts == whole.counts == dict(count_words_in_text(data.decode(), SPECIALS))
+    assert total.source_bytes == sum(path.stat().st_size for path in paths)
+
+
+@st.composite
+def split_corpora(draw: st.DrawFn) -> tuple[bytes, list[str], list[bytes]]:
+    """Text cut into files at arbitrary bytes: inside words, special tokens and UTF-8 characters."""
+    specials = draw(st.sampled_from(SPECIAL_TOKEN_SETS))
+    text = "".join(draw(st.lists(st.sampled_from(FRAGMENTS + specials), min_size=0, max_size=60)))
+    data = text.encode("utf-8")
+    cuts = sorted(draw(st.lists(st.integers(0, len(data)), max_size=5)))
+    parts = [data[start:end] for start, end in zip([0, *cuts], [*cuts, len(data)])]
+    return data, specials, parts
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=split_corpora(), task_bytes=st.sampled_from([1, 2, 7, 1 << 20]))
+def test_several_files_count_as_their_concatenation(case: tuple[bytes, list[str], list[bytes]], task_bytes: int):
+    data, specials, parts = case
+    with tempfile.TemporaryDirectory() as directory:
+        paths = write_parts(Path(directory), parts)
+        counts = count_words(paths, specials, task_bytes=task_bytes)
+        tasks = plan_count_tasks(paths, specials, task_bytes=task_bytes)
+    assert counts.counts == dict(count_words_in_text(data.decode("utf-8"), specials))
+    assert counts.source_bytes == len(data)
+    # The tasks tile the concatenation: every byte once, in order.
+    spans = [(str(segment.path), segment.start, segment.end) for task in tasks for segment in task]
+    assert [end - start for _, start, end in spans if end > start] == [end - start for _, start, end in spans]
+    assert sum(end - start for _, start, end in spans) == len(data)
+
+
+def test_a_word_across_a_file_boundary_is_one_word(tmp_path: Path) -> None:
+    paths = write_parts(tmp_path, [b"hello wor", b"ld<|endo", b"ftext|> bye"])
+    counts = count_words(paths, SPECIALS)
+    assert counts.counts == {b"hello": 1, b" world": 1, b" bye": 1}
+
+
+def test_invalid_utf8_names_the_input(tmp_path: Path) -> None:
+    paths = write_parts(tmp_path, [b"good text\n", b"bad \xff text"])
+    with pytest.raises(BPEInputError, match="part1.txt"):
+        count_words(paths, SPECIALS)
+
+
+def test_missing_input_is_named(tmp_path: Path) -> None:
+    with pytest.raises(BPEInputError, match="nothere.txt"):
+        count_words([tmp_path / "nothere.txt"], SPECIALS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training from counts
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=corpora(), num_files=st.integers(1, 3))
+def test_training_from_counts_equals_training_from_text(trainer: str, case, num_files: int) -> None:
+    text, specials, vocab_size = case
+    data = text.encode("utf-8")
+    with tempfile.TemporaryDirectory() as directory:
+        whole = Path(directory) / "whole.txt"
+        whole.write_bytes(data)
+        expected = train_bpe(whole, vocab_size, specials, trainer="bpe_v1")
+        step = -(-len(data) // num_files)
+        paths = write_parts(Path(directory), [data[i : i + step] for i in range(0, len(data), step)])
+        count_file = count_words(paths, specials).save(Path(directory) / "counts.bin")
+        assert train_bpe_from_counts(count_file, vocab_size, trainer=trainer) == expected
+        assert train_bpe_from_counts(WordCounts.load(count_file), vocab_size, specials, trainer=trainer) == expected
+
+
+def test_count_files_add_up_when_training(tmp_path: Path) -> None:
+    corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=100_000)
+    data = corpus.read_bytes()
+    middle = data.index(SPECIALS[0].encode(), len(data) // 2)
+    first, second = write_parts(tmp_path, [data[:middle], data[middle:]])
+    files = [count_words(part, SPECIALS).save(tmp_path / f"{part.stem}.bin") for part in (first, second)]
+    assert train_bpe_from_counts(files, 400) == train_bpe(corpus, 400, SPECIALS, trainer="bpe_v1")
+
+
+def test_training_refuses_other_special_tokens(count_file: Path) -> None:
+    with pytest.raises(BPEInputError, match="special tokens"):
+        train_bpe_from_counts(count_file, 300, ["<s>"])
