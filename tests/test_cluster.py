@@ -1,0 +1,94 @@
+"""Counting on a Dask LocalCluster: the same counts and merges as v7 on the concatenation, also when a
+task fails once and is retried. Skipped when Dask is not installed (the `cluster` extra)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
+from distributed import Client, LocalCluster  # noqa: E402
+
+from cs336_basics import train_bpe, train_bpe_from_counts  # noqa: E402
+from cs336_basics._common import count_words as count_words_in_text  # noqa: E402
+from cs336_basics.cluster import count_words_on_cluster, sum_tables  # noqa: E402
+from cs336_basics.demo import write_demo_corpus  # noqa: E402
+from cs336_basics.word_counts import count_task  # noqa: E402
+from tests.conftest import _STATUS  # noqa: E402
+
+SPECIALS = ["<|endoftext|>"]
+REFERENCE = "bpe_v7" if _STATUS["bpe_v7"] is None else "bpe_v2"
+
+
+@pytest.fixture(scope="module")
+def client():
+    # Threads in this process: starts in about a second and needs no importable test module on workers.
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster) as dask_client:
+            yield dask_client
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """A demo corpus and the same bytes in five files cut at arbitrary places (inside words too)."""
+    directory = tmp_path_factory.mktemp("cluster")
+    whole = write_demo_corpus(directory / "whole.txt", size_bytes=400_000)
+    data = whole.read_bytes()
+    cuts = [0, 70_001, 150_003, 150_010, 277_777, len(data)]
+    parts = []
+    for index, (start, end) in enumerate(zip(cuts, cuts[1:])):
+        part = directory / f"part{index}.txt"
+        part.write_bytes(data[start:end])
+        parts.append(part)
+    return whole, parts
+
+
+def test_counts_and_merges_equal_the_concatenation(client: Client, corpus: tuple[Path, list[Path]]) -> None:
+    whole, parts = corpus
+    counts = count_words_on_cluster(client, parts, SPECIALS, task_bytes=50_000, fan_in=3)
+    assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
+    assert counts.source_bytes == whole.stat().st_size
+    assert train_bpe_from_counts(counts, 800) == train_bpe(whole, 800, SPECIALS, trainer=REFERENCE)
+
+
+def test_fsspec_urls(client: Client, corpus: tuple[Path, list[Path]]) -> None:
+    pytest.importorskip("fsspec", reason="URLs need fsspec")
+    whole, parts = corpus
+    urls = [part.resolve().as_uri() for part in parts]  # file:// URLs go through fsspec
+    counts = count_words_on_cluster(client, urls, SPECIALS, task_bytes=100_000)
+    assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
+
+
+def fail_once(marker: Path, *args: object) -> dict[bytes, int]:
+    """count_task, except that the first call anywhere fails (as a worker dying mid-task would)."""
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return count_task(*args)
+    raise RuntimeError("injected failure: this attempt dies")
+
+
+def test_a_task_failing_once_is_retried_without_loss(client: Client, corpus: tuple[Path, list[Path]], tmp_path):
+    whole, parts = corpus
+    marker = tmp_path / "failed-once"
+    counts = count_words_on_cluster(
+        client, parts, SPECIALS, task_bytes=60_000, retries=1, count=partial(fail_once, marker)
+    )
+    assert marker.exists()  # the failure did happen
+    assert train_bpe_from_counts(counts, 800) == train_bpe(whole, 800, SPECIALS, trainer=REFERENCE)
+
+
+def test_without_retries_the_error_reaches_the_client(client: Client, corpus: tuple[Path, list[Path]], tmp_path):
+    _, parts = corpus
+    with pytest.raises(RuntimeError, match="injected failure"):
+        count_words_on_cluster(
+            client, parts, SPECIALS, task_bytes=60_000, retries=0, count=partial(fail_once, tmp_path / "m")
+        )
+
+
+def test_sum_tables_leaves_its_inputs_alone() -> None:
+    first, second = {b"a": 1, b"b": 2}, {b"b": 3}
+    assert sum_tables(first, second, {}) == {b"a": 1, b"b": 5}
+    assert first == {b"a": 1, b"b": 2} and second == {b"b": 3}
