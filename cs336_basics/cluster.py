@@ -121,9 +121,7 @@ def count_words_on_cluster(
     distributed = _import_distributed()
 
     options = dict(storage_options) if storage_options else None
-    counted = [
-        client.submit(count, task, specials, 1, options, pure=True, retries=retries) for task in tasks
-    ]
+    counted = [client.submit(count, task, specials, 1, options, pure=True, retries=retries) for task in tasks]
     # The reduction is submitted up front: additions start as soon as their inputs exist.
     level = counted
     while len(level) > 1:

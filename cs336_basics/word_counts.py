@@ -482,9 +482,7 @@ def count_words(
     Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
     pure-Python one; the result is the same either way and for every `task_bytes`."""
     specials = check_special_tokens(special_tokens)
-    tasks = plan_count_tasks(
-        _as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options
-    )
+    tasks = plan_count_tasks(_as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options)
     total: dict[bytes, int] = {}
     counted = 0
     with tqdm(total=sum(map(task_size, tasks)), desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
@@ -493,4 +491,3 @@ def count_words(
             counted += task_size(task)
             bar.update(task_size(task))
     return WordCounts(total, specials, GPT2_SPLIT_PATTERN, counted)
-

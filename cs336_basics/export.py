@@ -1,0 +1,182 @@
+"""Export a trained vocabulary to HuggingFace `tokenizers` / `transformers` and to `tiktoken`.
+
+    from cs336_basics.export import save_hf_tokenizer_json, save_tiktoken_ranks, tiktoken_encoding
+    save_hf_tokenizer_json("out/tokenizer.json", vocab, merges, ["<|endoftext|>"])
+    tokenizers.Tokenizer.from_file("out/tokenizer.json")                                # HF tokenizers
+    transformers.PreTrainedTokenizerFast(tokenizer_file="out/tokenizer.json")           # transformers
+    save_tiktoken_ranks("out/tokenizer.tiktoken", vocab)
+    encoding = tiktoken_encoding("out/tokenizer.tiktoken", ["<|endoftext|>"])           # tiktoken.Encoding
+    encoding.encode(text, allowed_special="all")
+
+Both give our ids (`Tokenizer.encode`): the same special-token split, the same GPT-2 pre-tokenization
+pattern (a `Split` pre-tokenizer in HF, `pat_str` in tiktoken), bytes shown through GPT-2's
+byte-to-unicode table in HF's vocabulary, and the merges in creation order (HF applies merges by
+rank, as we do; tiktoken merges by the rank of the merged token, which is the same order for a
+vocabulary BPE training made). Special tokens keep their ids (256, ...). The libraries are only
+needed to load the files, not to write them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from cs336_basics._common import GPT2_SPLIT_PATTERN, BPEInputError, Merges, Vocab, check_special_tokens
+from cs336_basics.serialization import encode_token, write_atomically
+
+__all__ = [
+    "hf_tokenizer_json",
+    "load_tiktoken_ranks",
+    "save_hf_tokenizer_json",
+    "save_tiktoken_ranks",
+    "tiktoken_encoding",
+]
+
+
+def _split_ids(vocab: Vocab, special_tokens: list[str]) -> tuple[dict[bytes, int], dict[str, int]]:
+    """Regular tokens (bytes -> id) and special tokens (text -> id); refuses what neither library
+    can represent: bytes spelled by two ids, or a special token missing from the vocabulary."""
+    special_bytes = {token.encode("utf-8"): token for token in special_tokens}
+    regular: dict[bytes, int] = {}
+    specials: dict[str, int] = {}
+    for token_id in sorted(vocab):
+        token = vocab[token_id]
+        if token in special_bytes and special_bytes[token] not in specials:
+            specials[special_bytes[token]] = token_id
+            continue
+        if token in regular:
+            raise BPEInputError(
+                f"cannot export: ids {regular[token]} and {token_id} both spell {token!r}; "
+                "HF tokenizers and tiktoken need one id per token"
+            )
+        regular[token] = token_id
+    missing = [token for token in special_tokens if token not in specials]
+    if missing:
+        raise BPEInputError(f"cannot export: special tokens {missing} are not in the vocabulary")
+    return regular, specials
+
+
+def hf_tokenizer_json(vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None = None) -> dict:
+    """The `tokenizer.json` document of a byte-level BPE tokenizer equal to ours."""
+    specials = check_special_tokens(special_tokens)
+    regular, special_ids = _split_ids(vocab, specials)
+    model_vocab = {
+        encode_token(token): token_id for token, token_id in sorted(regular.items(), key=lambda item: item[1])
+    }
+    # HF keeps an added token's id only when the model's vocabulary has its text too (as GPT-2's does).
+    for token, token_id in special_ids.items():
+        if model_vocab.setdefault(token, token_id) != token_id:
+            raise BPEInputError(
+                f"cannot export: special token {token!r} reads like the regular token {model_vocab[token]}"
+            )
+    for left, right in merges:
+        if left + right not in regular:
+            raise BPEInputError(f"cannot export: the merge {left!r} + {right!r} has no token in the vocabulary")
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": token_id,
+                "content": token,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for token, token_id in special_ids.items()
+        ],
+        "normalizer": None,
+        # Our exact pattern splits first; ByteLevel then only maps bytes to GPT-2's printable characters.
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": GPT2_SPLIT_PATTERN}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            # A pre-token found whole in the vocabulary must still be built by the merges, as ours is.
+            "ignore_merges": False,
+            "vocab": model_vocab,
+            "merges": [f"{encode_token(left)} {encode_token(right)}" for left, right in merges],
+        },
+    }
+
+
+def save_hf_tokenizer_json(
+    path: str | os.PathLike, vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None = None
+) -> Path:
+    target = Path(path)
+    document = hf_tokenizer_json(vocab, merges, special_tokens)
+    write_atomically(target, json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8"))
+    return target
+
+
+def save_tiktoken_ranks(path: str | os.PathLike, vocab: Vocab, special_tokens: Iterable[str] | None = None) -> Path:
+    """tiktoken's rank file: one `base64(token_bytes) id` line per regular token, in id order.
+    Special tokens are not in it (tiktoken takes them separately); pass the same list to
+    `tiktoken_encoding`."""
+    regular, _ = _split_ids(vocab, check_special_tokens(special_tokens))
+    lines = (f"{base64.b64encode(token).decode('ascii')} {token_id}\n" for token, token_id in regular.items())
+    target = Path(path)
+    write_atomically(target, "".join(lines).encode("ascii"))
+    return target
+
+
+def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    with open(path, encoding="ascii") as file:
+        for number, line in enumerate(file, 1):
+            try:
+                token, rank = line.split()
+                ranks[base64.b64decode(token, validate=True)] = int(rank)
+            except ValueError:
+                raise BPEInputError(f"{path}:{number}: not a tiktoken rank line: {line.strip()!r}") from None
+    return ranks
+
+
+def tiktoken_encoding(
+    ranks: str | os.PathLike | Vocab,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    name: str = "cs336_bpe",
+):
+    """A `tiktoken.Encoding` from a rank file (or a vocabulary, id -> bytes) giving our ids.
+
+    Special tokens take the ids after the highest regular id when they are not in a vocabulary
+    given directly, as the trainers number them (256, 257, ...) only when given the vocabulary.
+    Encode with `allowed_special="all"` to split on them as our tokenizer does."""
+    try:
+        import tiktoken
+    except ImportError:
+        raise BPEInputError("tiktoken is not installed: pip install tiktoken (or the export extra)") from None
+    specials = check_special_tokens(special_tokens)
+    if isinstance(ranks, dict):
+        mergeable, special_ids = _split_ids(ranks, specials)
+    else:
+        mergeable = load_tiktoken_ranks(ranks)
+        taken = set(mergeable.values())
+        # The trainers give special tokens the ids right after the 256 bytes.
+        special_ids = {token: 256 + index for index, token in enumerate(specials)}
+        clashes = sorted(taken.intersection(special_ids.values()))
+        if clashes:
+            raise BPEInputError(f"{ranks}: ids {clashes} are regular tokens; give the vocabulary to place specials")
+    if overlapping := [a for a in specials for b in specials if a != b and b.startswith(a)]:
+        # tiktoken's special-token regex takes them in hash-map order, not longest first.
+        raise BPEInputError(f"tiktoken cannot split overlapping special tokens exactly: {overlapping}")
+    return tiktoken.Encoding(name, pat_str=GPT2_SPLIT_PATTERN, mergeable_ranks=mergeable, special_tokens=special_ids)
