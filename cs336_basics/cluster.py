@@ -71,7 +71,7 @@ def connect(spec: str) -> Iterator[Client]:
             raise BPEInputError(f"--cluster {spec}: the number of local workers must be a positive integer")
         workers = int(count_text) if count_text else (os.cpu_count() or 1)
         cluster = distributed.LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         try:
             with distributed.Client(cluster) as client:

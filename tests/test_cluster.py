@@ -25,7 +25,7 @@ REFERENCE = "bpe_v7" if _STATUS["bpe_v7"] is None else "bpe_v2"
 @pytest.fixture(scope="module")
 def client():
     # Threads in this process: starts in about a second and needs no importable test module on workers.
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         with Client(cluster) as dask_client:
             yield dask_client
 
@@ -92,3 +92,21 @@ def test_sum_tables_leaves_its_inputs_alone() -> None:
     first, second = {b"a": 1, b"b": 2}, {b"b": 3}
     assert sum_tables(first, second, {}) == {b"a": 1, b"b": 5}
     assert first == {b"a": 1, b"b": 2} and second == {b"b": 3}
+
+
+def test_cli_with_a_local_cluster_of_two_worker_processes(corpus: tuple[Path, list[Path]], tmp_path: Path, capsys):
+    from cs336_basics.cli import main as train_main
+    from cs336_basics.serialization import load_merges
+
+    whole, parts = corpus
+    out = tmp_path / "out"
+    assert train_main(["auto", str(out), "-d", *map(str, parts), "--cluster", "local:2", "-v", "700", "-q"]) == 0
+    assert "counted on local:2" in capsys.readouterr().out
+    assert load_merges(out / "merges.txt") == train_bpe(whole, 700, SPECIALS, trainer=REFERENCE)[1]
+
+
+def test_bad_cluster_spec_is_explained(tmp_path: Path, corpus, capsys) -> None:
+    from cs336_basics.cli import main as train_main
+
+    assert train_main(["auto", str(tmp_path / "out"), "-d", str(corpus[0]), "--cluster", "local:zero", "-q"]) == 2
+    assert "positive integer" in capsys.readouterr().err

@@ -197,3 +197,52 @@ def test_count_files_add_up_when_training(tmp_path: Path) -> None:
 def test_training_refuses_other_special_tokens(count_file: Path) -> None:
     with pytest.raises(BPEInputError, match="special tokens"):
         train_bpe_from_counts(count_file, 300, ["<s>"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Command lines: cs336-count-words, and cs336-train-bpe with --counts and several -d files
+
+
+def test_count_cli_then_train_cli_equals_training_on_the_text(tmp_path: Path, capsys) -> None:
+    from cs336_basics.cli import main as train_main
+    from cs336_basics.count_cli import main as count_main
+
+    corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=150_000)
+    data = corpus.read_bytes()
+    inside_a_word = next(cut for cut in range(100_000, len(data)) if data[cut - 1 : cut + 1].isalpha())
+    parts = write_parts(tmp_path, [data[:50_001], data[50_001:inside_a_word], data[inside_a_word:]])
+    assert count_main([*map(str, parts[:2]), "-o", str(tmp_path / "a.bin"), "-q"]) == 0
+    assert count_main([str(parts[2]), "-o", str(tmp_path / "b.bin"), "-q"]) == 0
+    assert "distinct" in capsys.readouterr().out
+    expected = train_bpe(corpus, 500, SPECIALS, trainer="bpe_v1")
+    whole = count_words(parts, SPECIALS)
+    assert WordCounts.load(tmp_path / "a.bin") + WordCounts.load(tmp_path / "b.bin") != whole  # a word is cut in two
+    assert train_bpe_from_counts(whole, 500) == expected
+
+    out = tmp_path / "from-files"
+    assert train_main(["auto", str(out), "-d", *map(str, parts), "-v", "500", "-q", "--export", "hf,tiktoken"]) == 0
+    assert "read as concatenated" in capsys.readouterr().out
+    assert sorted(path.name for path in out.iterdir()) == [
+        "merges.pkl",
+        "merges.txt",
+        "tokenizer.json",
+        "tokenizer.tiktoken",
+        "vocab.json",
+        "vocab.pkl",
+    ]
+    from cs336_basics.serialization import load_merges
+
+    assert load_merges(out / "merges.txt") == expected[1]
+
+    whole.save(tmp_path / "whole.bin")
+    out = tmp_path / "from-counts"
+    assert train_main(["bpe_v4", str(out), "--counts", str(tmp_path / "whole.bin"), "-v", "500", "-q"]) == 0
+    assert load_merges(out / "merges.txt") == expected[1]
+
+
+def test_train_cli_refuses_a_corrupt_count_file(count_file: Path, tmp_path: Path, capsys) -> None:
+    from cs336_basics.cli import main as train_main
+
+    count_file.write_bytes(count_file.read_bytes()[:-3])
+    assert train_main(["auto", str(tmp_path / "out"), "--counts", str(count_file), "-q"]) == 2
+    assert count_file.name in capsys.readouterr().err

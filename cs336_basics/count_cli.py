@@ -1,0 +1,78 @@
+"""Count pre-tokens into a count file (`cs336-count-words`, or `python -m cs336_basics.count_cli`).
+
+    cs336-count-words data/part-*.txt -o counts.bin                      # this machine, every core
+    cs336-count-words s3://bucket/owt/*.txt -o counts.bin --cluster tcp://scheduler:8786
+    cs336-train-bpe auto out --counts counts.bin other.bin -v 32000    # count files add up
+
+The inputs are counted as if concatenated (see `cs336_basics.word_counts`, which also documents the
+file format). Count files of inputs split at document boundaries add up to the counts of the whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from cs336_basics._common import ENDOFTEXT, BPEInputError
+from cs336_basics.cli import human_bytes
+from cs336_basics.word_counts import LOCAL_TASK_BYTES, count_words
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="cs336-count-words",
+        description="Count GPT-2 pre-tokens of UTF-8 text into a binary count file, for cs336-train-bpe --counts.",
+    )
+    parser.add_argument("data", nargs="+", help="input files (or fsspec URLs), read as if concatenated")
+    parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
+    parser.add_argument(
+        "--special",
+        nargs="*",
+        default=[ENDOFTEXT],
+        metavar="TOKEN",
+        help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
+    )
+    parser.add_argument("--cluster", metavar="SPEC", help="count on Dask: local, local:N or tcp://host:8786")
+    parser.add_argument("--task-mb", type=int, default=None, help="bytes per counting task, in MiB (64 on Dask)")
+    parser.add_argument("--workers", type=int, default=None, help="threads on this machine; -1 = all (default)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    try:
+        if args.cluster:
+            from cs336_basics.cluster import DEFAULT_TASK_BYTES, connect, count_words_on_cluster
+
+            task_bytes = args.task_mb << 20 if args.task_mb else DEFAULT_TASK_BYTES
+            with connect(args.cluster) as client:
+                counts = count_words_on_cluster(
+                    client, args.data, args.special, task_bytes=task_bytes, progress=not args.quiet
+                )
+        else:
+            task_bytes = args.task_mb << 20 if args.task_mb else LOCAL_TASK_BYTES
+            counts = count_words(
+                args.data, args.special, num_threads=args.workers, task_bytes=task_bytes, progress=not args.quiet
+            )
+        counted = time.perf_counter()
+        path = counts.save(args.output)
+    except (BPEInputError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rows = [
+        ("inputs", f"{len(args.data)} file(s), {human_bytes(counts.source_bytes)}"),
+        ("words", f"{len(counts):,} distinct, {counts.total_words:,} in all"),
+        ("count", f"{counted - started:,.2f} s ({counts.source_bytes / max(counted - started, 1e-9) / 1e6:,.1f} MB/s)"),
+        ("wrote", f"{path} ({human_bytes(path.stat().st_size)})"),
+    ]
+    for name, value in rows:
+        print(f"{name:<8} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
