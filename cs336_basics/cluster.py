@@ -23,6 +23,7 @@ fsspec URLs. Needs the `cluster` extra: pip install -e ".[cluster]".
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -42,7 +43,7 @@ from cs336_basics.word_counts import (
 if TYPE_CHECKING:
     from distributed import Client
 
-__all__ = ["DEFAULT_TASK_BYTES", "connect", "count_words_on_cluster", "sum_tables"]
+__all__ = ["DEFAULT_TASK_BYTES", "connect", "count_words_on_cluster", "pack_table", "sum_tables", "unpack_table"]
 
 # Large enough that scheduling (~1 ms a task) is noise next to counting (~1 s at ~60 MB/s a core),
 # small enough that a retried task costs little and memory stays low.
@@ -85,14 +86,29 @@ def connect(spec: str) -> Iterator[Client]:
         raise BPEInputError(f"--cluster {spec!r}: use local, local:N or a scheduler address like tcp://host:8786")
 
 
-def sum_tables(*tables: Mapping[bytes, int]) -> dict[bytes, int]:
-    """The sum of count tables, as a new table (the inputs may be shared results: never changed)."""
-    largest = max(range(len(tables)), key=lambda index: len(tables[index]))
-    total = dict(tables[largest])
-    for index, table in enumerate(tables):
-        if index != largest:
-            add_count_tables(total, table)
-    return total
+def pack_table(table: Mapping[bytes, int]) -> bytes:
+    """A count table as one bytes object for the trip between processes. Dask serializes a dict
+    entry by entry (seconds for 200,000 words); one pickled blob moves in milliseconds."""
+    return pickle.dumps(dict(table), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_table(packed: bytes) -> dict[bytes, int]:
+    return pickle.loads(packed)
+
+
+def count_packed(count: Callable[..., dict[bytes, int]], *args: object) -> bytes:
+    """One counting task on a worker: `count(*args)`, packed."""
+    return pack_table(count(*args))
+
+
+def sum_tables(*packed_tables: bytes) -> bytes:
+    """The sum of packed count tables, packed (a new object: the inputs are never changed)."""
+    tables = [unpack_table(packed) for packed in packed_tables]
+    tables.sort(key=len, reverse=True)
+    total = tables[0]
+    for table in tables[1:]:
+        add_count_tables(total, table)
+    return pack_table(total)
 
 
 def count_words_on_cluster(
@@ -121,7 +137,9 @@ def count_words_on_cluster(
     distributed = _import_distributed()
 
     options = dict(storage_options) if storage_options else None
-    counted = [client.submit(count, task, specials, 1, options, pure=True, retries=retries) for task in tasks]
+    counted = [
+        client.submit(count_packed, count, task, specials, 1, options, pure=True, retries=retries) for task in tasks
+    ]
     # The reduction is submitted up front: additions start as soon as their inputs exist.
     level = counted
     while len(level) > 1:
@@ -136,7 +154,7 @@ def count_words_on_cluster(
                 if future.status == "error":
                     future.result()  # raises the task's error, after its retries
                 bar.update(sizes[future.key])
-        table = level[0].result()
+        table = unpack_table(level[0].result())
     finally:
         client.cancel([*counted, *level])
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)

@@ -83,7 +83,9 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 
 # Local counting cuts each file into ranges of about this size: progress moves, memory does not grow.
 LOCAL_TASK_BYTES = 256 << 20
-# Cut points are searched in blocks of this size (the same block as `_common.find_chunk_boundaries`).
+# Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
+# to the block `_common.find_chunk_boundaries` scans.
+_FIRST_WINDOW = 1 << 12
 _SCAN_BLOCK = 1 << 20
 
 
@@ -304,10 +306,11 @@ class _CutFinder:
         self.pad = max((len(token) for token in tokens), default=0) + 1
 
     def first_at_or_after(self, position: int) -> int | None:
-        """A safe cut at or after `position`: the first one of the first 1 MiB block that has one."""
+        """A safe cut at or after `position`: the first one of the first window that has one."""
         size = self.source.size
-        for block_start in range(position, size, _SCAN_BLOCK):
-            block_end = min(block_start + _SCAN_BLOCK, size)
+        block_start, span = position, _FIRST_WINDOW
+        while block_start < size:
+            block_end = min(block_start + span, size)
             base = max(0, block_start - self.pad)
             window = self.source.read(base, block_end + self.pad)
             cut = _special_token_cut(window, block_start - base, block_end - base, self.tokens)
@@ -315,13 +318,15 @@ class _CutFinder:
                 cut = _whitespace_cut(window, block_start - base, block_end - base, self.tokens)
             if cut is not None and base + cut < size:
                 return base + cut
+            block_start, span = block_end, min(span * 16, _SCAN_BLOCK)
         return None
 
     def last_at_or_before(self, position: int, floor: int) -> int | None:
-        """The last safe cut in [floor, position] of the last 1 MiB block that has one."""
-        block_end = position
+        """The last safe cut in [floor, position] of the last window that has one."""
+        block_end, span = position, _FIRST_WINDOW
         while block_end >= floor:
-            block_start = max(floor, block_end - _SCAN_BLOCK)
+            block_start = max(floor, block_end - span)
+            span = min(span * 16, _SCAN_BLOCK)
             base = max(0, block_start - self.pad)
             window = self.source.read(base, block_end + self.pad)
             low, high = block_start - base, block_end - base

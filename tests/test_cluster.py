@@ -13,7 +13,7 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 from cs336_basics import train_bpe, train_bpe_from_counts  # noqa: E402
 from cs336_basics._common import count_words as count_words_in_text  # noqa: E402
-from cs336_basics.cluster import count_words_on_cluster, sum_tables  # noqa: E402
+from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
 from cs336_basics.word_counts import count_task  # noqa: E402
 from tests.conftest import _STATUS  # noqa: E402
@@ -89,9 +89,9 @@ def test_without_retries_the_error_reaches_the_client(client: Client, corpus: tu
 
 
 def test_sum_tables_leaves_its_inputs_alone() -> None:
-    first, second = {b"a": 1, b"b": 2}, {b"b": 3}
-    assert sum_tables(first, second, {}) == {b"a": 1, b"b": 5}
-    assert first == {b"a": 1, b"b": 2} and second == {b"b": 3}
+    first, second = pack_table({b"a": 1, b"b": 2}), pack_table({b"b": 3})
+    assert unpack_table(sum_tables(first, second, pack_table({}))) == {b"a": 1, b"b": 5}
+    assert unpack_table(first) == {b"a": 1, b"b": 2} and unpack_table(second) == {b"b": 3}
 
 
 def test_cli_with_a_local_cluster_of_two_worker_processes(corpus: tuple[Path, list[Path]], tmp_path: Path, capsys):

@@ -1,0 +1,114 @@
+"""Counting through Dask against v7's own counting, on one corpus split into files.
+
+    python scripts/bench_cluster.py CORPUS [--files 16] [--workers 2] [--repeat 3] [--task-mb 64]
+
+Splits CORPUS into --files files at document boundaries (special-token starts) in a temporary
+directory, then times, best of --repeat:
+  v7 whole file    bpe_v7.pretokenize_and_count on CORPUS with --workers threads (counts stay in C++)
+  v7 + to_dict     the same, plus turning the counts into a Python dict (what a count file needs)
+  local, N files   word_counts.count_words on the files, --workers threads
+  dask, N files    cluster.count_words_on_cluster on a LocalCluster of --workers single-threaded
+                   worker processes (started once, outside the timing; its start-up time is printed)
+and checks that every method gives the same counts. Timings on a shared machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from cs336_basics import bpe_v7
+from cs336_basics.cluster import count_words_on_cluster
+from cs336_basics.word_counts import count_words
+
+
+def split_at_documents(corpus: Path, num_files: int, directory: Path, special: bytes) -> list[Path]:
+    data = corpus.read_bytes()
+    cuts = [0]
+    for index in range(1, num_files):
+        found = data.find(special, len(data) * index // num_files)
+        if found == -1:
+            break
+        if found > cuts[-1]:
+            cuts.append(found)
+    cuts.append(len(data))
+    paths = []
+    for index, (start, end) in enumerate(zip(cuts, cuts[1:])):
+        path = directory / f"part-{index:03d}.txt"
+        path.write_bytes(data[start:end])
+        paths.append(path)
+    return paths
+
+
+def best_of(repeat: int, run):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("--files", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--task-mb", type=int, default=64)
+    parser.add_argument("--special", default="<|endoftext|>")
+    args = parser.parse_args()
+    specials = [args.special]
+    size = args.corpus.stat().st_size
+    from distributed import Client, LocalCluster
+
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as directory:
+        parts = split_at_documents(args.corpus, args.files, Path(directory), args.special.encode())
+        rows = []
+        seconds, native = best_of(
+            args.repeat, lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, num_threads=args.workers)
+        )
+        rows.append(("v7 whole file", seconds))
+        reference = native.to_dict()
+        seconds, _ = best_of(
+            args.repeat,
+            lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, num_threads=args.workers).to_dict(),
+        )
+        rows.append(("v7 + to_dict", seconds))
+        seconds, local = best_of(args.repeat, lambda: count_words(parts, specials, num_threads=args.workers))
+        rows.append((f"local, {len(parts)} files", seconds))
+        assert local.counts == reference, "local counting differs from v7"
+
+        started = time.perf_counter()
+        with (
+            LocalCluster(
+                n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            startup = time.perf_counter() - started
+            seconds, dask_counts = best_of(
+                args.repeat,
+                lambda: count_words_on_cluster(client, parts, specials, task_bytes=args.task_mb << 20),
+            )
+        rows.append((f"dask, {len(parts)} files", seconds))
+        assert dask_counts.counts == reference, "Dask counting differs from v7"
+
+    print(
+        f"corpus {args.corpus.name}: {size / 1e6:,.1f} MB, {len(reference):,} distinct words, "
+        f"{args.workers} workers, tasks of {args.task_mb} MiB, best of {args.repeat}, cpus {os.cpu_count()}"
+    )
+    base = rows[0][1]
+    for name, seconds in rows:
+        print(
+            f"  {name:<18} {seconds:7.2f} s  {size / seconds / 1e6:7.1f} MB/s  "
+            f"{size / seconds / args.workers / 1e6:6.1f} MB/s per worker  {seconds / base - 1:+7.1%} vs v7"
+        )
+    print(f"  (LocalCluster start-up, not included: {startup:.2f} s)")
+
+
+if __name__ == "__main__":
+    main()
