@@ -155,6 +155,9 @@ def count_words_on_cluster(
                     future.result()  # raises the task's error, after its retries
                 bar.update(sizes[future.key])
         table = unpack_table(level[0].result())
-    finally:
-        client.cancel([*counted, *level])
+    except BaseException:
+        # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
+        # the scheduler).
+        client.cancel([future for future in [*counted, *level] if not future.done()])
+        raise
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)
