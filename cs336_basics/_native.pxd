@@ -10,7 +10,7 @@ from cs336_basics._merge_cpp cimport WordCounts
 
 cdef extern from "omp_shim.hpp" nogil:
     bint native_openmp_enabled "bpe::openmp_enabled"() noexcept
-    int omp_default_threads "bpe::omp_default_threads"() noexcept
+    int native_omp_default_threads "bpe::omp_default_threads"() noexcept
 
 
 # C names given in full where the Python function of the same name would shadow them.

@@ -10,6 +10,8 @@ the start of the input.
 import os
 from collections.abc import Callable, Iterable
 
+from cs336_basics.backend import effective_num_threads
+
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.string cimport string
@@ -25,19 +27,9 @@ def openmp_enabled() -> bool:
     return native_openmp_enabled()
 
 
-def effective_num_threads(num_threads: int | None = None) -> int:
-    """scikit-learn's convention: None = OpenMP's default (OMP_NUM_THREADS, else every core), n > 0
-    = n, n < 0 = cores + 1 + n (so -1 = every core, -2 = all but one), at least 1; 0 is an error."""
-    if num_threads is None:
-        return omp_default_threads()
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int):
-        raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
-    if num_threads == 0:
-        raise ValueError("num_threads=0 is not allowed: use None or -1 for every core, or a positive count")
-    if num_threads > 0:
-        return num_threads
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(cores + 1 + num_threads, 1)
+def omp_default_threads() -> int:
+    """Threads an OpenMP region uses by default (OMP_NUM_THREADS, else every core); 1 without OpenMP."""
+    return native_omp_default_threads()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,7 +87,7 @@ def pretokenize(str text not None) -> list:
 
 cdef CountOptions make_options(object num_threads, object chunk_bytes) except *:
     cdef CountOptions options
-    options.num_threads = effective_num_threads(num_threads)
+    options.num_threads = effective_num_threads(num_threads)  # validates, and is 1 without OpenMP
     if chunk_bytes is None:
         options.chunk_bytes = 0  # chosen from the input size and thread count
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
