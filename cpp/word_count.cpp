@@ -757,12 +757,12 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
 
 }  // namespace
 
-WordCounts count_words(std::string_view text, const std::vector<std::string>& special_tokens,
+WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
                        const CountOptions& options, CountReport* report) {
     return count_words_impl(text, special_tokens, options, report, nullptr);
 }
 
-WordCounts count_words_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
+WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options, CountReport* report) {
     const FileView file(path);
     return count_words_impl(file.view(), special_tokens, options, report, &file);

@@ -70,11 +70,11 @@ std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens&
                                      size_t chunk_bytes, int num_threads = 0);
 
 // Word counts of `text`, words in canonical order (by hash, then bytes).
-WordCounts count_words(std::string_view text, const std::vector<std::string>& special_tokens,
+WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
                        const CountOptions& options = {}, CountReport* report = nullptr);
 
 // The same for a file, memory-mapped (it may be larger than memory).
-WordCounts count_words_in_file(const std::string& path, const std::vector<std::string>& special_tokens,
+WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options = {}, CountReport* report = nullptr);
 
 template <typename OnPiece>
