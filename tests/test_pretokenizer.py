@@ -277,7 +277,9 @@ def test_progress_adds_up_to_the_file_size(tmp_path: Path, threads: int) -> None
     path.write_bytes(("some words here\n" * 20_000 + ENDOFTEXT).encode() * 5)
     reported: list[int] = []
     counts = native.count_words(path, [ENDOFTEXT], threads, 10_000, reported.append)
-    assert len(reported) > 1 and all(step > 0 for step in reported)  # as the chunks are counted
+    # Only the calling thread reports between chunks, and with two threads the other one may count
+    # them all (a busy machine), so only one thread guarantees reports along the way.
+    assert all(step > 0 for step in reported) and (threads > 1 or len(reported) > 1)
     assert sum(reported) == path.stat().st_size
     assert counts.to_dict() == native.count_words(path, [ENDOFTEXT], threads, 10_000).to_dict()
 
