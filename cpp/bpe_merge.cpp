@@ -57,7 +57,7 @@ constexpr int64_t kAdmissionStep = 4;
 // best count are not tracked at all. Exact: untracked pairs count less than this floor, so the best
 // tracked pair is the best pair while it counts at least the floor; when it does not, every pair is
 // counted again from the words (slow, but it takes counts falling 1024-fold after a prune).
-// Pruning halves the merge time and memory of a large corpus (docs/PERFORMANCE.md).
+// On a large corpus pruning more than halves the merge phase's memory (docs/PERFORMANCE.md).
 constexpr int64_t kBirthFloorDivisor = 1024;
 
 // Compact the heap (drop stale entries) when it has grown to this many times its size after the
@@ -189,10 +189,8 @@ public:
         const TokenId left = merged_record.left;
         const TokenId right = merged_record.right;
         const WordId* const words = merged_record.words();
-        // Perf: the words are scattered over memory, and waiting for each one's first cache line is
-        // most of the merge time (20 MB of text, 32K vocab: 3.6M word visits, 24M symbols read).
-        // The list is known in advance, so fetch a few words ahead: about 20% faster overall; the
-        // distance hardly matters between 4 and 32.
+        // The words are scattered over memory, and waiting for each one's first cache line is most
+        // of the merge time; the list is known in advance, so fetch a few words ahead.
         const size_t num_words = merged_record.num_words;
         for (size_t at = 0; at < num_words; ++at) {
             if (at + 2 * kPrefetchDistance < num_words) {

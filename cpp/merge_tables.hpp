@@ -100,8 +100,8 @@ inline TokenId key_left(uint64_t key) { return static_cast<TokenId>(key >> 32); 
 inline TokenId key_right(uint64_t key) { return static_cast<TokenId>(key & 0xFFFFFFFFu); }
 
 // Pair key -> pair id. Open addressing with linear probing over one array of {key, id} slots, so a
-// lookup is usually a single cache line; std::unordered_map (reserved) chases a node pointer per
-// lookup and made the whole loop ~1.6x slower on 20 MB of text with a 32K vocab.
+// lookup is usually a single cache line (std::unordered_map chases a node pointer per lookup and is
+// much slower, docs/PERFORMANCE.md).
 // Nothing is ever erased: a pair whose count reaches 0 can never come back (see merge_word), so
 // dead keys just keep their slot until a prune builds a new map.
 class PairIdMap {
@@ -165,8 +165,7 @@ private:
 // which may hold words that have lost the pair since). 32 bytes, so a count change and a listing
 // touch one cache line.
 // Memory: most pairs are born late, occur in a word or two and are never merged, so the first two
-// word ids live inline and only longer lists allocate (18M pairs on the 11.9 GB OWT-like corpus:
-// std::vector per pair cost a 24-byte header plus a heap block for each).
+// word ids live inline and only longer lists allocate.
 struct PairRecord {
     int64_t count;
     TokenId left;
@@ -222,8 +221,8 @@ struct PairRecord {
 static_assert(sizeof(PairRecord) == 32, "a pair record should stay half a cache line");
 
 // Pair records by PairId, in blocks that never move: growing copies nothing (a doubling vector
-// would hold old and new copies at once, 0.6 GB each at the end of a 32K-vocab OWT run) and a
-// record's address stays valid while new pairs are added.
+// would hold old and new copies at once) and a record's address stays valid while new pairs are
+// added.
 class PairTable {
 public:
     PairTable() = default;
@@ -268,11 +267,9 @@ private:
 };
 
 // The count changes of one merge, summed per pair before any pair record is touched, and the words
-// that gain a pair. Perf: a merge makes a few changes per word it rewrites but to few distinct
-// pairs (the first 8,000 merges on the 11.9 GB OWT-like corpus: 94M word visits, 308M changes,
-// 3.7M distinct pairs changed). Applied one by one, every change was a lookup in the pair map and
-// a pair record, each a cache miss in gigabytes of tables; summed here, in a table that stays in
-// cache, the big tables are touched once per distinct pair.
+// that gain a pair. A merge makes a few changes per word it rewrites but to few distinct pairs, so
+// summed here, in a table that stays in cache, the big tables are touched once per distinct pair
+// instead of once per change (docs/PERFORMANCE.md).
 class MergeDeltas {
 public:
     struct Change {
