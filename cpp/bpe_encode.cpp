@@ -104,7 +104,12 @@ struct Encoder::CacheSlot {
 };
 
 Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
-                 const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots) {
+                 const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots)
+    : specials_([&] {
+          std::vector<std::string> tokens;
+          for (const auto& special : special_tokens) tokens.push_back(special.first);
+          return tokens;
+      }()) {
     static_assert(sizeof(CacheSlot) == 64, "a cache slot is meant to fill one 64-byte cache line");
     if (byte_ids.size() != 256) throw std::invalid_argument("byte_ids must have 256 entries");
     const auto check_id = [](uint32_t id) {
@@ -122,16 +127,15 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     }
     pairs_ = std::make_unique<PairTable>(merges);
 
-    specials_ = special_tokens;
-    for (const auto& [token, id] : specials_) {
+    // A token given twice keeps its first id.
+    special_ids_.assign(specials_.tokens().size(), std::numeric_limits<uint32_t>::max());
+    for (const auto& [token, id] : special_tokens) {
         if (token.empty()) throw std::invalid_argument("special tokens must not be empty");
         check_id(id);
-        special_first_byte_[static_cast<unsigned char>(token[0])] = true;
+        const auto& tokens = specials_.tokens();
+        const size_t index = size_t(std::find(tokens.begin(), tokens.end(), token) - tokens.begin());
+        if (special_ids_[index] == std::numeric_limits<uint32_t>::max()) special_ids_[index] = id;
     }
-    // Of the tokens that match at one position one is a prefix of the other, so longest first is
-    // the order Python's longest-first alternation tries them in.
-    std::stable_sort(specials_.begin(), specials_.end(),
-                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 
     if (cache_slots > 0) {
         size_t sets = 1;
@@ -151,37 +155,12 @@ void Encoder::FreeDeleter::operator()(void* memory) const { std::free(memory); }
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
     std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
     CacheSlot* cache = lock.owns_lock() ? cache_.get() : nullptr;
-    if (specials_.empty()) {
-        encode_ordinary_with(text, 0, out, cache);
-        return;
-    }
-    const char* const data = text.data();
-    const size_t size = text.size();
-    size_t piece_start = 0;
-    size_t position = 0;
-    while (position < size) {
-        if (!special_first_byte_[static_cast<unsigned char>(data[position])]) {
-            ++position;
-            continue;
-        }
-        const std::pair<std::string, uint32_t>* found = nullptr;
-        for (const auto& special : specials_) {
-            const std::string& token = special.first;
-            if (token.size() <= size - position && std::memcmp(data + position, token.data(), token.size()) == 0) {
-                found = &special;
-                break;
-            }
-        }
-        if (found == nullptr) {
-            ++position;
-            continue;
-        }
-        encode_ordinary_with(text.substr(piece_start, position - piece_start), piece_start, out, cache);
-        out.push_back(found->second);
-        position += found->first.size();
-        piece_start = position;
-    }
-    encode_ordinary_with(text.substr(piece_start), piece_start, out, cache);
+    specials_.for_each_part(
+        text,
+        [&](size_t begin, size_t end) {
+            if (end > begin) encode_ordinary_with(text.substr(begin, end - begin), begin, out, cache);
+        },
+        [&](size_t token) { out.push_back(special_ids_[token]); });
 }
 
 void Encoder::encode_ordinary_with(std::string_view text, size_t offset, std::vector<uint32_t>& out,

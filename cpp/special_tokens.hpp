@@ -25,14 +25,21 @@ public:
     // Calls `on_piece(begin, end)` for each stretch of `text` between matches (empty ones included,
     // as `regex.split` returns them).
     template <typename OnPiece>
-    void for_each_piece(std::string_view text, OnPiece&& on_piece) const;
+    void for_each_piece(std::string_view text, OnPiece&& on_piece) const {
+        for_each_part(text, on_piece, [](size_t) {});
+    }
+
+    // The same, and `on_token(index)` for each match in between (its index in tokens()), in text
+    // order: piece, token, piece, ..., piece.
+    template <typename OnPiece, typename OnToken>
+    void for_each_part(std::string_view text, OnPiece&& on_piece, OnToken&& on_token) const;
 
 private:
     std::vector<std::string> tokens_;
 };
 
-template <typename OnPiece>
-void SpecialTokens::for_each_piece(std::string_view text, OnPiece&& on_piece) const {
+template <typename OnPiece, typename OnToken>
+void SpecialTokens::for_each_part(std::string_view text, OnPiece&& on_piece, OnToken&& on_token) const {
     if (tokens_.empty()) {
         on_piece(size_t(0), text.size());
         return;
@@ -43,17 +50,18 @@ void SpecialTokens::for_each_piece(std::string_view text, OnPiece&& on_piece) co
     size_t piece_start = 0;
     for (;;) {
         size_t best = std::string_view::npos;
-        size_t best_length = 0;
+        size_t best_token = 0;
         for (size_t i = 0; i < tokens_.size(); ++i) {
             // Longest first, so on a tie the earlier (longer) token stays.
             if (next[i] < best) {
                 best = next[i];
-                best_length = tokens_[i].size();
+                best_token = i;
             }
         }
         if (best == std::string_view::npos) break;
         on_piece(piece_start, best);
-        piece_start = best + best_length;
+        on_token(best_token);
+        piece_start = best + tokens_[best_token].size();
         for (size_t i = 0; i < tokens_.size(); ++i) {
             if (next[i] != std::string_view::npos && next[i] < piece_start) {
                 next[i] = text.find(tokens_[i], piece_start);
