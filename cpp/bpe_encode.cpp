@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "integer_map.hpp"
 #include "pretokenize.hpp"
 
 namespace bpe {
@@ -51,48 +52,26 @@ inline void prefetch(const void* address) {
 
 }  // namespace
 
-// (left, right) -> rank, open addressing with linear probing in one flat array of 12-byte slots:
-// a lookup touches one or two cache lines, where std::unordered_map would chase pointers. Most
-// lookups fail (most adjacent pairs have no merge), so the table stays at most half full to keep
-// the probe runs short.
+// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the map's short
+// probe runs matter more than its size.
 class Encoder::PairTable {
 public:
-    explicit PairTable(const std::vector<MergeRule>& merges) {
-        size_t capacity = 16;
-        while (capacity < 2 * merges.size()) capacity <<= 1;
-        mask_ = capacity - 1;
-        slots_.assign(capacity, Slot{kNoNode, kNoNode, kNoRank});
+    explicit PairTable(const std::vector<MergeRule>& merges) : ranks_(merges.size()) {
         merged_by_rank_.reserve(merges.size());
         for (const MergeRule& merge : merges) {
             const uint32_t rank = uint32_t(merged_by_rank_.size());
             merged_by_rank_.push_back(merge.merged);
-            size_t index = mix(pair_key(merge.left, merge.right)) & mask_;
-            while (slots_[index].rank != kNoRank && !slots_[index].is(merge.left, merge.right)) {
-                index = (index + 1) & mask_;
-            }
-            if (slots_[index].rank == kNoRank) slots_[index] = Slot{merge.left, merge.right, rank};  // first rank wins
+            ranks_.find_or_insert(pair_key(merge.left, merge.right), rank);  // a repeated pair keeps its first rank
         }
     }
 
-    uint32_t rank(uint32_t left, uint32_t right) const {
-        for (size_t index = mix(pair_key(left, right)) & mask_;; index = (index + 1) & mask_) {
-            const Slot& slot = slots_[index];
-            if (slot.is(left, right) || slot.rank == kNoRank) return slot.rank;
-        }
-    }
+    uint32_t rank(uint32_t left, uint32_t right) const { return ranks_.find(pair_key(left, right), kNoRank); }
 
     uint32_t merged(uint32_t rank) const { return merged_by_rank_[rank]; }
 
 private:
-    struct Slot {
-        uint32_t left;
-        uint32_t right;
-        uint32_t rank;  // kNoRank: empty
-        bool is(uint32_t l, uint32_t r) const { return left == l && right == r; }
-    };
-    std::vector<Slot> slots_;
+    IntegerMap<uint32_t> ranks_;
     std::vector<uint32_t> merged_by_rank_;
-    size_t mask_ = 0;
 };
 
 struct Encoder::CacheSlot {

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "integer_map.hpp"
+
 namespace bpe {
 namespace merge_tables {
 
@@ -99,66 +101,20 @@ inline uint64_t pair_key(TokenId left, TokenId right) {
 inline TokenId key_left(uint64_t key) { return static_cast<TokenId>(key >> 32); }
 inline TokenId key_right(uint64_t key) { return static_cast<TokenId>(key & 0xFFFFFFFFu); }
 
-// Pair key -> pair id. Open addressing with linear probing over one array of {key, id} slots, so a
-// lookup is usually a single cache line (std::unordered_map chases a node pointer per lookup and is
-// much slower, docs/PERFORMANCE.md).
-// Nothing is ever erased: a pair whose count reaches 0 can never come back (see merge_word), so
-// dead keys just keep their slot until a prune builds a new map.
+// Pair key -> pair id (std::unordered_map chases a node pointer per lookup and is much slower,
+// docs/PERFORMANCE.md). Nothing is ever erased: a pair whose count reaches 0 can never come back
+// (see merge_word), so dead keys just keep their slot until a prune builds a new map.
 class PairIdMap {
 public:
     static constexpr PairId kMissing = -1;
 
-    PairIdMap() { resize(1 << 16); }
-
-    PairId find(uint64_t key) const {
-        for (size_t slot = home(key);; slot = (slot + 1) & mask_) {
-            if (slots_[slot].key == key) return slots_[slot].id;
-            if (slots_[slot].key == kEmpty) return kMissing;
-        }
-    }
+    PairId find(uint64_t key) const { return ids_.find(key, kMissing); }
 
     // The id of `key`, inserting `new_id` first if the key is absent.
-    PairId find_or_insert(uint64_t key, PairId new_id) {
-        size_t slot = home(key);
-        for (;; slot = (slot + 1) & mask_) {
-            if (slots_[slot].key == key) return slots_[slot].id;
-            if (slots_[slot].key == kEmpty) break;
-        }
-        slots_[slot] = {key, new_id};
-        // Load factor at most 1/2 keeps linear-probing runs short.
-        if (++size_ * 2 > slots_.size()) resize(slots_.size() * 2);
-        return new_id;
-    }
+    PairId find_or_insert(uint64_t key, PairId new_id) { return ids_.find_or_insert(key, new_id); }
 
 private:
-    // Token ids are non-negative int32, so no real key has its top bit set.
-    static constexpr uint64_t kEmpty = ~uint64_t{0};
-    struct Slot {
-        uint64_t key;
-        PairId id;
-    };
-
-    // Fibonacci hashing: the multiply spreads the (left << 32 | right) bits into the high bits.
-    size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-
-    void resize(size_t capacity) {
-        std::vector<Slot> old = std::move(slots_);
-        slots_.assign(capacity, Slot{kEmpty, kMissing});
-        mask_ = capacity - 1;
-        shift_ = 64;
-        for (size_t c = capacity; c > 1; c >>= 1) --shift_;
-        for (const Slot& slot : old) {
-            if (slot.key == kEmpty) continue;
-            size_t index = home(slot.key);
-            while (slots_[index].key != kEmpty) index = (index + 1) & mask_;
-            slots_[index] = slot;
-        }
-    }
-
-    std::vector<Slot> slots_;
-    size_t mask_ = 0;
-    int shift_ = 64;
-    size_t size_ = 0;
+    IntegerMap<PairId> ids_{size_t(1) << 15};
 };
 
 // One pair's record: its tokens, its count, and the words listed under it (the inverted index,
