@@ -9,6 +9,7 @@
 """
 
 from cs336_basics._common import BPEInputError
+from cs336_basics.backend import openmp_enabled
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.trainers import (
     TRAINERS,
@@ -35,16 +36,3 @@ __all__ = [
     "train_bpe_from_counts",
     "trainer_status",
 ]
-
-
-def openmp_enabled() -> bool:
-    """Whether the native extension was built with OpenMP (False when it is not built at all)."""
-    from cs336_basics.trainers import pure_python_forced
-
-    if pure_python_forced():
-        return False
-    try:
-        from cs336_basics._native import openmp_enabled as native_openmp_enabled
-    except ImportError:
-        return False
-    return bool(native_openmp_enabled())

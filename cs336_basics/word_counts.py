@@ -410,15 +410,12 @@ def plan_count_tasks(
 
 def _native_counter():
     """The native buffer counter, or None when it is not built or CS336_PURE_PYTHON is set."""
-    from cs336_basics.trainers import pure_python_forced
+    from cs336_basics.backend import NativeUnavailable, load_native
 
-    if pure_python_forced():
-        return None
     try:
-        from cs336_basics._native import count_words_in_buffer
-    except ImportError:
+        return load_native("_native").count_words_in_buffer
+    except NativeUnavailable:
         return None
-    return count_words_in_buffer
 
 
 def describe_task(task: CountTask) -> str:

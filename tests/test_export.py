@@ -18,7 +18,7 @@ from cs336_basics.export import (
     save_tiktoken_ranks,
     tiktoken_encoding,
 )
-from tests.conftest import SHARED_CORPUS
+from tests.support import SHARED_CORPUS
 from tests.test_equivalence import FRAGMENTS
 
 SPECIALS = ["<|endoftext|>", "<|pad|>"]
