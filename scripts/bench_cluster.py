@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cs336_basics import bpe_v7
 from cs336_basics.cluster import count_words_on_cluster
+from cs336_basics.phases import CountOptions
 from cs336_basics.word_counts import count_words
 
 
@@ -62,20 +63,19 @@ def main() -> None:
     parser.add_argument("--special", default="<|endoftext|>")
     args = parser.parse_args()
     specials = [args.special]
+    options = CountOptions(num_workers=args.workers)
     size = args.corpus.stat().st_size
     from distributed import Client, LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as directory:
         parts = split_at_documents(args.corpus, args.files, Path(directory), args.special.encode())
         rows = []
-        seconds, native = best_of(
-            args.repeat, lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, num_threads=args.workers)
-        )
+        seconds, native = best_of(args.repeat, lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options))
         rows.append(("v7 whole file", seconds))
         reference = native.to_dict()
         seconds, _ = best_of(
             args.repeat,
-            lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, num_threads=args.workers).to_dict(),
+            lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options).to_dict(),
         )
         rows.append(("v7 + to_dict", seconds))
         seconds, local = best_of(args.repeat, lambda: count_words(parts, specials, num_threads=args.workers))
