@@ -128,7 +128,12 @@ def train_from_sources(args: argparse.Namespace, trainer: str | None, data: list
         described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, read as concatenated"
     counted = time.perf_counter()
     result = train_from_counts(counts, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet)
-    result.seconds = {"count": counted - started, **result.seconds, "total": time.perf_counter() - started}
+    first_phase = "read counts" if args.counts else "count"
+    result.seconds = {
+        first_phase: counted - started,
+        "merge": result.seconds["merge"],
+        "total": time.perf_counter() - started,
+    }
     return result, described
 
 
