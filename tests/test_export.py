@@ -81,7 +81,7 @@ def test_hf_tokenizer_gives_our_ids_on_generated_text(trained, hf_tokenizer, tex
 
 
 def test_transformers_loads_tokenizer_json(trained) -> None:
-    transformers = pytest.importorskip("transformers", reason="transformers is not installed (large; optional)")
+    transformers = pytest.importorskip("transformers", reason="transformers is optional: pip install -e '.[export]'")
     directory, text, ours = trained
     fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(directory / "tokenizer.json"))
     assert fast(text[:20_000])["input_ids"] == ours.encode(text[:20_000])
