@@ -3,6 +3,7 @@ task fails once and is retried. Skipped when Dask is not installed (the `cluster
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 
@@ -110,3 +111,24 @@ def test_bad_cluster_spec_is_explained(tmp_path: Path, corpus, capsys) -> None:
 
     assert train_main(["auto", str(tmp_path / "out"), "-d", str(corpus[0]), "--cluster", "local:zero", "-q"]) == 2
     assert "positive integer" in capsys.readouterr().err
+
+
+def die_once(marker: Path, *args: object) -> dict[bytes, int]:
+    """count_task, except that the first call anywhere kills its worker process outright."""
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return count_task(*args)
+    os._exit(17)  # no exception, no cleanup: what a machine dying mid-task looks like to Dask
+
+
+def test_a_worker_process_dying_mid_task_loses_nothing(corpus: tuple[Path, list[Path]], tmp_path: Path) -> None:
+    whole, parts = corpus
+    marker = tmp_path / "died-once"
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with Client(cluster) as process_client:
+            counts = count_words_on_cluster(
+                process_client, parts, SPECIALS, task_bytes=60_000, count=partial(die_once, marker)
+            )
+    assert marker.exists()  # a worker did die
+    assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
