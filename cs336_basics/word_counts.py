@@ -401,7 +401,28 @@ def plan_count_tasks(
         pending = [Segment(source.path, tail, size)] if tail < size else []
     if pending:
         tasks.append(tuple(pending))
-    return tasks
+    return _group_contiguous(tasks, task_bytes)
+
+
+def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask]:
+    """Consecutive tasks joined while they fit in `task_bytes`: the tasks tile the stream in order,
+    so a run of them is a stretch between two safe cuts, and counting it whole is exact. Many small
+    files then make a few tasks instead of one or two each (each task costs a count table)."""
+    groups: list[list[Segment]] = []
+    group_size = 0
+    for task in tasks:
+        size = task_size(task)
+        if not groups or group_size + size > task_bytes:
+            groups.append([])
+            group_size = 0
+        group = groups[-1]
+        for segment in task:
+            if group and group[-1].path == segment.path and group[-1].end == segment.start:
+                group[-1] = Segment(segment.path, group[-1].start, segment.end)
+            else:
+                group.append(segment)
+        group_size += size
+    return [tuple(group) for group in groups]
 
 
 # ---------------------------------------------------------------------------------------------

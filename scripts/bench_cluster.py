@@ -44,6 +44,10 @@ def split_at_documents(corpus: Path, num_files: int, directory: Path, special: b
     return paths
 
 
+def scheduler_task_count(dask_scheduler) -> int:
+    return len(dask_scheduler.tasks)
+
+
 def best_of(repeat: int, run):
     best, result = float("inf"), None
     for _ in range(repeat):
@@ -90,10 +94,17 @@ def main() -> None:
             Client(cluster) as client,
         ):
             startup = time.perf_counter() - started
-            seconds, dask_counts = best_of(
-                args.repeat,
-                lambda: count_words_on_cluster(client, parts, specials, task_bytes=args.task_mb << 20),
-            )
+
+            def forget_then_count():
+                # Tasks are pure: a repeat would reuse results the scheduler still holds.
+                while client.run_on_scheduler(scheduler_task_count):
+                    time.sleep(0.01)
+                started = time.perf_counter()
+                counts = count_words_on_cluster(client, parts, specials, task_bytes=args.task_mb << 20)
+                return time.perf_counter() - started, counts
+
+            runs = [forget_then_count() for _ in range(args.repeat)]
+            seconds, dask_counts = min(runs, key=lambda run: run[0])
         rows.append((f"dask, {len(parts)} files", seconds))
         assert dask_counts.counts == reference, "Dask counting differs from v7"
 
