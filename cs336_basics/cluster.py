@@ -6,14 +6,15 @@
     vocab, merges = train_bpe_from_counts(counts, 32_000)
 
 The inputs, read as if concatenated, are cut into tasks of about `task_bytes` by
-`word_counts.plan_count_tasks` (ranges that end at special tokens or at whitespace that splits no
-pre-token, as v7 cuts its chunks; the text around each file boundary is a task of its own). Each task
-runs the native counter (one thread) on its bytes, memory-mapped for local files or read through
-fsspec for URLs, so a worker holds one task's bytes plus one count table, whatever the input size.
-The count tables are added up on the workers in a tree (`fan_in` tables per addition); only the
-final table travels to the client. Tasks are pure functions of their (small) arguments and never
-change their inputs, so when Dask re-runs a task after an error or a lost worker, nothing is lost or
-counted twice: a result either arrives once or the task runs again.
+`word_counts.plan_count_tasks` (stretches that begin and end at special tokens or at whitespace that
+splits no pre-token, as v7 cuts its chunks; file boundaries need no cut, and small files share a
+task). Each task runs the native counter (one thread) on its bytes, memory-mapped when it is one
+range of a local file, else read (locally or through fsspec) and joined, so a worker holds one
+task's bytes plus one count table, whatever the input size. The count tables are added up on the
+workers in a tree (`fan_in` tables per addition); only the final table travels to the client.
+Tasks are pure functions of their (small) arguments and never change their inputs, so when Dask
+re-runs a task after an error or a lost worker, nothing is lost or counted twice: a result either
+arrives once or the task runs again.
 
 Works with any `distributed.Client`: a `LocalCluster`, a running scheduler, `dask-jobqueue`
 (SLURM, PBS, ...), Kubernetes. Inputs must be readable from every worker: a shared file system or

@@ -363,6 +363,7 @@ def plan_count_tasks(
     whitespace after an ASCII letter or digit, as v3 and v7 cut chunks). Between files: the text
     after a file's last safe cut and before the next file's first safe cut is one task of two (or,
     when a file has no safe cut at all, more) segments, so nothing that spans a file boundary is cut.
+    Finally consecutive tasks are joined while they fit in `task_bytes` (see `_group_contiguous`).
     Cuts stay a special token's length away from each file's ends, so no token can straddle them.
     """
     tokens = [token.encode("utf-8") for token in check_special_tokens(special_tokens)]
