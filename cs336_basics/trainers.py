@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from os import PathLike
 from types import ModuleType
 
-from cs336_basics._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
+from cs336_basics._common import (
+    Merges,
+    Vocab,
+    assemble_vocab,
+    check_input_file,
+    check_num_workers,
+    check_special_tokens,
+    check_vocab_size,
+)
 
 TRAINERS = ("bpe_v1", "bpe_v2", "bpe_v3", "bpe_v4", "bpe_v5", "bpe_v6", "bpe_v7")
 COMPILED_TRAINERS = frozenset({"bpe_v5", "bpe_v6", "bpe_v7"})
@@ -123,6 +131,9 @@ def train(
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     check_input_file(input_path)
+    for worker_option in ("num_workers", "num_threads"):  # checked and capped before any pool or thread starts
+        if options.get(worker_option) is not None:
+            options[worker_option] = check_num_workers(options[worker_option], worker_option)
     name = trainer or default_trainer()
     module = load_trainer(name)
 
