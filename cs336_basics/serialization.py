@@ -113,8 +113,7 @@ def decode_token(text: str, source: str | Path = "<input>") -> bytes:
 
 
 def check_output_dir(out_dir: str | os.PathLike) -> Path:
-    """Create `out_dir` if needed and make sure the outputs can be written there, before any long
-    work: the directory is writable and no output name is taken by a directory or special file."""
+    """Create `out_dir` if needed and make sure files can be written there, before any long work."""
     path = Path(out_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -122,10 +121,6 @@ def check_output_dir(out_dir: str | os.PathLike) -> Path:
             pass
     except OSError as error:
         raise BPEInputError(f"cannot write to output directory {path}: {error.strerror or error}") from None
-    for name in (*OUTPUT_FILES, RUN_FILE):
-        target = path / name
-        if target.exists() and not target.is_file() or target.is_symlink() and not target.exists():
-            raise BPEInputError(f"cannot write {target}: something that is not a regular file has that name")
     return path
 
 
@@ -258,6 +253,10 @@ class OutputDirectory:
 
     def __enter__(self) -> OutputDirectory:
         self.path = check_output_dir(self.path)
+        for name in (*OUTPUT_FILES, RUN_FILE):
+            target = self.path / name
+            if target.exists() and not target.is_file():
+                raise BPEInputError(f"cannot write {target}: a directory or special file has that name")
         self._lock()
         try:
             self._remove_stale_files()

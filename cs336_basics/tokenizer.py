@@ -1,7 +1,7 @@
 """Encode text with a trained byte-level BPE vocabulary, and decode ids back to text.
 
     from cs336_basics.tokenizer import Tokenizer
-    tokenizer = Tokenizer.from_files("vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])
+    tokenizer = Tokenizer.from_files("out/vocab.json", "out/merges.txt")  # special tokens: the run's
     ids = tokenizer.encode("Hello, world!<|endoftext|>")
     assert tokenizer.decode(ids) == "Hello, world!<|endoftext|>"
     with open("big.txt") as file:                 # constant memory, any file size
