@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from cs336_basics import BPEInputError  # noqa: E402
 from cs336_basics._common import check_text_file  # noqa: E402
+from cs336_basics.cli import InterruptHandling  # noqa: E402
 from cs336_basics.serialization import check_output_dir  # noqa: E402
 from cs336_basics.tokenizer import Tokenizer  # noqa: E402
 from cs336_basics.trainers import peak_rss_bytes  # noqa: E402
@@ -124,6 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--special-token and --no-special-tokens exclude each other")
     special_tokens = [] if args.no_special_tokens else args.special_token
     try:
+        with InterruptHandling():
+            return _encode(args, special_tokens)
+    except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: encode_file has removed the partial array
+        print("interrupted", file=sys.stderr)
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+
+
+def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
+    try:
         check_text_file(args.data, "input file")
         if args.out.suffix != ".npy":
             raise BPEInputError(f"the output should end in .npy, got {args.out}")
@@ -145,9 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
     path = "compiled" if tokenizer.native else "pure Python"
     print(f"{args.out}: {tokens:,} tokens ({np.load(args.out, mmap_mode='r').dtype}) from {size:,} bytes")
@@ -157,10 +164,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # SIGTERM ends the run as Ctrl-C does: the partial array is removed
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)
     sys.exit(main())

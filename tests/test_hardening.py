@@ -643,3 +643,48 @@ def test_encode_dataset_refuses_compressed_input_by_name(corpus: Path, tmp_path:
     assert load_encode_dataset().main([*arguments, "--merges", str(out / "merges.txt")]) == 2
     err = capsys.readouterr().err
     assert str(packed) in err and "gunzip" in err and "encode" not in err.split("error:")[0]
+
+
+ENCODE_SIGNAL_CHILD = textwrap.dedent(
+    """
+    import importlib.util, sys
+    spec = importlib.util.spec_from_file_location("encode_dataset", sys.argv[1])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    real_encode_array = module.Tokenizer.encode_array
+    def encode_array(self, text):
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent signals instead of answering
+        return real_encode_array(self, text)
+    module.Tokenizer.encode_array = encode_array
+    sys.exit(module.main(sys.argv[2:]))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_encode_dataset_signal_leaves_no_partial_array(corpus: Path, tmp_path: Path, signum: int, code: int) -> None:
+    pytest.importorskip("numpy")
+    out = tmp_path / "out"
+    trained_set(corpus, out)
+    arrays = tmp_path / "arrays"
+    arrays.mkdir()
+    script = REPO_ROOT / "scripts" / "encode_dataset.py"
+    arguments = [str(corpus), str(arrays / "ids.npy"), "--vocab", str(out / "vocab.json")]
+    child = subprocess.Popen(
+        [sys.executable, "-c", ENCODE_SIGNAL_CHILD, str(script), *arguments, "--merges", str(out / "merges.txt"),
+         "--quiet"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
+    )  # fmt: skip
+    try:
+        assert child.stdout.readline() == "ready\n"
+        child.send_signal(signum)
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == code, err
+    assert err.strip() == "interrupted"
+    assert list(arrays.iterdir()) == []
