@@ -12,10 +12,12 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import regex
+
+from cs336_basics.backend import usable_cores
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -82,13 +84,6 @@ def check_vocab_size(vocab_size: object, num_special_tokens: int) -> int:
 MAX_WORKERS_PER_CORE = 4
 
 
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def check_num_workers(num_workers: object, name: str = "num_workers") -> int | None:
     """None (every core) or a positive count. Negative counts follow scikit-learn (-1 = every core,
     -2 = all but one); 0, and a negative count that leaves no core, are refused; counts above
@@ -96,8 +91,8 @@ def check_num_workers(num_workers: object, name: str = "num_workers") -> int | N
     if num_workers is None:
         return None
     if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-        raise BPEInputError(f"{name} must be an integer, got {num_workers!r}")
-    cores = available_cores()
+        raise TypeError(f"{name} must be an int or None, got {num_workers!r}")
+    cores = usable_cores()
     if num_workers == 0:
         raise BPEInputError(f"{name} must not be 0: give a positive count, or -1 for every core ({cores} here)")
     if num_workers < 0:
@@ -188,12 +183,6 @@ def split_on_special_tokens(text: str, special_tokens: Iterable[str]) -> list[st
     """The pieces of text between special tokens (the tokens themselves are dropped)."""
     splitter = special_token_regex(special_tokens)
     return [text] if splitter is None else splitter.split(text)
-
-
-def pretokenize(text: str) -> Iterator[str]:
-    """GPT-2 pre-tokens of one piece of text (a piece must not contain special tokens)."""
-    for match in GPT2_REGEX.finditer(text):
-        yield match.group()
 
 
 def count_words(text: str, special_tokens: Iterable[str]) -> Counter[bytes]:

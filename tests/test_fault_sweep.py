@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.support import REPO_ROOT
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sweep uses FIFOs, /proc and rlimits")

@@ -28,10 +28,10 @@ from cs336_basics._common import (
     ENDOFTEXT,
     GPT2_REGEX,
     MAX_WORKERS_PER_CORE,
-    available_cores,
     check_num_workers,
     split_on_special_tokens,
 )
+from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
 from cs336_basics.serialization import (
     LOCK_FILE,
@@ -42,7 +42,7 @@ from cs336_basics.serialization import (
     save_tokenizer,
 )
 from cs336_basics.trainers import trainer_status
-from tests.conftest import FIXTURES, REPO_ROOT, require_fixture
+from tests.support import FIXTURES, REPO_ROOT, require_fixture
 
 OUTPUTS = ["bpe_run.json", "merges.pkl", "merges.txt", "vocab.json", "vocab.pkl"]
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -132,14 +132,19 @@ def test_huge_vocab_size_refused(corpus: Path, tmp_path: Path, capsys) -> None:
 
 
 def test_worker_counts() -> None:
-    cores = available_cores()
+    cores = usable_cores()
     assert check_num_workers(None) is None
     assert check_num_workers(1) == 1
     assert check_num_workers(-1) == cores
     assert check_num_workers(10**6) == MAX_WORKERS_PER_CORE * cores
     assert check_num_workers(2**31) == MAX_WORKERS_PER_CORE * cores
-    for bad, message in [(0, "must not be 0"), (-cores - 1, "leaves no core"), (True, "integer"), (2.0, "integer")]:
-        with pytest.raises(BPEInputError, match=message):
+    for bad, error, message in [
+        (0, BPEInputError, "must not be 0"),
+        (-cores - 1, BPEInputError, "leaves no core"),
+        (True, TypeError, "must be an int"),
+        (2.0, TypeError, "must be an int"),
+    ]:
+        with pytest.raises(error, match=message):
             check_num_workers(bad)
 
 
@@ -156,7 +161,7 @@ def test_cli_caps_huge_worker_counts(corpus: Path, tmp_path: Path, capsys, train
         pytest.skip(trainer_status()[trainer])
     out = tmp_path / "out"
     assert cli_main([trainer, str(out), "-d", str(corpus), "-v", "270", "--workers", str(2**31), "-q"]) == 0
-    assert f"capped at {MAX_WORKERS_PER_CORE * available_cores()}" in capsys.readouterr().err
+    assert f"capped at {MAX_WORKERS_PER_CORE * usable_cores()}" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------
