@@ -693,3 +693,23 @@ def test_encode_dataset_signal_leaves_no_partial_array(corpus: Path, tmp_path: P
     assert child.returncode == code, err
     assert err.strip() == "interrupted"
     assert list(arrays.iterdir()) == []
+
+
+@pytest.mark.parametrize("phase", ["pre-tokenize", "merges"])
+def test_ctrl_c_inside_every_versions_phases_ends_the_cli_run(trainer, corpus, tmp_path, monkeypatch, capsys, phase):
+    """Ctrl-C delivered while a phase reports progress (for bpe_v7, from inside its native loop):
+    the phase stops, the CLI says "interrupted", exits 130 and writes nothing."""
+    import tqdm
+
+    real_update = tqdm.tqdm.update
+
+    def update(self, n=1):
+        if self.desc == phase:
+            raise KeyboardInterrupt
+        return real_update(self, n)
+
+    monkeypatch.setattr(tqdm.tqdm, "update", update)
+    out = tmp_path / "out"
+    assert cli_main([trainer, str(out), "-d", str(corpus), "-v", "300", "--workers", "1"]) == 130
+    assert capsys.readouterr().err.strip().endswith("interrupted")
+    assert list(out.iterdir()) == []
