@@ -210,12 +210,21 @@ def _merges_txt_pieces(merges: Merges) -> Iterator[str]:
 
 
 def _infer_special_tokens(vocab: Vocab, merges: Merges) -> list[str]:
-    """The special tokens of a vocabulary laid out as training makes it: bytes, specials, merges."""
+    """The special tokens of a vocabulary laid out exactly as training makes it (the 256 bytes,
+    the special tokens, one token per merge in order); none for any other vocabulary."""
     count = len(vocab) - 256 - len(merges)
-    tokens = [vocab.get(256 + index) for index in range(max(count, 0))]
+    if count < 0 or any(vocab.get(byte) != bytes([byte]) for byte in range(256)):
+        return []
+    first_merged = 256 + count
+    for index, (left, right) in enumerate(merges):
+        token = vocab.get(first_merged + index)
+        if token is None or len(token) != len(left) + len(right) or not token.startswith(left):
+            return []
+        if not token.endswith(right):
+            return []
     try:
-        return [token.decode("utf-8") for token in tokens if token is not None]
-    except UnicodeDecodeError:
+        return [vocab[256 + index].decode("utf-8") for index in range(count)]
+    except (KeyError, UnicodeDecodeError):
         return []
 
 

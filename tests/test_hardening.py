@@ -713,3 +713,15 @@ def test_ctrl_c_inside_every_versions_phases_ends_the_cli_run(trainer, corpus, t
     assert cli_main([trainer, str(out), "-d", str(corpus), "-v", "300", "--workers", "1"]) == 130
     assert capsys.readouterr().err.strip().endswith("interrupted")
     assert list(out.iterdir()) == []
+
+
+def test_special_tokens_are_inferred_only_from_a_training_layout(corpus: Path, tmp_path: Path) -> None:
+    vocab, merges = train_bpe(corpus, 280, [ENDOFTEXT, "<pad>"], trainer="bpe_v1")
+    save_tokenizer(tmp_path / "trained", vocab, merges)
+    assert json.loads((tmp_path / "trained" / RUN_FILE).read_text())["special_tokens"] == [ENDOFTEXT, "<pad>"]
+    # One extra token after the merged ones (as GPT-2's <|endoftext|> is): not a training layout.
+    other = {token_id: vocab[token_id] for token_id in range(256)}
+    other.update({256 + index: left + right for index, (left, right) in enumerate(merges)})
+    other[len(other)] = b"<x>"
+    save_tokenizer(tmp_path / "other", other, merges)
+    assert json.loads((tmp_path / "other" / RUN_FILE).read_text())["special_tokens"] == []
