@@ -218,9 +218,8 @@ def _infer_special_tokens(vocab: Vocab, merges: Merges) -> list[str]:
     first_merged = 256 + count
     for index, (left, right) in enumerate(merges):
         token = vocab.get(first_merged + index)
-        if token is None or len(token) != len(left) + len(right) or not token.startswith(left):
-            return []
-        if not token.endswith(right):
+        fits = token is not None and len(token) == len(left) + len(right)
+        if not (fits and token.startswith(left) and token.endswith(right)):
             return []
     try:
         return [vocab[256 + index].decode("utf-8") for index in range(count)]
