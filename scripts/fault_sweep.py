@@ -327,7 +327,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
                "gunzip")  # fmt: skip
 
     # Memory and size limits
-    big = words_corpus(work / "big.txt", (40 if full else 4) << 20, seed=1, fresh_words=0.3)
+    big = words_corpus(work / "big.txt", (40 if full else 2) << 20, seed=1, fresh_words=0.3)
     one_line = work / "one_line.txt"
     one_line.write_text(big.read_text(encoding="utf-8").replace("\n", " "), encoding="utf-8")
     yield Case(

@@ -482,7 +482,7 @@ def test_encode_iterable_over_one_long_line_in_constant_memory(tmp_path: Path, b
         pytest.skip("the compiled encoder is not built")
     line = require_fixture("tinystories_sample.txt").read_text(encoding="utf-8").replace("\n", " ")
     path = tmp_path / "one_line.txt"
-    path.write_text(line * max(1, (24 << 20) // len(line)), encoding="utf-8")  # 24 MB, no newline
+    path.write_text(line * max(1, (12 << 20) // len(line)), encoding="utf-8")  # 12 MB, no newline
     result = subprocess.run(
         [sys.executable, "-c", LONG_LINE_CHILD, str(FIXTURES / "gpt2_vocab.json"), str(FIXTURES / "gpt2_merges.txt"),
          str(path), backend],
