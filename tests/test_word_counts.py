@@ -223,6 +223,7 @@ def test_count_cli_then_train_cli_equals_training_on_the_text(tmp_path: Path, ca
     assert train_main(["auto", str(out), "-d", *map(str, parts), "-v", "500", "-q", "--export", "hf,tiktoken"]) == 0
     assert "read as concatenated" in capsys.readouterr().out
     assert sorted(path.name for path in out.iterdir()) == [
+        "bpe_run.json",
         "merges.pkl",
         "merges.txt",
         "tokenizer.json",
