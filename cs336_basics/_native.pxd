@@ -16,6 +16,10 @@ cdef extern from "omp_shim.hpp" nogil:
 # C names given in full where the Python function of the same name would shadow them.
 cdef extern from "pretokenize.hpp" nogil:
     vector[size_t] find_pretoken_ends "bpe::pretoken_ends"(string_view text) except +
+    enum class ScannerPath "bpe::ScannerPath":
+        pass
+    void set_native_scanner_path "bpe::set_scanner_path"(ScannerPath path) noexcept
+    ScannerPath native_scanner_path "bpe::scanner_path"() noexcept
 
 
 cdef extern from "word_count.hpp" namespace "bpe" nogil:
