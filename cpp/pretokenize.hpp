@@ -352,7 +352,8 @@ namespace detail {
 inline std::atomic<int> scanner_path{int(ScannerPath::kFast)};
 }  // namespace detail
 
-// Process-wide (per extension module); read once per for_each_pretoken call.
+// Read once per for_each_pretoken call. One setting per extension module that includes this
+// header, or one per process where the loader merges their copies (glibc does).
 inline void set_scanner_path(ScannerPath path) noexcept {
     detail::scanner_path.store(int(path), std::memory_order_relaxed);
 }

@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                 words = bpe::count_words(text, {"<|endoftext|>"}, options).counts.size();
             });
             std::printf("pre-tokenize + count, %d thread(s): %8.1f MB/s (CPU per thread %8.1f)  (%zu distinct words)\n",
-                        threads, speed.wall, speed.cpu * threads, words);
+                        threads, speed.wall, speed.cpu, words);
         }
     }
     return 0;
