@@ -7,6 +7,7 @@
 """
 
 from cs336_basics._common import BPEInputError
+from cs336_basics.backend import openmp_enabled
 from cs336_basics.tokenizer import Tokenizer
 from cs336_basics.trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
 
@@ -21,16 +22,3 @@ __all__ = [
     "train_bpe",
     "trainer_status",
 ]
-
-
-def openmp_enabled() -> bool:
-    """Whether the native extension was built with OpenMP (False when it is not built at all)."""
-    from cs336_basics.trainers import pure_python_forced
-
-    if pure_python_forced():
-        return False
-    try:
-        from cs336_basics._native import openmp_enabled as native_openmp_enabled
-    except ImportError:
-        return False
-    return bool(native_openmp_enabled())

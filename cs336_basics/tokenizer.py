@@ -35,8 +35,8 @@ from cs336_basics._common import (
     merge_word,
     special_token_regex,
 )
+from cs336_basics.backend import NativeUnavailable, load_native
 from cs336_basics.serialization import load_merges, load_vocab
-from cs336_basics.trainers import pure_python_forced
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
@@ -53,13 +53,10 @@ _MAX_TOKEN_ID = (1 << 32) - 2  # the native encoder stores ids as uint32
 
 def _native_module():
     """The compiled encoder, or None when it is not built or CS336_PURE_PYTHON is set."""
-    if pure_python_forced():
-        return None
     try:
-        from cs336_basics import _encode
-    except ImportError:
+        return load_native("_encode")
+    except NativeUnavailable:
         return None
-    return _encode
 
 
 def native_available() -> bool:

@@ -1,8 +1,7 @@
 // Throughput of the native GPT-2 pre-tokenizer alone and of pre-tokenize + count, without Python.
 //
 // Build (from the repository root; -fopenmp for the two-thread count):
-//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/pretokenize.cpp
-//       cpp/word_count.cpp cpp/bpe_merge.cpp -o bench_scanner
+//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/*.cpp -o bench_scanner
 // Run:
 //   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2]
 // Prints MB/s (10^6 bytes per second), best of `repeats` by wall clock and by CPU time, for the
@@ -96,7 +95,7 @@ int main(int argc, char** argv) {
             options.num_threads = threads;
             size_t words = 0;
             const Speed speed = best_mb_per_s(text.size(), repeats, [&] {
-                words = bpe::count_words(text, {"<|endoftext|>"}, options).counts.size();
+                words = bpe::count_words_in_buffer(text, {"<|endoftext|>"}, options).counts.size();
             });
             std::printf("pre-tokenize + count, %d thread(s): %8.1f MB/s (CPU per thread %8.1f)  (%zu distinct words)\n",
                         threads, speed.wall, speed.cpu, words);
