@@ -371,14 +371,22 @@ size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken) {
     const unsigned char* const end = base + size;
     const unsigned char* p = base;
     while (p < end) {
-        if (kPath != ScannerPath::kScalar && size_t(end - p) >= kBlockBytes &&
-            (load_little_endian64(p) & kHighBits) == 0) {
+        // The text's last bytes go through the block path as a copy padded with non-ASCII bytes:
+        // a pad byte ends every run and lookahead the block decides, as the end of the text does.
+        const unsigned char* block = p;
+        unsigned char padded[kBlockBytes];
+        if (kPath != ScannerPath::kScalar && size_t(end - p) < kBlockBytes) {
+            std::memset(padded, 0x80, kBlockBytes);
+            std::memcpy(padded, p, size_t(end - p));
+            block = padded;
+        }
+        if (kPath != ScannerPath::kScalar && (load_little_endian64(block) & kHighBits) == 0) {
 #if defined(__SSE2__)
-            const BlockMasks masks = kSimd ? block_masks_sse2(p) : block_masks_swar(p);
+            const BlockMasks masks = kSimd ? block_masks_sse2(block) : block_masks_swar(block);
 #else
-            const BlockMasks masks = block_masks_swar(p);
+            const BlockMasks masks = block_masks_swar(block);
 #endif
-            uint64_t starts = block_boundaries(p, masks) & ~uint64_t(1);
+            uint64_t starts = block_boundaries(block, masks) & ~uint64_t(1);
             if (starts != 0) {
                 const size_t offset = size_t(p - base);
                 unsigned previous = 0;
