@@ -11,7 +11,7 @@ offset counted in bytes from the start of the input; running out of memory raise
 import os
 from collections.abc import Callable, Iterable
 
-from cs336_basics.backend import effective_num_threads
+from cs336_basics.backend import SCALAR_SCANNER_ENV, effective_num_threads, env_flag
 
 cimport cs336_basics._libbpe as lib
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -58,7 +58,7 @@ def use_scanner_path(name: str) -> str:
     return previous
 
 
-if os.environ.get("CS336_SCALAR_SCANNER", "").strip().lower() not in ("", "0", "false", "no"):
+if env_flag(SCALAR_SCANNER_ENV):
     use_scanner_path("scalar")
 
 

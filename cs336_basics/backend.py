@@ -8,6 +8,8 @@ Environment variables (any value but "", "0", "false", "no" switches a flag on):
   CS336_REQUIRE_OPENMP     fail the build instead of falling back to one thread (read by `setup.py`)
   CS336_EXPECT_COMPILED    tests: fail, instead of skipping, when compiled code is missing
   CS336_ALLOW_NO_OPENMP    tests: accept a build without OpenMP
+  CS336_SCALAR_SCANNER     the native pre-tokenizer of `_native` takes its character-by-character path
+                           (read when `_native` is imported; tests run it on every path anyway)
 
 `setup.py` cannot import the package (it is not built yet), so it loads this file on its own: this
 module imports nothing of the package at import time.
@@ -25,6 +27,7 @@ NO_OPENMP_ENV = "CS336_NO_OPENMP"
 REQUIRE_OPENMP_ENV = "CS336_REQUIRE_OPENMP"
 EXPECT_COMPILED_ENV = "CS336_EXPECT_COMPILED"
 ALLOW_NO_OPENMP_ENV = "CS336_ALLOW_NO_OPENMP"
+SCALAR_SCANNER_ENV = "CS336_SCALAR_SCANNER"
 
 # The compiled modules, each a binding of the one C++ library in cpp/ (see setup.py).
 NATIVE_MODULES = {
