@@ -19,7 +19,15 @@ from os import PathLike
 from tqdm import tqdm
 
 from cs336_basics import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from cs336_basics._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
+from cs336_basics._common import (
+    Merges,
+    Vocab,
+    assemble_vocab,
+    check_input_file,
+    check_num_workers,
+    check_special_tokens,
+    check_vocab_size,
+)
 from cs336_basics.backend import NativeUnavailable, chosen_trainer, load_native
 from cs336_basics.phases import CountOptions, Report, TrainerVersion, ignore_progress
 
@@ -162,6 +170,8 @@ def train(
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     path = check_input_file(input_path)
+    if options.get("num_workers") is not None:  # checked and capped before any pool or thread starts
+        options["num_workers"] = check_num_workers(options["num_workers"])
     count_options = CountOptions.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
