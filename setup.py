@@ -116,7 +116,13 @@ def extensions() -> list[Extension]:
                 define_macros=[("CS336_OPENMP_PROBED", "1" if omp else "0")],
             )
         )
-    return cythonize(modules, compiler_directives={"language_level": "3"}, quiet=True)
+    compiled = cythonize(modules, compiler_directives={"language_level": "3"}, quiet=True)
+    # Cython names each module after its folder (cs336_basics/, where its .pxd is found); installed,
+    # the package is cs336_bpe (pyproject.toml's package-dir), a name that cannot collide with the
+    # CS336 assignment's own cs336_basics. The init symbol (PyInit__native ...) is the same under both.
+    for module in compiled:
+        module.name = module.name.replace("cs336_basics.", "cs336_bpe.", 1)
+    return compiled
 
 
 setup(ext_modules=extensions())

@@ -6,9 +6,9 @@
     ids = Tokenizer(vocab, merges, ["<|endoftext|>"]).encode("Once upon a time<|endoftext|>")
 """
 
-from cs336_basics._common import BPEInputError
-from cs336_basics.tokenizer import Tokenizer
-from cs336_basics.trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
+from ._common import BPEInputError
+from .tokenizer import Tokenizer
+from .trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
 
 __all__ = [
     "TRAINERS",
@@ -25,12 +25,14 @@ __all__ = [
 
 def openmp_enabled() -> bool:
     """Whether the native extension was built with OpenMP (False when it is not built at all)."""
-    from cs336_basics.trainers import pure_python_forced
+    from .trainers import pure_python_forced
 
     if pure_python_forced():
         return False
+    from ._compiled import import_compiled
+
     try:
-        from cs336_basics._native import openmp_enabled as native_openmp_enabled
+        native = import_compiled("_native")
     except ImportError:
         return False
-    return bool(native_openmp_enabled())
+    return bool(native.openmp_enabled())

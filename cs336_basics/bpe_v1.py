@@ -13,7 +13,7 @@ from os import PathLike
 
 from tqdm import tqdm
 
-from cs336_basics._common import Merges, WordCounts, count_words, merge_word, read_corpus
+from ._common import Merges, WordCounts, count_words, merge_word, read_corpus
 
 
 def pretokenize_and_count(

@@ -14,8 +14,8 @@ from collections import defaultdict
 
 from tqdm import tqdm
 
-from cs336_basics._common import Merges, WordCounts, merge_word
-from cs336_basics.bpe_v1 import pretokenize_and_count
+from ._common import Merges, WordCounts, merge_word
+from .bpe_v1 import pretokenize_and_count
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
 

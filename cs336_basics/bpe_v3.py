@@ -17,8 +17,8 @@ from os import PathLike
 
 from tqdm import tqdm
 
-from cs336_basics._common import WordCounts, check_input_file, count_words, decode_utf8, find_chunk_boundaries
-from cs336_basics.bpe_v2 import merge
+from ._common import WordCounts, check_input_file, count_words, decode_utf8, find_chunk_boundaries
+from .bpe_v2 import merge
 
 __all__ = ["merge", "pretokenize_and_count", "resolve_num_workers"]
 

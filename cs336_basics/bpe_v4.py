@@ -14,9 +14,9 @@ import heapq
 
 from tqdm import tqdm
 
-from cs336_basics._common import Merges, WordCounts
-from cs336_basics.bpe_v2 import Pair, PairIndex
-from cs336_basics.bpe_v3 import pretokenize_and_count
+from ._common import Merges, WordCounts
+from .bpe_v2 import Pair, PairIndex
+from .bpe_v3 import pretokenize_and_count
 
 __all__ = ["merge", "pretokenize_and_count"]
 

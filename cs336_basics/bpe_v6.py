@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from tqdm import tqdm
 
-from cs336_basics import _merge_cpp
-from cs336_basics._common import Merges, WordCounts
-from cs336_basics.bpe_v3 import pretokenize_and_count
+from ._common import Merges, WordCounts
+from ._compiled import import_compiled
+from .bpe_v3 import pretokenize_and_count
+
+_merge_cpp = import_compiled("_merge_cpp")
 
 __all__ = ["merge", "pretokenize_and_count"]
 

@@ -17,8 +17,11 @@ from os import PathLike
 
 from tqdm import tqdm
 
-from cs336_basics import _native, bpe_v6
-from cs336_basics._common import Merges, WordCounts, check_input_file
+from . import bpe_v6
+from ._common import Merges, WordCounts, check_input_file
+from ._compiled import import_compiled
+
+_native = import_compiled("_native")
 
 __all__ = ["merge", "pretokenize_and_count"]
 

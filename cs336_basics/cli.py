@@ -15,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from cs336_basics import TRAINERS, BPEInputError, TrainerUnavailable, train
-from cs336_basics._common import ENDOFTEXT
-from cs336_basics.demo import write_demo_corpus
-from cs336_basics.serialization import check_output_dir, save_tokenizer
+from . import TRAINERS, BPEInputError, TrainerUnavailable, train
+from ._common import ENDOFTEXT
+from .demo import write_demo_corpus
+from .serialization import check_output_dir, save_tokenizer
 
 DEFAULT_DATA = "data/owt_train.txt"
 MISSING_DATA_HELP = """\

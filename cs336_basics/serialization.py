@@ -15,7 +15,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from cs336_basics._common import BPEInputError, Merges, Vocab
+from ._common import BPEInputError, Merges, Vocab
 
 
 @cache

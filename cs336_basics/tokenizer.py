@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 
 import regex
 
-from cs336_basics._common import (
+from ._common import (
     GPT2_REGEX,
     BPEInputError,
     Merges,
@@ -35,8 +35,9 @@ from cs336_basics._common import (
     merge_word,
     special_token_regex,
 )
-from cs336_basics.serialization import load_merges, load_vocab
-from cs336_basics.trainers import pure_python_forced
+from ._compiled import import_compiled
+from .serialization import load_merges, load_vocab
+from .trainers import pure_python_forced
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
@@ -56,10 +57,9 @@ def _native_module():
     if pure_python_forced():
         return None
     try:
-        from cs336_basics import _encode
+        return import_compiled("_encode")
     except ImportError:
         return None
-    return _encode
 
 
 def native_available() -> bool:

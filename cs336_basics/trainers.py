@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from os import PathLike
 from types import ModuleType
 
-from cs336_basics._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
+from ._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
 
 TRAINERS = ("bpe_v1", "bpe_v2", "bpe_v3", "bpe_v4", "bpe_v5", "bpe_v6", "bpe_v7")
 COMPILED_TRAINERS = frozenset({"bpe_v5", "bpe_v6", "bpe_v7"})
@@ -41,7 +41,7 @@ def load_trainer(name: str) -> ModuleType:
     if name in COMPILED_TRAINERS and pure_python_forced():
         raise TrainerUnavailable(f"{name} is compiled code and {PURE_PYTHON_ENV} is set")
     try:
-        return importlib.import_module(f"cs336_basics.{name}")
+        return importlib.import_module(f".{name}", __package__)
     except ImportError as error:
         if name not in COMPILED_TRAINERS:
             raise
