@@ -150,6 +150,16 @@ def train_bpe(
     trainer: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
-    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies."""
+    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies.
+
+    Options, none of which changes the result:
+      trainer      "bpe_v1" ... "bpe_v7"; default `default_trainer()`: `$CS336_TRAINER`, else the
+                   fastest version that can run here
+      progress     True shows progress bars for pre-tokenization and merges
+      num_workers  processes (bpe_v3-bpe_v6) or threads (bpe_v7); None picks by file size, -1 is
+                   every core, -2 all but one; bpe_v1 and bpe_v2 count in this process
+      num_chunks   how many pieces the file is cut into (at special tokens) for the workers
+      num_threads, chunk_bytes   bpe_v7's own names for the two above
+    """
     result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)
     return result.vocab, result.merges

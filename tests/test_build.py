@@ -10,7 +10,7 @@ import pytest
 from cs336_basics import TRAINERS, openmp_enabled, trainer_status
 from cs336_basics.tokenizer import native_available
 from cs336_basics.trainers import COMPILED_TRAINERS, pure_python_forced
-from tests.conftest import REPO_ROOT
+from tests.bpe_support import REPO_ROOT
 
 
 def env_flag(name: str) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from cs336_basics import train_bpe
 from cs336_basics.serialization import decode_token
-from tests.conftest import require_fixture
+from tests.bpe_support import require_fixture
 
 ASSIGNMENT_TIME_LIMIT = 1.5  # seconds, the assignment's own speed check on corpus.en
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cs336_basics._common import GPT2_REGEX, count_words
 from cs336_basics.trainers import pure_python_forced
-from tests.conftest import require_fixture
+from tests.bpe_support import require_fixture
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native pre-tokenizer is not loaded", allow_module_level=True)
@@ -278,7 +278,12 @@ def test_progress_adds_up_to_the_file_size(tmp_path: Path, threads: int) -> None
     path.write_bytes(("some words here\n" * 20_000 + ENDOFTEXT).encode() * 5)
     reported: list[int] = []
     counts = native.count_words(path, [ENDOFTEXT], threads, 10_000, reported.append)
-    assert len(reported) > 1 and all(step > 0 for step in reported)  # as the chunks are counted
+    assert reported and all(step > 0 for step in reported)
+    if threads == 1:
+        # One thread counts every chunk itself and reports after each. With more, the calling
+        # thread reports between the chunks it happens to take, which scheduling decides (another
+        # thread may take them all), so only the total is certain.
+        assert len(reported) > 1
     assert sum(reported) == path.stat().st_size
     assert counts.to_dict() == native.count_words(path, [ENDOFTEXT], threads, 10_000).to_dict()
 

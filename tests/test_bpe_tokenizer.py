@@ -27,7 +27,7 @@ from cs336_basics import BPEInputError, train_bpe
 from cs336_basics._common import ENDOFTEXT, GPT2_SPLIT_PATTERN
 from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
 from cs336_basics.tokenizer import Tokenizer, native_available
-from tests.conftest import FIXTURES, REPO_ROOT, SHARED_CORPUS, require_fixture
+from tests.bpe_support import FIXTURES, REPO_ROOT, SHARED_CORPUS, require_fixture
 
 DOUBLE = ENDOFTEXT * 2
 TEXT_FIXTURES = [

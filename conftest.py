@@ -1,26 +1,16 @@
-"""One list of trainers for every test; versions that cannot run here are skipped with the reason."""
+"""The trainer fixtures for this project's tests. They live here, at the root, so that the CS336
+handout's own tests/conftest.py can be copied into tests/ beside ours (scripts/add_handout_tests.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from cs336_basics import TRAINERS, trainer_status
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(os.environ.get("CS336_FIXTURES", REPO_ROOT.parent / "shared" / "fixtures"))
-SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
+from tests.bpe_support import FIXTURES
 
 _STATUS = trainer_status()
-
-
-def require_fixture(name: str) -> Path:
-    path = FIXTURES / name
-    if not path.exists():
-        pytest.skip(f"fixture {name} not found in {FIXTURES} (set CS336_FIXTURES to the assignment's fixtures)")
-    return path
 
 
 @pytest.fixture(params=TRAINERS)
