@@ -5,8 +5,9 @@ collides with the CS336 assignment's own `cs336_basics`). Python code imports it
 relatively; the extensions, though, were compiled as `cs336_basics.<module>`. Under that name an
 extension that `cimport`s functions from a sibling imports it while it loads, and Cython registers
 each loaded extension in `sys.modules`. Beside a student's package both would meet their
-`cs336_basics`, so while an extension loads its siblings are lent under the compiled names, and
-afterwards every such entry is removed again: nobody else sees ours under their name.
+`cs336_basics`, so while such an extension loads, its siblings (and, if no `cs336_basics` is imported
+yet, the package itself) are lent under the compiled names, and afterwards every such entry is
+removed again: nobody else sees ours under their name.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def import_compiled(name: str) -> ModuleType:
         return importlib.import_module(f".{name}", package)
     lent = []
     try:
+        if CIMPORTS.get(name) and COMPILED_UNDER not in sys.modules:
+            # Importing `a.b` imports `a` first even when `a.b` is in sys.modules. A student's
+            # package that is not imported yet must not be imported by us, so ours stands in.
+            sys.modules[COMPILED_UNDER] = sys.modules[package]
+            lent.append(COMPILED_UNDER)
         for sibling in CIMPORTS.get(name, ()):
             compiled_name = f"{COMPILED_UNDER}.{sibling}"
             if compiled_name not in sys.modules:

@@ -12,6 +12,7 @@ temporary file and renamed, so an interrupted run leaves no half-written output)
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -20,15 +21,19 @@ from ._common import ENDOFTEXT
 from .demo import write_demo_corpus
 from .serialization import check_output_dir, save_tokenizer
 
-DEFAULT_DATA = "data/owt_train.txt"
 MISSING_DATA_HELP = """\
-The training file {path} does not exist.
-Download the data as the CS336 assignment describes, for example:
-    mkdir -p data && cd data
-    wget https://huggingface.co/datasets/stanford-cs336/owt-sample/resolve/main/owt_train.txt.gz
-    gunzip owt_train.txt.gz
-or train on the built-in demo corpus instead:
-    python cs336_basics/test_trainer.py {trainer} {out} --demo"""
+error: the training file {path} does not exist{where}.
+Pass the UTF-8 text to train on with -d PATH, for example
+    {prog} {trainer} {out} -d data/TinyStoriesV2-GPT4-train.txt
+or train on the built-in demo corpus, no download needed:
+    {prog} {trainer} {out} --demo
+(the README's "Training data" section has the download commands for the assignment's datasets)"""
+
+
+def how_invoked() -> str:
+    """The command as the user typed it, to repeat it in advice: `python path/file.py` or the script name."""
+    program = sys.argv[0] if sys.argv and sys.argv[0] else "cs336-train-bpe"
+    return f"python {program}" if program.endswith(".py") else Path(program).name
 
 
 def human_bytes(size: float) -> str:
@@ -47,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("trainer", choices=[*TRAINERS, "auto"], help="trainer version; auto = the fastest here")
     parser.add_argument("out_dir", type=Path, help="where vocab.pkl, merges.pkl, vocab.json, merges.txt go")
     parser.add_argument("-v", "--vocab-size", type=int, default=10_000, help="final vocabulary size (10000)")
-    parser.add_argument("-d", "--data", type=Path, default=None, help=f"training text, UTF-8 ({DEFAULT_DATA})")
+    parser.add_argument("-d", "--data", type=Path, default=None, help="training text, UTF-8 (or --demo)")
     parser.add_argument(
         "--special",
         nargs="*",
@@ -61,6 +66,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.demo and args.data is not None:
         parser.error("--demo and --data exclude each other")
+    if not args.demo and args.data is None:
+        # No default file: a guessed path that happens to be missing explains less than this.
+        parser.error("say what to train on: -d PATH (a UTF-8 text file), or --demo for the built-in corpus")
     return args
 
 
@@ -74,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
             if not data.exists():
                 write_demo_corpus(data)
         else:
-            data = args.data or Path(DEFAULT_DATA)
+            data = args.data
             if not data.exists():
-                print(MISSING_DATA_HELP.format(path=data, trainer=args.trainer, out=args.out_dir), file=sys.stderr)
+                where = "" if data.is_absolute() else f" (looked in {Path.cwd()})"
+                prog = how_invoked()
+                print(
+                    MISSING_DATA_HELP.format(path=data, where=where, prog=prog, trainer=args.trainer, out=args.out_dir),
+                    file=sys.stderr,
+                )
                 return 2
         options = {} if args.workers is None else {"num_workers": args.workers}
         result = train(data, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet, **options)
@@ -99,8 +112,14 @@ def main(argv: list[str] | None = None) -> int:
         ("peak memory", human_bytes(result.peak_rss_bytes)),
         ("wrote", ", ".join(str(path) for path in paths.values())),
     ]
-    for name, value in rows:
-        print(f"{name:<13} {value}")
+    try:
+        for name, value in rows:
+            print(f"{name:<13} {value}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`| head`); everything is saved, so stop quietly as other tools do. Python
+        # would flush stdout again at exit and fail there too: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

@@ -206,6 +206,13 @@ def test_beside_the_students_own_package(workspace: dict[str, Path], pure: str) 
     shown = run([python, "-c", probe], cwd=workspace["root"], CS336_PURE_PYTHON=pure).stdout.split()
     assert shown[0] == "student"
     assert (shown[1] == "None") == (pure == "0")  # compiled and loaded unless pure Python is forced
+    # Loading our compiled code neither imports the student's package nor leaves anything under its name.
+    probe = (
+        "import sys, cs336_bpe; cs336_bpe.train_bpe(sys.argv[1], 300, ['<|endoftext|>']); "
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'cs336_basics'))"
+    )
+    corpus = checkout / "tests" / "fixtures" / "corpus.en"
+    assert run([python, "-c", probe, corpus], cwd=workspace["root"], CS336_PURE_PYTHON=pure).stdout.strip() == "[]"
 
 
 def test_as_the_submission(workspace: dict[str, Path]) -> None:
