@@ -13,14 +13,13 @@ on this machine; `CS336_PURE_PYTHON=1` keeps everything in pure Python.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 
 def run_train_bpe(
     input_path: str | os.PathLike,
     vocab_size: int,
     special_tokens: list[str],
-    **kwargs: Any,
+    **kwargs: object,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Train a byte-level BPE tokenizer on `input_path`; returns `(vocab, merges)`.
 
