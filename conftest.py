@@ -1,5 +1,7 @@
-"""The trainer fixtures for this project's tests. They live here, at the root, so that the CS336
-handout's own tests/conftest.py can be copied into tests/ beside ours (scripts/add_handout_tests.py)."""
+"""One list of trainers for every test; versions that cannot run here are skipped with the reason.
+Shared paths and helpers live in tests/support.py. This file is at the root, not in tests/, so that
+the CS336 handout's own tests/conftest.py can be copied in beside our tests
+(scripts/add_handout_tests.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import TRAINERS, trainer_status
-from tests.bpe_support import FIXTURES
+from tests.support import FIXTURES
 
 _STATUS = trainer_status()
 

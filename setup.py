@@ -1,128 +1,182 @@
-"""Build the compiled trainers: one setup(), extensions declared from a list, OpenMP only when it works.
+"""Build the compiled parts: the C++ in cpp/ is compiled once into one static library (`bpe`), and
+each Cython binding (one per concern) links it. OpenMP is used only when a probe program shows it
+really runs threads.
 
-Environment variables:
+    cpp/*.cpp  --compiled once-->  libbpe.a  --linked by-->  _merge_cpp (bpe_v6's merge loop)
+                                                             _native    (bpe_v7's word counting)
+                                                             _encode    (the tokenizer's encoder)
+    _merge_cy (bpe_v5) is Cython alone and needs no library.
+
+Environment variables (parsed by cs336_basics/backend.py, which this file loads directly because
+the package cannot be imported before it is built):
   CS336_PURE_PYTHON=1      build no extension at all (bpe_v1..bpe_v4 and the pure tokenizer still work)
   CS336_REQUIRE_OPENMP=1   fail the build instead of falling back when the compiler cannot use OpenMP
   CS336_NO_OPENMP=1        build without OpenMP even when the compiler has it (tests the fallback)
-  CS336_EXTENSIONS=a,b     build only these extensions (for developers iterating on one of them)
+The usual CC, CXX, CFLAGS, CPPFLAGS and LDFLAGS apply to the library, the probe and the bindings.
 """
 
+from __future__ import annotations
+
 import glob
+import importlib.util
 import os
-import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import textwrap
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
-CXX_FLAGS = ["-std=c++17", "-O3"]
+
+def load_backend():
+    spec = importlib.util.spec_from_file_location("cs336_backend", os.path.join("cs336_basics", "backend.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+backend = load_backend()
+
+LIBRARY = "bpe"
+LIBRARY_SOURCES = sorted(glob.glob(os.path.join("cpp", "*.cpp")))
+HEADERS = sorted(glob.glob(os.path.join("cpp", "*.hpp")))
+
+# With OMP_NUM_THREADS=2 a working OpenMP prints 2; a compiler that accepts the flag but ignores the
+# pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot.
 OPENMP_PROBE = textwrap.dedent(
     """
     #include <omp.h>
     #include <stdio.h>
     int main(void) {
         int threads = 0;
-        #pragma omp parallel reduction(+:threads)
-        threads += 1;
+        #pragma omp parallel
+        {
+            #pragma omp single
+            threads = omp_get_num_threads();
+        }
         printf("%d", threads);
-        return threads > 0 ? 0 : 1;
+        return 0;
     }
     """
 )
 
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+def language_flags(compiler) -> list[str]:
+    if compiler.compiler_type == "msvc":
+        return ["/std:c++17", "/O2", "/EHsc"]
+    return ["-std=c++17", "-O3"]
 
 
-def openmp_flags() -> list[str]:
-    """Compile, link and run a tiny OpenMP program; return the flags that made it work, or []."""
-    compiler = os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++"
-    compiler = compiler.split()
-    if shutil.which(compiler[0]) is None:
-        return []
-    for flags in (["-fopenmp"], ["-Xpreprocessor", "-fopenmp", "-lomp"]):
+def openmp_candidates(compiler) -> list[tuple[list[str], list[str]]]:
+    """(compile flags, link flags) to try, for this platform's compilers."""
+    if compiler.compiler_type == "msvc":
+        return [(["/openmp"], [])]
+    if sys.platform == "darwin":
+        # Apple clang has no -fopenmp driver flag: the preprocessor takes it, libomp is linked.
+        return [(["-Xpreprocessor", "-fopenmp"], ["-lomp"]), (["-fopenmp"], ["-fopenmp"])]
+    return [(["-fopenmp"], ["-fopenmp"])]
+
+
+def probe_openmp(compiler) -> tuple[list[str], list[str]] | None:
+    """Compile, link and run the probe with setuptools' own (customized) compiler object."""
+    for compile_flags, link_flags in openmp_candidates(compiler):
         with tempfile.TemporaryDirectory() as tmp:
-            source = os.path.join(tmp, "probe.cpp")
-            binary = os.path.join(tmp, "probe")
-            with open(source, "w") as f:
-                f.write(OPENMP_PROBE)
+            source = os.path.join(tmp, "omp_probe.c")
+            with open(source, "w") as file:
+                file.write(OPENMP_PROBE)
             try:
-                subprocess.run([*compiler, *flags, source, "-o", binary], check=True, capture_output=True)
-                subprocess.run([binary], check=True, capture_output=True, timeout=30)
-            except (OSError, subprocess.SubprocessError):
+                objects = compiler.compile([source], output_dir=tmp, extra_postargs=compile_flags)
+                compiler.link_executable(objects, "omp_probe", output_dir=tmp, extra_postargs=link_flags)
+                binary = os.path.join(tmp, compiler.executable_filename("omp_probe"))
+                result = subprocess.run(
+                    [binary], capture_output=True, text=True, timeout=30, env={**os.environ, "OMP_NUM_THREADS": "2"}
+                )
+            except Exception:  # noqa: BLE001 - any failure of the toolchain means "no OpenMP"
                 continue
-            return flags
-    return []
+            if result.returncode == 0 and result.stdout.strip() == "2":
+                return compile_flags, link_flags
+    return None
+
+
+def is_stale(target: str, sources: list[str]) -> bool:
+    if not os.path.exists(target):
+        return True
+    built = os.path.getmtime(target)
+    return any(os.path.getmtime(source) > built for source in sources)
+
+
+class BuildWithLibrary(build_ext):
+    """build_ext that first compiles cpp/ into one static library and links it into the bindings."""
+
+    def build_extensions(self) -> None:
+        compiler = self.compiler
+        openmp = None if backend.env_flag(backend.NO_OPENMP_ENV) else probe_openmp(compiler)
+        if openmp is None:
+            reason = f"{backend.NO_OPENMP_ENV} is set" if backend.env_flag(backend.NO_OPENMP_ENV) else (
+                "the compiler cannot build and run OpenMP programs"
+            )
+            message = f"cs336_basics: building without OpenMP ({reason}); bpe_v7 will run on one thread"
+            if backend.env_flag(backend.REQUIRE_OPENMP_ENV):
+                sys.exit(f"{message} (and {backend.REQUIRE_OPENMP_ENV} is set)")
+            print(message, file=sys.stderr)
+        compile_flags = language_flags(compiler) + (openmp[0] if openmp else [])
+        link_flags = openmp[1] if openmp else []
+
+        # Objects and bindings depend on the flags: a switch between a build with and one without
+        # OpenMP rebuilds everything (the bindings inline bpe::openmp_enabled from omp_shim.hpp).
+        library_dir = os.path.join(self.build_temp, "libbpe")
+        configuration = " ".join([*compile_flags, "|", *link_flags])
+        stamp = os.path.join(self.build_temp, "libbpe-flags.txt")
+        if not os.path.exists(stamp) or open(stamp).read() != configuration:
+            self.force = True
+            os.makedirs(self.build_temp, exist_ok=True)
+            with open(stamp, "w") as file:
+                file.write(configuration)
+        objects = compiler.object_filenames(LIBRARY_SOURCES, output_dir=library_dir)
+        for source, target in zip(LIBRARY_SOURCES, objects):
+            if self.force or is_stale(target, [source, *HEADERS]):
+                compiler.compile([source], output_dir=library_dir, include_dirs=["cpp"], extra_postargs=compile_flags)
+        compiler.create_static_lib(objects, LIBRARY, output_dir=library_dir)
+        library_file = compiler.library_filename(LIBRARY, output_dir=library_dir)
+
+        for extension in self.extensions:
+            extension.extra_compile_args = compile_flags
+            if getattr(extension, "links_library", False):
+                extension.libraries = [LIBRARY]
+                extension.library_dirs = [library_dir]
+                extension.extra_link_args = link_flags
+                extension.depends = [*HEADERS, library_file]  # relink when the library changes
+        super().build_extensions()
+
+
+def binding(name: str, links_library: bool) -> Extension:
+    extension = Extension(f"cs336_basics.{name}", [f"cs336_basics/{name}.pyx"], include_dirs=["cpp"], language="c++")
+    extension.links_library = links_library
+    return extension
 
 
 def extensions() -> list[Extension]:
-    if env_flag("CS336_PURE_PYTHON"):
-        print("cs336_basics: CS336_PURE_PYTHON is set, building no compiled extension", file=sys.stderr)
+    if backend.pure_python_forced():
+        print(f"cs336_basics: {backend.PURE_PYTHON_ENV} is set, building no compiled extension", file=sys.stderr)
         return []
     from Cython.Build import cythonize
 
-    omp = [] if env_flag("CS336_NO_OPENMP") else openmp_flags()
-    if not omp:
-        if env_flag("CS336_NO_OPENMP"):
-            reason = "CS336_NO_OPENMP is set"
-        else:
-            reason = "the compiler cannot build OpenMP programs"
-        message = f"cs336_basics: building without OpenMP ({reason}); bpe_v7 will run on one thread"
-        if env_flag("CS336_REQUIRE_OPENMP"):
-            sys.exit(message + " (and CS336_REQUIRE_OPENMP is set)")
-        print(message, file=sys.stderr)
-    omp_link = [flag for flag in omp if flag != "-Xpreprocessor"]
-
-    # (module, sources, uses OpenMP); every module is C++ so the pure-Cython one can use libcpp too.
-    declared = [
-        ("cs336_basics._merge_cy", ["cs336_basics/_merge_cy.pyx"], False),
-        # bpe_v6 runs the loop on one thread; bpe_v7 reaches it through this module too and counts
-        # the initial pairs on its threads.
-        ("cs336_basics._merge_cpp", ["cs336_basics/_merge_cpp.pyx", "cpp/bpe_merge.cpp"], True),
-        (
-            "cs336_basics._native",
-            [
-                "cs336_basics/_native.pyx",
-                "cpp/pretokenize.cpp",
-                "cpp/word_count.cpp",
-                "cpp/bpe_merge.cpp",
-            ],
-            True,
-        ),
-        (
-            "cs336_basics._encode",
-            ["cs336_basics/_encode.pyx", "cpp/bpe_encode.cpp", "cpp/pretokenize.cpp"],
-            False,
-        ),
+    bindings = [
+        binding("_merge_cy", links_library=False),
+        binding("_merge_cpp", links_library=True),
+        binding("_native", links_library=True),
+        binding("_encode", links_library=True),
     ]
-    wanted = {name.strip() for name in os.environ.get("CS336_EXTENSIONS", "").split(",") if name.strip()}
-    modules = []
-    for name, sources, parallel in declared:
-        if wanted and name.rsplit(".", 1)[-1] not in wanted:
-            continue
-        modules.append(
-            Extension(
-                name,
-                sources=sources,
-                include_dirs=["cpp"],
-                depends=sorted(glob.glob("cpp/*.hpp")),  # a header edit rebuilds what includes it
-                language="c++",
-                extra_compile_args=CXX_FLAGS + (omp if parallel else []),
-                extra_link_args=omp_link if parallel else [],
-                define_macros=[("CS336_OPENMP_PROBED", "1" if omp else "0")],
-            )
-        )
-    compiled = cythonize(modules, compiler_directives={"language_level": "3"}, quiet=True)
-    # Cython names each module after its folder (cs336_basics/, where its .pxd is found); installed,
-    # the package is cs336_bpe (pyproject.toml's package-dir), a name that cannot collide with the
-    # CS336 assignment's own cs336_basics. The init symbol (PyInit__native ...) is the same under both.
-    for module in compiled:
-        module.name = module.name.replace("cs336_basics.", "cs336_bpe.", 1)
+    links = {extension.name: extension.links_library for extension in bindings}
+    compiled = cythonize(bindings, compiler_directives={"language_level": "3"}, quiet=True)
+    for extension in compiled:
+        extension.links_library = links[extension.name]
+        # Cython names each module after its folder (cs336_basics/, where its .pxd files are found);
+        # installed, the package is cs336_bpe (pyproject.toml's package-dir), a name that cannot
+        # collide with the CS336 assignment's own cs336_basics. The init symbol is the same under both.
+        extension.name = extension.name.replace("cs336_basics.", "cs336_bpe.", 1)
     return compiled
 
 
-setup(ext_modules=extensions())
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildWithLibrary})

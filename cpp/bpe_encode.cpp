@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "integer_map.hpp"
 #include "pretokenize.hpp"
 
 namespace bpe {
@@ -51,48 +52,26 @@ inline void prefetch(const void* address) {
 
 }  // namespace
 
-// (left, right) -> rank, open addressing with linear probing in one flat array of 12-byte slots:
-// a lookup touches one or two cache lines, where std::unordered_map would chase pointers. Most
-// lookups fail (most adjacent pairs have no merge), so the table stays at most half full to keep
-// the probe runs short.
+// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the map's short
+// probe runs matter more than its size.
 class Encoder::PairTable {
 public:
-    explicit PairTable(const std::vector<MergeRule>& merges) {
-        size_t capacity = 16;
-        while (capacity < 2 * merges.size()) capacity <<= 1;
-        mask_ = capacity - 1;
-        slots_.assign(capacity, Slot{kNoNode, kNoNode, kNoRank});
+    explicit PairTable(const std::vector<MergeRule>& merges) : ranks_(merges.size()) {
         merged_by_rank_.reserve(merges.size());
         for (const MergeRule& merge : merges) {
             const uint32_t rank = uint32_t(merged_by_rank_.size());
             merged_by_rank_.push_back(merge.merged);
-            size_t index = mix(pair_key(merge.left, merge.right)) & mask_;
-            while (slots_[index].rank != kNoRank && !slots_[index].is(merge.left, merge.right)) {
-                index = (index + 1) & mask_;
-            }
-            if (slots_[index].rank == kNoRank) slots_[index] = Slot{merge.left, merge.right, rank};  // first rank wins
+            ranks_.find_or_insert(pair_key(merge.left, merge.right), rank);  // a repeated pair keeps its first rank
         }
     }
 
-    uint32_t rank(uint32_t left, uint32_t right) const {
-        for (size_t index = mix(pair_key(left, right)) & mask_;; index = (index + 1) & mask_) {
-            const Slot& slot = slots_[index];
-            if (slot.is(left, right) || slot.rank == kNoRank) return slot.rank;
-        }
-    }
+    uint32_t rank(uint32_t left, uint32_t right) const { return ranks_.find(pair_key(left, right), kNoRank); }
 
     uint32_t merged(uint32_t rank) const { return merged_by_rank_[rank]; }
 
 private:
-    struct Slot {
-        uint32_t left;
-        uint32_t right;
-        uint32_t rank;  // kNoRank: empty
-        bool is(uint32_t l, uint32_t r) const { return left == l && right == r; }
-    };
-    std::vector<Slot> slots_;
+    IntegerMap<uint32_t> ranks_;
     std::vector<uint32_t> merged_by_rank_;
-    size_t mask_ = 0;
 };
 
 struct Encoder::CacheSlot {
@@ -104,7 +83,12 @@ struct Encoder::CacheSlot {
 };
 
 Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
-                 const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots) {
+                 const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots)
+    : specials_([&] {
+          std::vector<std::string> tokens;
+          for (const auto& special : special_tokens) tokens.push_back(special.first);
+          return tokens;
+      }()) {
     static_assert(sizeof(CacheSlot) == 64, "a cache slot is meant to fill one 64-byte cache line");
     if (byte_ids.size() != 256) throw std::invalid_argument("byte_ids must have 256 entries");
     const auto check_id = [](uint32_t id) {
@@ -122,16 +106,15 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     }
     pairs_ = std::make_unique<PairTable>(merges);
 
-    specials_ = special_tokens;
-    for (const auto& [token, id] : specials_) {
+    // A token given twice keeps its first id.
+    special_ids_.assign(specials_.tokens().size(), std::numeric_limits<uint32_t>::max());
+    for (const auto& [token, id] : special_tokens) {
         if (token.empty()) throw std::invalid_argument("special tokens must not be empty");
         check_id(id);
-        special_first_byte_[static_cast<unsigned char>(token[0])] = true;
+        const auto& tokens = specials_.tokens();
+        const size_t index = size_t(std::find(tokens.begin(), tokens.end(), token) - tokens.begin());
+        if (special_ids_[index] == std::numeric_limits<uint32_t>::max()) special_ids_[index] = id;
     }
-    // Of the tokens that match at one position one is a prefix of the other, so longest first is
-    // the order Python's longest-first alternation tries them in.
-    std::stable_sort(specials_.begin(), specials_.end(),
-                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 
     if (cache_slots > 0) {
         size_t sets = 1;
@@ -151,37 +134,12 @@ void Encoder::FreeDeleter::operator()(void* memory) const { std::free(memory); }
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
     std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
     CacheSlot* cache = lock.owns_lock() ? cache_.get() : nullptr;
-    if (specials_.empty()) {
-        encode_ordinary_with(text, 0, out, cache);
-        return;
-    }
-    const char* const data = text.data();
-    const size_t size = text.size();
-    size_t piece_start = 0;
-    size_t position = 0;
-    while (position < size) {
-        if (!special_first_byte_[static_cast<unsigned char>(data[position])]) {
-            ++position;
-            continue;
-        }
-        const std::pair<std::string, uint32_t>* found = nullptr;
-        for (const auto& special : specials_) {
-            const std::string& token = special.first;
-            if (token.size() <= size - position && std::memcmp(data + position, token.data(), token.size()) == 0) {
-                found = &special;
-                break;
-            }
-        }
-        if (found == nullptr) {
-            ++position;
-            continue;
-        }
-        encode_ordinary_with(text.substr(piece_start, position - piece_start), piece_start, out, cache);
-        out.push_back(found->second);
-        position += found->first.size();
-        piece_start = position;
-    }
-    encode_ordinary_with(text.substr(piece_start), piece_start, out, cache);
+    specials_.for_each_part(
+        text,
+        [&](size_t begin, size_t end) {
+            if (end > begin) encode_ordinary_with(text.substr(begin, end - begin), begin, out, cache);
+        },
+        [&](size_t token) { out.push_back(special_ids_[token]); });
 }
 
 void Encoder::encode_ordinary_with(std::string_view text, size_t offset, std::vector<uint32_t>& out,

@@ -34,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "special_tokens.hpp"
+
 namespace bpe {
 
 // Merge number `rank` (its index in the list) turns the adjacent pair (left, right) into `merged`.
@@ -84,8 +86,8 @@ private:
 
     uint32_t byte_ids_[256];
     std::unique_ptr<PairTable> pairs_;
-    std::vector<std::pair<std::string, uint32_t>> specials_;  // longest first
-    bool special_first_byte_[256] = {};
+    SpecialTokens specials_;
+    std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
 
     struct FreeDeleter {
         void operator()(void* memory) const;

@@ -1,9 +1,8 @@
-// The v4 merge algorithm in C++: incremental pair counts, an inverted index pair -> words, and a
-// max-heap with lazy deletion. See bpe_merge.hpp for the contract and cs336_basics/bpe_v4.py for
-// the same algorithm in readable Python.
+// The BPE merge loop (bpe_v6, and bpe_v7 after its counting): bpe_v4's algorithm -- incremental pair
+// counts, an inverted index pair -> words, a max-heap with lazy deletion -- on tables laid out for
+// the cache (merge_tables.hpp). The whole algorithm is train_merges at the end of this file; see
+// bpe_merge.hpp for the contract and cs336_basics/bpe_v4.py for the same algorithm in Python.
 #include "bpe_merge.hpp"
-
-#include "omp_shim.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -11,6 +10,9 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+
+#include "merge_tables.hpp"
+#include "omp_shim.hpp"
 
 namespace bpe {
 
@@ -28,335 +30,7 @@ void WordCounts::reserve(size_t num_words, size_t num_bytes) {
 
 namespace {
 
-using TokenId = int32_t;
-using PairId = int32_t;
-using WordId = int32_t;
-
-// The bytes of every token, back to back, so comparing two tokens allocates nothing.
-class TokenTable {
-public:
-    TokenTable() {
-        for (int byte = 0; byte < 256; ++byte) {
-            const char symbol = static_cast<char>(byte);
-            append(&symbol, 1);
-        }
-    }
-
-    TokenId add_merge(TokenId left, TokenId right) {
-        const Token x = tokens_[left];
-        const Token y = tokens_[right];
-        std::string joined;
-        joined.reserve(x.length + y.length);
-        joined.append(pool_, x.start, x.length).append(pool_, y.start, y.length);
-        append(joined.data(), joined.size());
-        return static_cast<TokenId>(tokens_.size() - 1);
-    }
-
-    std::string bytes(TokenId token) const {
-        return pool_.substr(tokens_[token].start, tokens_[token].length);
-    }
-
-    // Python's bytes order: unsigned byte-wise, a proper prefix first.
-    // Perf: heap pushes compare many tied pairs (most pairs have tiny counts), so each token keeps
-    // its first 8 bytes as a big-endian integer, zero-padded; differing prefixes decide in one
-    // integer compare (a zero pad only ties with a real zero byte, which the memcmp then settles).
-    int compare(TokenId x, TokenId y) const {
-        const Token& a = tokens_[x];
-        const Token& b = tokens_[y];
-        if (a.prefix != b.prefix) return a.prefix < b.prefix ? -1 : 1;
-        if (x == y) return 0;
-        // memcmp compares as unsigned char, as Python does.
-        const int order =
-            std::memcmp(pool_.data() + a.start, pool_.data() + b.start, std::min(a.length, b.length));
-        if (order != 0) return order;
-        return a.length < b.length ? -1 : (a.length > b.length ? 1 : 0);
-    }
-
-private:
-    struct Token {
-        uint64_t prefix;  // first 8 bytes, big-endian, zero-padded
-        uint64_t start;   // in pool_
-        uint32_t length;
-    };
-
-    void append(const char* data, size_t length) {
-        uint64_t prefix = 0;
-        for (size_t at = 0; at < 8; ++at) {
-            prefix = (prefix << 8) | (at < length ? static_cast<unsigned char>(data[at]) : 0u);
-        }
-        tokens_.push_back({prefix, pool_.size(), static_cast<uint32_t>(length)});
-        pool_.append(data, length);
-    }
-
-    std::string pool_;
-    std::vector<Token> tokens_;
-};
-
-// The CS336 tie-break: among pairs with equal counts the merge goes to the lexicographically
-// GREATEST (left_bytes, right_bytes), compared as Python compares a tuple of two bytes objects.
-// True when pair x = (x_left, x_right) ranks below pair y.
-bool pair_bytes_less(const TokenTable& tokens, TokenId x_left, TokenId x_right, TokenId y_left,
-                     TokenId y_right) {
-    const int left_order = tokens.compare(x_left, y_left);
-    if (left_order != 0) return left_order < 0;
-    return tokens.compare(x_right, y_right) < 0;
-}
-
-inline uint64_t pair_key(TokenId left, TokenId right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
-}
-inline TokenId key_left(uint64_t key) { return static_cast<TokenId>(key >> 32); }
-inline TokenId key_right(uint64_t key) { return static_cast<TokenId>(key & 0xFFFFFFFFu); }
-
-// Pair key -> pair id. Open addressing with linear probing over one array of {key, id} slots, so a
-// lookup is usually a single cache line; std::unordered_map (reserved) chases a node pointer per
-// lookup and made the whole loop ~1.6x slower on 20 MB of text with a 32K vocab.
-// Nothing is ever erased: a pair whose count reaches 0 can never come back (see merge_word), so
-// dead keys just keep their slot until a prune builds a new map.
-class PairIdMap {
-public:
-    static constexpr PairId kMissing = -1;
-
-    PairIdMap() { resize(1 << 16); }
-
-    PairId find(uint64_t key) const {
-        for (size_t slot = home(key);; slot = (slot + 1) & mask_) {
-            if (slots_[slot].key == key) return slots_[slot].id;
-            if (slots_[slot].key == kEmpty) return kMissing;
-        }
-    }
-
-    // The id of `key`, inserting `new_id` first if the key is absent.
-    PairId find_or_insert(uint64_t key, PairId new_id) {
-        size_t slot = home(key);
-        for (;; slot = (slot + 1) & mask_) {
-            if (slots_[slot].key == key) return slots_[slot].id;
-            if (slots_[slot].key == kEmpty) break;
-        }
-        slots_[slot] = {key, new_id};
-        // Load factor at most 1/2 keeps linear-probing runs short.
-        if (++size_ * 2 > slots_.size()) resize(slots_.size() * 2);
-        return new_id;
-    }
-
-private:
-    // Token ids are non-negative int32, so no real key has its top bit set.
-    static constexpr uint64_t kEmpty = ~uint64_t{0};
-    struct Slot {
-        uint64_t key;
-        PairId id;
-    };
-
-    // Fibonacci hashing: the multiply spreads the (left << 32 | right) bits into the high bits.
-    size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-
-    void resize(size_t capacity) {
-        std::vector<Slot> old = std::move(slots_);
-        slots_.assign(capacity, Slot{kEmpty, kMissing});
-        mask_ = capacity - 1;
-        shift_ = 64;
-        for (size_t c = capacity; c > 1; c >>= 1) --shift_;
-        for (const Slot& slot : old) {
-            if (slot.key == kEmpty) continue;
-            size_t index = home(slot.key);
-            while (slots_[index].key != kEmpty) index = (index + 1) & mask_;
-            slots_[index] = slot;
-        }
-    }
-
-    std::vector<Slot> slots_;
-    size_t mask_ = 0;
-    int shift_ = 64;
-    size_t size_ = 0;
-};
-
-// One pair's record: its tokens, its count, and the words listed under it (the inverted index,
-// which may hold words that have lost the pair since). 32 bytes, so a count change and a listing
-// touch one cache line.
-// Memory: most pairs are born late, occur in a word or two and are never merged, so the first two
-// word ids live inline and only longer lists allocate (18M pairs on the 11.9 GB OWT-like corpus:
-// std::vector per pair cost a 24-byte header plus a heap block for each).
-struct PairRecord {
-    int64_t count;
-    TokenId left;
-    TokenId right;
-    uint32_t num_words;  // words listed: inline while at most kInlineWords, else in `spilled`
-    union {
-        WordId inline_words[2];
-        WordId* spilled;  // capacity max(4, bit_ceil(num_words)), from malloc
-    };
-
-    static constexpr uint32_t kInlineWords = 2;
-
-    const WordId* words() const { return num_words <= kInlineWords ? inline_words : spilled; }
-
-    // A word gains a pair only while it is being rewritten, so if it is listed already it is last.
-    void list_word(WordId word) {
-        if (num_words > 0 && words()[num_words - 1] == word) return;
-        if (num_words < kInlineWords) {
-            inline_words[num_words++] = word;
-            return;
-        }
-        if (num_words == kInlineWords) {
-            auto* moved = static_cast<WordId*>(std::malloc(4 * sizeof(WordId)));
-            if (moved == nullptr) throw std::bad_alloc();
-            std::memcpy(moved, inline_words, sizeof(inline_words));
-            spilled = moved;
-        } else if (num_words >= 4 && (num_words & (num_words - 1)) == 0) {
-            auto* grown = static_cast<WordId*>(std::realloc(spilled, 2 * size_t(num_words) * sizeof(WordId)));
-            if (grown == nullptr) throw std::bad_alloc();
-            spilled = grown;
-        }
-        spilled[num_words++] = word;
-    }
-
-    void clear_words() {
-        if (num_words > kInlineWords) std::free(spilled);
-        num_words = 0;
-    }
-
-    // Replaces the list by `size` words for the caller to fill in; returns where they go.
-    WordId* resize_words(uint32_t size) {
-        clear_words();
-        if (size > kInlineWords) {
-            uint32_t capacity = 4;
-            while (capacity < size) capacity *= 2;
-            spilled = static_cast<WordId*>(std::malloc(size_t(capacity) * sizeof(WordId)));
-            if (spilled == nullptr) throw std::bad_alloc();
-        }
-        num_words = size;
-        return size > kInlineWords ? spilled : inline_words;
-    }
-};
-static_assert(sizeof(PairRecord) == 32, "a pair record should stay half a cache line");
-
-// Pair records by PairId, in blocks that never move: growing copies nothing (a doubling vector
-// would hold old and new copies at once, 0.6 GB each at the end of a 32K-vocab OWT run) and a
-// record's address stays valid while new pairs are added.
-class PairTable {
-public:
-    PairTable() = default;
-    PairTable(const PairTable&) = delete;
-    PairTable& operator=(const PairTable&) = delete;
-    ~PairTable() { clear(); }
-
-    void clear() {
-        for (size_t id = 0; id < size_; ++id) (*this)[PairId(id)].clear_words();
-        blocks_.clear();
-        size_ = 0;
-    }
-
-    PairRecord& operator[](PairId id) { return blocks_[size_t(id) >> kBlockBits][size_t(id) & kBlockMask]; }
-    const PairRecord& operator[](PairId id) const {
-        return blocks_[size_t(id) >> kBlockBits][size_t(id) & kBlockMask];
-    }
-    size_t size() const { return size_; }
-
-    void swap(PairTable& other) noexcept {
-        blocks_.swap(other.blocks_);
-        std::swap(size_, other.size_);
-    }
-
-    PairId add(TokenId left, TokenId right) {
-        if (size_ >= static_cast<size_t>(INT32_MAX)) throw std::length_error("train_merges: more than 2^31 pairs");
-        if ((size_ & kBlockMask) == 0) blocks_.emplace_back(new PairRecord[kBlockSize]);
-        PairRecord& record = blocks_.back()[size_ & kBlockMask];
-        record.count = 0;
-        record.left = left;
-        record.right = right;
-        record.num_words = 0;
-        return static_cast<PairId>(size_++);
-    }
-
-private:
-    static constexpr size_t kBlockBits = 16;
-    static constexpr size_t kBlockSize = size_t(1) << kBlockBits;
-    static constexpr size_t kBlockMask = kBlockSize - 1;
-    std::vector<std::unique_ptr<PairRecord[]>> blocks_;
-    size_t size_ = 0;
-};
-
-// The count changes of one merge, summed per pair before any pair record is touched, and the words
-// that gain a pair. Perf: a merge makes a few changes per word it rewrites but to few distinct
-// pairs (the first 8,000 merges on the 11.9 GB OWT-like corpus: 94M word visits, 308M changes,
-// 3.7M distinct pairs changed). Applied one by one, every change was a lookup in the pair map and
-// a pair record, each a cache miss in gigabytes of tables; summed here, in a table that stays in
-// cache, the big tables are touched once per distinct pair.
-class MergeDeltas {
-public:
-    struct Change {
-        uint64_t key;   // pair_key(left, right)
-        int64_t delta;  // summed count change
-        PairId pair;    // filled in when the changes are applied
-        uint32_t slot;  // in slots_, to clear it
-    };
-    struct Listing {
-        uint32_t change;  // index into changes()
-        WordId word;      // a word that gained the pair
-    };
-
-    MergeDeltas() : slots_(kInitialSlots, 0), shift_(64 - kInitialBits) {}
-
-    // Adds `delta` to the pair's change; returns the change's index.
-    uint32_t add(uint64_t key, int64_t delta) {
-        size_t slot = home(key);
-        for (;; slot = (slot + 1) & (slots_.size() - 1)) {
-            const uint32_t held = slots_[slot];
-            if (held == 0) break;
-            Change& change = changes_[held - 1];
-            if (change.key == key) {
-                change.delta += delta;
-                return held - 1;
-            }
-        }
-        const auto index = static_cast<uint32_t>(changes_.size());
-        changes_.push_back({key, delta, 0, static_cast<uint32_t>(slot)});
-        slots_[slot] = index + 1;
-        if (2 * changes_.size() > slots_.size()) grow();
-        return index;
-    }
-
-    void list(uint32_t change, WordId word) { listings_.push_back({change, word}); }
-
-    std::vector<Change>& changes() { return changes_; }
-    const std::vector<Listing>& listings() const { return listings_; }
-
-    void clear() {
-        for (const Change& change : changes_) slots_[change.slot] = 0;
-        changes_.clear();
-        listings_.clear();
-    }
-
-private:
-    static constexpr unsigned kInitialBits = 12;
-    static constexpr size_t kInitialSlots = size_t(1) << kInitialBits;
-
-    size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-
-    void grow() {
-        slots_.assign(2 * slots_.size(), 0);
-        --shift_;
-        for (size_t index = 0; index < changes_.size(); ++index) {
-            size_t slot = home(changes_[index].key);
-            while (slots_[slot] != 0) slot = (slot + 1) & (slots_.size() - 1);
-            slots_[slot] = static_cast<uint32_t>(index + 1);
-            changes_[index].slot = static_cast<uint32_t>(slot);
-        }
-    }
-
-    std::vector<Change> changes_;
-    std::vector<Listing> listings_;
-    std::vector<uint32_t> slots_;  // index + 1 into changes_, 0 when empty
-    int shift_;
-};
-
-// Perf: the entry carries the pair's tokens (as its key) rather than reading them from the pair
-// table, so comparing two entries with equal counts reads no pair record.
-struct HeapEntry {
-    int64_t count;  // the pair's count when pushed; stale once the pair's count differs
-    uint64_t key;   // pair_key(left, right)
-    PairId pair;
-};
+using namespace merge_tables;
 
 // Fewer words than this per thread are counted on fewer threads: a team costs more than it saves.
 constexpr size_t kWordsPerThread = 1 << 12;
@@ -383,9 +57,7 @@ constexpr int64_t kAdmissionStep = 4;
 // best count are not tracked at all. Exact: untracked pairs count less than this floor, so the best
 // tracked pair is the best pair while it counts at least the floor; when it does not, every pair is
 // counted again from the words (slow, but it takes counts falling 1024-fold after a prune).
-// Perf/memory (11.9 GB OWT-like corpus, 32K vocab): the second half of training gave birth to
-// 30M pairs, nearly all counting 1 or 2: building them was half the merge time and most of its
-// 6.3 GB. One prune, at merge ~16,000 (best count 25,629, floor 25), kept 1.0M of 4.2M pairs.
+// On a large corpus pruning more than halves the merge phase's memory (docs/PERFORMANCE.md).
 constexpr int64_t kBirthFloorDivisor = 1024;
 
 // Compact the heap (drop stale entries) when it has grown to this many times its size after the
@@ -393,42 +65,14 @@ constexpr int64_t kBirthFloorDivisor = 1024;
 constexpr size_t kCompactionFactor = 2;
 constexpr size_t kCompactionSlack = 1 << 16;
 
-// Perf/memory findings (11.9 GB OWT-like corpus: 5.1M distinct words, 32K vocab, one core of a
-// 2-core VM; the same merges throughout):
-// - The loop is bound by memory latency: every word touched and every pair changed is a cache
-//   miss in gigabytes of tables. The first version (a vector per pair for its words, a count
-//   change applied pair by pair, every changed pair pushed on the heap) took 215 s and 8.0 GB.
-// - Only contenders in the heap (the admission bar) and 32-byte pair records with inline word
-//   lists: 175 s, 6.3 GB. Summing each merge's changes first (MergeDeltas): 88-103 s.
-// - Pruning pairs born too small to be merged (kBirthFloorDivisor): 81 s, 2.8 GB.
-// - Transparent huge pages for the tables gained 5%, not worth their code.
+// The loop is bound by memory latency: every word touched and every pair changed is a cache miss in
+// gigabytes of tables, so the tables are laid out for the cache and touched as little as possible.
+// The steps are called in order by train_merges below; how each choice was measured is in
+// docs/PERFORMANCE.md.
 class Trainer {
 public:
-    Trainer(const WordCounts& words, int num_threads, size_t prune_limit)
-        : prune_limit_(prune_limit), prune_at_(prune_limit) {
-        load_words(words);
-        count_initial_pairs(num_threads);
-    }
+    explicit Trainer(size_t prune_limit) : prune_limit_(prune_limit), prune_at_(prune_limit) {}
 
-    std::vector<Merge> run(size_t num_merges, MergeProgress progress, void* context) {
-        std::vector<Merge> merges;
-        merges.reserve(std::min<size_t>(num_merges, 1 << 16));
-        while (merges.size() < num_merges) {
-            const PairId best = pop_best();
-            if (best == PairIdMap::kMissing) break;  // no pair left anywhere
-            if (256 + merges.size() >= static_cast<size_t>(INT32_MAX)) {
-                throw std::length_error("train_merges: more than 2^31 tokens");
-            }
-            const TokenId left = pairs_[best].left;
-            const TokenId right = pairs_[best].right;
-            merges.emplace_back(tokens_.bytes(left), tokens_.bytes(right));
-            apply_merge(best, tokens_.add_merge(left, right));
-            if (progress != nullptr) progress(context, merges.size());
-        }
-        return merges;
-    }
-
-private:
     // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
     void load_words(const WordCounts& words) {
         const size_t num_words = words.counts.size();
@@ -511,6 +155,92 @@ private:
         });
     }
 
+    // The best pair over all, tracked or not. Untracked pairs count less than the birth floor, so
+    // a tracked pair at or above it is the best; below it (or with none left) recount.
+    PairId pop_best() {
+        for (;;) {
+            const PairId best = pop_best_tracked();
+            if (birth_floor_ == 1 || (best != PairIdMap::kMissing && pairs_[best].count >= birth_floor_)) {
+                return best;
+            }
+            recount_pairs();
+        }
+    }
+
+    // The merge as bytes; its token joins the token table.
+    Merge add_token(PairId pair) {
+        if (tokens_.size() >= static_cast<size_t>(INT32_MAX)) {
+            throw std::length_error("train_merges: more than 2^31 tokens");
+        }
+        const TokenId left = pairs_[pair].left;
+        const TokenId right = pairs_[pair].right;
+        Merge merge(tokens_.bytes(left), tokens_.bytes(right));
+        tokens_.add_merge(left, right);
+        return merge;
+    }
+
+    // Rewrites the words that hold the pair (the newest token replaces it) and updates the counts,
+    // the word lists and the heap, each changed pair once.
+    void apply_merge(PairId merged) {
+        const TokenId new_token = TokenId(tokens_.size() - 1);
+        // The merged pair gains no word while its words are rewritten (only pairs that contain
+        // new_token do), and records never move, so its list can be walked in place.
+        PairRecord& merged_record = pairs_[merged];
+        const TokenId left = merged_record.left;
+        const TokenId right = merged_record.right;
+        const WordId* const words = merged_record.words();
+        // The words are scattered over memory, and waiting for each one's first cache line is most
+        // of the merge time; the list is known in advance, so fetch a few words ahead.
+        const size_t num_words = merged_record.num_words;
+        for (size_t at = 0; at < num_words; ++at) {
+            if (at + 2 * kPrefetchDistance < num_words) {
+                prefetch(&words_[words[at + 2 * kPrefetchDistance]]);
+            }
+            if (at + kPrefetchDistance < num_words) {
+                prefetch(symbols_.data() + words_[words[at + kPrefetchDistance]].begin);
+            }
+            merge_word(words[at], left, right, new_token);
+        }
+        merged_record.clear_words();  // spent: its count drops to 0 below, and a pair never comes back
+
+        // Each changed pair's record once: count, then the words it gained (in word order), then
+        // the heap. A pair that gains is new (it holds new_token), born now with the most it will
+        // ever count; below the birth floor it is not tracked.
+        for (MergeDeltas::Change& change : deltas_.changes()) {
+            if (change.delta > 0) {
+                change.pair = change.delta >= birth_floor_ ? pair_id(key_left(change.key), key_right(change.key))
+                                                           : PairIdMap::kMissing;
+            } else {
+                change.pair = pair_ids_.find(change.key);
+            }
+            if (change.pair != PairIdMap::kMissing) pairs_[change.pair].count += change.delta;
+        }
+        for (const MergeDeltas::Listing& listing : deltas_.listings()) {
+            const PairId pair = deltas_.changes()[listing.change].pair;
+            if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word);
+        }
+        for (const MergeDeltas::Change& change : deltas_.changes()) {
+            if (change.pair == PairIdMap::kMissing) continue;
+            PairRecord& record = pairs_[change.pair];
+            if (record.count > bar_) {
+                push(change.pair);
+            } else if (record.count == 0) {
+                record.clear_words();  // dead for good: free its word list
+            }
+        }
+        deltas_.clear();
+    }
+
+    // Prunes the pairs once too many are tracked, else compacts the heap once stale entries abound.
+    void keep_tables_small() {
+        if (pairs_.size() > prune_at_) {
+            prune_pairs();
+        } else if (heap_.size() > kCompactionFactor * heap_size_after_build_ + kCompactionSlack) {
+            compact_heap();
+        }
+    }
+
+private:
     // Calls visit(left, right, word count, word) for each adjacent pair of words [first, last).
     template <typename Visit>
     void for_each_pair(size_t first, size_t last, Visit&& visit) const {
@@ -554,18 +284,6 @@ private:
     void heapify() {
         std::make_heap(heap_.begin(), heap_.end(), heap_order());
         heap_size_after_build_ = heap_.size();
-    }
-
-    // The best pair over all, tracked or not. Untracked pairs count less than the birth floor, so
-    // a tracked pair at or above it is the best; below it (or with none left) recount.
-    PairId pop_best() {
-        for (;;) {
-            const PairId best = pop_best_tracked();
-            if (birth_floor_ == 1 || (best != PairIdMap::kMissing && pairs_[best].count >= birth_floor_)) {
-                return best;
-            }
-            recount_pairs();
-        }
     }
 
     // Lazy deletion: entries whose count no longer matches are dropped when they reach the top.
@@ -614,62 +332,6 @@ private:
                                    }),
                     heap_.end());
         heapify();
-    }
-
-    void apply_merge(PairId merged, TokenId new_token) {
-        // The merged pair gains no word while its words are rewritten (only pairs that contain
-        // new_token do), and records never move, so its list can be walked in place.
-        PairRecord& merged_record = pairs_[merged];
-        const TokenId left = merged_record.left;
-        const TokenId right = merged_record.right;
-        const WordId* const words = merged_record.words();
-        // Perf: the words are scattered over memory, and waiting for each one's first cache line is
-        // most of the merge time (20 MB of text, 32K vocab: 3.6M word visits, 24M symbols read).
-        // The list is known in advance, so fetch a few words ahead: about 20% faster overall; the
-        // distance hardly matters between 4 and 32.
-        const size_t num_words = merged_record.num_words;
-        for (size_t at = 0; at < num_words; ++at) {
-            if (at + 2 * kPrefetchDistance < num_words) {
-                prefetch(&words_[words[at + 2 * kPrefetchDistance]]);
-            }
-            if (at + kPrefetchDistance < num_words) {
-                prefetch(symbols_.data() + words_[words[at + kPrefetchDistance]].begin);
-            }
-            merge_word(words[at], left, right, new_token);
-        }
-        merged_record.clear_words();  // spent: its count drops to 0 below, and a pair never comes back
-
-        // Each changed pair's record once: count, then the words it gained (in word order), then
-        // the heap. A pair that gains is new (it holds new_token), born now with the most it will
-        // ever count; below the birth floor it is not tracked.
-        for (MergeDeltas::Change& change : deltas_.changes()) {
-            if (change.delta > 0) {
-                change.pair = change.delta >= birth_floor_ ? pair_id(key_left(change.key), key_right(change.key))
-                                                           : PairIdMap::kMissing;
-            } else {
-                change.pair = pair_ids_.find(change.key);
-            }
-            if (change.pair != PairIdMap::kMissing) pairs_[change.pair].count += change.delta;
-        }
-        for (const MergeDeltas::Listing& listing : deltas_.listings()) {
-            const PairId pair = deltas_.changes()[listing.change].pair;
-            if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word);
-        }
-        for (const MergeDeltas::Change& change : deltas_.changes()) {
-            if (change.pair == PairIdMap::kMissing) continue;
-            PairRecord& record = pairs_[change.pair];
-            if (record.count > bar_) {
-                push(change.pair);
-            } else if (record.count == 0) {
-                record.clear_words();  // dead for good: free its word list
-            }
-        }
-        deltas_.clear();
-        if (pairs_.size() > prune_at_) {
-            prune_pairs();
-        } else if (heap_.size() > kCompactionFactor * heap_size_after_build_ + kCompactionSlack) {
-            compact_heap();
-        }
     }
 
     // Stops tracking the pairs that count less than 1/kBirthFloorDivisor of the best, which raises
@@ -794,11 +456,24 @@ private:
 
 }  // namespace
 
+// The whole algorithm (bpe_v4's, cs336_basics/bpe_v4.py, with the tables above).
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
                                 void* context, int num_threads, size_t prune_pairs) {
     if (num_merges == 0) return {};
-    Trainer trainer(words, num_threads, prune_pairs);
-    return trainer.run(num_merges, progress, context);
+    Trainer trainer(prune_pairs);
+    trainer.load_words(words);                 // every word as its bytes, once
+    trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
+    std::vector<Merge> merges;
+    merges.reserve(std::min<size_t>(num_merges, 1 << 16));
+    while (merges.size() < num_merges) {
+        const PairId best = trainer.pop_best();  // highest count, ties to the greatest bytes
+        if (best == PairIdMap::kMissing) break;  // no pair left anywhere
+        merges.push_back(trainer.add_token(best));
+        trainer.apply_merge(best);               // only the words holding the pair change
+        trainer.keep_tables_small();
+        if (progress != nullptr) progress(context, merges.size());
+    }
+    return merges;
 }
 
 }  // namespace bpe

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -43,9 +44,11 @@ inline int omp_thread_id() {
 #endif
 }
 
-// Runs `body(index)` for every index on `threads` threads, rethrowing the first exception after
-// the loop (exceptions must not leave an OpenMP region). One thread or one index runs inline: no
-// thread team to wake, which matters for small inputs on a busy machine.
+// Runs `body(index)` for every index on `threads` threads and rethrows the first exception after
+// the loop (exceptions must not leave an OpenMP region). Once a body has thrown, no thread starts
+// another: the state the bodies share may be broken (out of memory halfway through an update).
+// One thread or one index runs inline: no thread team to wake, which matters for small inputs on a
+// busy machine.
 template <typename Body>
 void parallel_for(size_t count, int threads, Body&& body) {
     if (threads <= 1 || count <= 1) {
@@ -55,13 +58,16 @@ void parallel_for(size_t count, int threads, Body&& body) {
     threads = int(std::min<size_t>(size_t(threads), count));
     std::exception_ptr failure;
     std::mutex failure_mutex;
+    std::atomic<bool> failed{false};
     BPE_OMP_PRAGMA("omp parallel for num_threads(threads) schedule(dynamic, 1)")
     for (long long index = 0; index < static_cast<long long>(count); ++index) {
+        if (failed.load(std::memory_order_acquire)) continue;
         try {
             body(size_t(index));
         } catch (...) {
             std::lock_guard<std::mutex> lock(failure_mutex);
             if (!failure) failure = std::current_exception();
+            failed.store(true, std::memory_order_release);
         }
     }
     if (failure) std::rethrow_exception(failure);

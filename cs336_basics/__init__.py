@@ -7,6 +7,7 @@
 """
 
 from ._common import BPEInputError
+from .backend import openmp_enabled
 from .tokenizer import Tokenizer
 from .trainers import TRAINERS, TrainerUnavailable, default_trainer, train, train_bpe, trainer_status
 
@@ -21,18 +22,3 @@ __all__ = [
     "train_bpe",
     "trainer_status",
 ]
-
-
-def openmp_enabled() -> bool:
-    """Whether the native extension was built with OpenMP (False when it is not built at all)."""
-    from .trainers import pure_python_forced
-
-    if pure_python_forced():
-        return False
-    from ._compiled import import_compiled
-
-    try:
-        native = import_compiled("_native")
-    except ImportError:
-        return False
-    return bool(native.openmp_enabled())

@@ -11,7 +11,7 @@ import mmap
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import regex
@@ -104,12 +104,6 @@ def split_on_special_tokens(text: str, special_tokens: Iterable[str]) -> list[st
     """The pieces of text between special tokens (the tokens themselves are dropped)."""
     splitter = special_token_regex(special_tokens)
     return [text] if splitter is None else splitter.split(text)
-
-
-def pretokenize(text: str) -> Iterator[str]:
-    """GPT-2 pre-tokens of one piece of text (a piece must not contain special tokens)."""
-    for match in GPT2_REGEX.finditer(text):
-        yield match.group()
 
 
 def count_words(text: str, special_tokens: Iterable[str]) -> Counter[bytes]:

@@ -1,14 +1,20 @@
 # cython: language_level=3
-"""The binding to cpp/bpe_encode.cpp, the compiled path of cs336_basics.tokenizer.
+"""The binding to `bpe::Encoder` (cpp/bpe_encode.hpp), the compiled path of cs336_basics.tokenizer.
 
 It only converts types: the tokenizer's tables into the C++ encoder once, then per call the text's
 UTF-8 bytes in and an `array('I')` of ids out, with the GIL released while the C++ runs. Checks of
 the vocabulary and merges, and the error messages, live in tokenizer.py.
 """
 
+cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport uint32_t
 from libc.string cimport memcpy
+from libcpp.pair cimport pair
+from libcpp.string cimport string
+from libcpp.string_view cimport string_view
+from libcpp.vector cimport vector
 
 cdef array UINT32_ARRAY = array("I")
 assert UINT32_ARRAY.itemsize == sizeof(uint32_t), "array('I') must hold 32-bit unsigned ints"
@@ -18,15 +24,17 @@ cdef class NativeEncoder:
     """`byte_ids`: the id of each byte 0..255; `merges`: (left id, right id, merged id) in rank
     order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of the word cache."""
 
+    cdef lib.Encoder* encoder
+
     def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots):
         cdef vector[uint32_t] c_byte_ids = byte_ids
-        cdef vector[MergeRule] c_merges
-        cdef MergeRule rule
+        cdef vector[lib.MergeRule] c_merges
+        cdef lib.MergeRule rule
         c_merges.reserve(len(merges))
         for rule.left, rule.right, rule.merged in merges:
             c_merges.push_back(rule)
         cdef vector[pair[string, uint32_t]] c_specials = special_tokens
-        self.encoder = new Encoder(c_byte_ids, c_merges, c_specials, cache_slots)
+        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots)
 
     def __dealloc__(self):
         del self.encoder

@@ -1,15 +1,19 @@
 # cython: language_level=3, annotation_typing=False
-"""Binding to the native pre-tokenizer and parallel word counter (cpp/pretokenize.hpp,
-cpp/word_count.hpp) and, for the counted words, the C++ merge loop (cpp/bpe_merge.hpp).
+"""bpe_v7's binding: the GPT-2 pre-tokenizer and the parallel word counter (cpp/pretokenize.hpp,
+cpp/word_count.hpp), and the merge loop run straight on the counted words (cpp/bpe_merge.hpp).
 
-The binding converts types and releases the GIL; the algorithms and their notes live in the C++.
-Invalid UTF-8 raises ValueError("invalid UTF-8 at byte offset N"), the offset counted in bytes from
-the start of the input.
+Python names are the C++ names: `count_words` is `bpe::count_words`, `count_words_in_buffer` is
+`bpe::count_words_in_buffer`. The binding converts types and releases the GIL; the algorithms and
+their notes live in the C++. Invalid UTF-8 raises ValueError("invalid UTF-8 at byte offset N"), the
+offset counted in bytes from the start of the input; running out of memory raises MemoryError.
 """
 
 import os
 from collections.abc import Callable, Iterable
 
+from .backend import effective_num_threads  # relative: the package is cs336_bpe when installed
+
+cimport cs336_basics._libbpe as lib
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.string cimport string
@@ -17,27 +21,18 @@ from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
-from cs336_basics._merge_cpp cimport ProgressRelay, relay_progress, run_train_merges, start_relay
+from cs336_basics._merging cimport train_merges
+from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
 
 
 def openmp_enabled() -> bool:
-    """Whether this extension was compiled with OpenMP (else counting runs on one thread)."""
-    return native_openmp_enabled()
+    """Whether the library was compiled with OpenMP (else counting runs on one thread)."""
+    return lib.openmp_enabled()
 
 
-def effective_num_threads(num_threads: int | None = None) -> int:
-    """scikit-learn's convention: None = OpenMP's default (OMP_NUM_THREADS, else every core), n > 0
-    = n, n < 0 = cores + 1 + n (so -1 = every core, -2 = all but one), at least 1; 0 is an error."""
-    if num_threads is None:
-        return omp_default_threads()
-    if isinstance(num_threads, bool) or not isinstance(num_threads, int):
-        raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
-    if num_threads == 0:
-        raise ValueError("num_threads=0 is not allowed: use None or -1 for every core, or a positive count")
-    if num_threads > 0:
-        return num_threads
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(cores + 1 + num_threads, 1)
+def omp_default_threads() -> int:
+    """Threads an OpenMP region uses by default (OMP_NUM_THREADS, else every core); 1 without OpenMP."""
+    return lib.omp_default_threads()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,7 +50,7 @@ def pretoken_ends(const unsigned char[::1] data not None) -> list:
     cdef string_view text = view_of(data)
     cdef vector[size_t] ends
     with nogil:
-        ends = find_pretoken_ends(text)
+        ends = lib.pretoken_ends(text)
     return ends
 
 
@@ -64,7 +59,7 @@ def pretokenize_bytes(const unsigned char[::1] data not None) -> list:
     cdef string_view text = view_of(data)
     cdef vector[size_t] ends
     with nogil:
-        ends = find_pretoken_ends(text)
+        ends = lib.pretoken_ends(text)
     cdef const char* base = text.data()
     cdef size_t start = 0
     result = []
@@ -80,7 +75,7 @@ def pretokenize(str text not None) -> list:
     cdef string_view view = view_of(encoded)
     cdef vector[size_t] ends
     with nogil:
-        ends = find_pretoken_ends(view)
+        ends = lib.pretoken_ends(view)
     cdef const char* base = view.data()
     cdef size_t start = 0
     result = []
@@ -93,9 +88,9 @@ def pretokenize(str text not None) -> list:
 # ---------------------------------------------------------------------------------------------
 # Counting
 
-cdef CountOptions make_options(object num_threads, object chunk_bytes) except *:
-    cdef CountOptions options
-    options.num_threads = effective_num_threads(num_threads)
+cdef lib.CountOptions make_options(object num_threads, object chunk_bytes) except *:
+    cdef lib.CountOptions options
+    options.num_threads = effective_num_threads(num_threads)  # validates, and is 1 without OpenMP
     if chunk_bytes is None:
         options.chunk_bytes = 0  # chosen from the input size and thread count
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
@@ -116,7 +111,7 @@ cdef vector[string] encode_special_tokens(object special_tokens) except *:
     return tokens
 
 
-cdef NativeWordCounts wrap_counts(WordCounts& counted, const CountReport& report, int num_threads):
+cdef NativeWordCounts wrap_counts(lib.WordCounts& counted, const lib.CountReport& report, int num_threads):
     cdef NativeWordCounts result = NativeWordCounts.__new__(NativeWordCounts)
     result.words = move(counted)
     result.num_threads = num_threads
@@ -133,15 +128,16 @@ def count_words(
     progress: Callable[[int], object] | None = None,
 ) -> NativeWordCounts:
     """Count the GPT-2 pre-tokens of a UTF-8 file, split on `special_tokens` (which are not counted;
-    overlapping ones resolve to the longest), on `num_threads` threads (see effective_num_threads).
-    The file is memory-mapped and cut into chunks of about `chunk_bytes` (None: automatic); the
-    result does not depend on either setting. `progress`, if given, is called now and then with the
-    bytes counted since its previous call (so `tqdm.update` fits); they add up to the file size."""
+    overlapping ones resolve to the longest), on `num_threads` threads (see
+    backend.effective_num_threads). The file is memory-mapped and cut into chunks of about
+    `chunk_bytes` (None: automatic); the result does not depend on either setting. `progress`, if
+    given, is called now and then with the bytes counted since its previous call (so `tqdm.update`
+    fits); they add up to the file size."""
     cdef string path = os.fsencode(input_path)
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
-    cdef CountOptions options = make_options(num_threads, chunk_bytes)
-    cdef WordCounts counted
-    cdef CountReport report
+    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes)
+    cdef lib.WordCounts counted
+    cdef lib.CountReport report
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, 1)
@@ -149,7 +145,7 @@ def count_words(
         options.progress = relay_progress
         options.progress_context = &relay
     with nogil:
-        counted = count_words_in_file(path, tokens, options, &report)
+        counted = lib.count_words(path, tokens, options, &report)
     if errors:
         raise errors[0]
     return wrap_counts(counted, report, options.num_threads)
@@ -163,18 +159,23 @@ def count_words_in_buffer(
 ) -> NativeWordCounts:
     """`count_words` for UTF-8 bytes in memory (bytes-like)."""
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
-    cdef CountOptions options = make_options(num_threads, chunk_bytes)
+    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes)
     cdef string_view text = view_of(data)
-    cdef WordCounts counted
-    cdef CountReport report
+    cdef lib.WordCounts counted
+    cdef lib.CountReport report
     with nogil:
-        counted = count_text_words(text, tokens, options, &report)
+        counted = lib.count_words_in_buffer(text, tokens, options, &report)
     return wrap_counts(counted, report, options.num_threads)
 
 
 cdef class NativeWordCounts:
     """Word counts held in C++ (from count_words): words in a canonical order, identical for every
     thread count and chunk size."""
+
+    cdef lib.WordCounts words
+    cdef readonly size_t chunks  # how many chunks the input was cut into
+    cdef readonly int threads_used  # how many threads counted at least one chunk
+    cdef readonly int num_threads  # threads asked for; merge() counts the initial pairs on as many
 
     def __len__(self) -> int:
         return self.words.counts.size()
@@ -199,4 +200,4 @@ cdef class NativeWordCounts:
         threads the words were counted on). `progress`, if given, is called now and then with the
         merges done since its previous call (so `tqdm.update` fits). `prune_pairs` as for
         `_merge_cpp.merge`."""
-        return run_train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs)
+        return train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs)

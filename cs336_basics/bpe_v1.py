@@ -11,26 +11,31 @@ from __future__ import annotations
 from collections import defaultdict
 from os import PathLike
 
-from tqdm import tqdm
-
 from ._common import Merges, WordCounts, count_words, merge_word, read_corpus
+from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
 
 def pretokenize_and_count(
-    input_path: str | PathLike, special_tokens: list[str], *, progress: bool = False, **_: object
+    input_path: str | PathLike,
+    special_tokens: list[str],
+    options: CountOptions = DEFAULT_OPTIONS,
+    report: Report = ignore_progress,
 ) -> WordCounts:
-    """Word counts of the whole file, counted in this process."""
-    return dict(count_words(read_corpus(input_path), special_tokens))
+    """Word counts of the whole file, counted in this process (`options` do not apply)."""
+    text = read_corpus(input_path)
+    counts = dict(count_words(text, special_tokens))
+    report(len(text.encode("utf-8")))
+    return counts
 
 
-def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
     token_bytes = [bytes([byte]) for byte in range(256)]
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [list(word) for word in live]
     counts = list(live.values())
     merges: Merges = []
-    for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
+    for _ in range(num_merges):
         pair_counts: dict[tuple[int, int], int] = defaultdict(int)
         for word, count in zip(words, counts):
             for pair in zip(word, word[1:]):
@@ -47,4 +52,5 @@ def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -
             kept = [index for index, word in enumerate(words) if len(word) > 1]
             words = [words[index] for index in kept]
             counts = [counts[index] for index in kept]
+        report(1)
     return merges

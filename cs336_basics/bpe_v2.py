@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tqdm import tqdm
-
 from ._common import Merges, WordCounts, merge_word
 from .bpe_v1 import pretokenize_and_count
+from .phases import Report, ignore_progress
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
 
@@ -73,12 +72,13 @@ class PairIndex:
         return (self.token_bytes[left], self.token_bytes[right]), changed
 
 
-def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
     index = PairIndex(word_counts)
     merges: Merges = []
-    for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
+    for _ in range(num_merges):
         if not index.pair_counts:
             break
         merged, _ = index.merge(index.best_pair())
         merges.append(merged)
+        report(1)
     return merges

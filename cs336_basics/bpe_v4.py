@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import heapq
 
-from tqdm import tqdm
-
 from ._common import Merges, WordCounts
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
+from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -66,15 +65,16 @@ class PairHeap:
             heapq.heapify(self.heap)
 
 
-def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
     index = PairIndex(word_counts)
     heap = PairHeap(index)
     merges: Merges = []
-    for _ in tqdm(range(num_merges), desc="merges", unit="merge", disable=not progress):
+    for _ in range(num_merges):
         best = heap.pop_best()
         if best is None:
             break
         merged, changed = index.merge(best)
         merges.append(merged)
         heap.update(changed)
+        report(1)
     return merges

@@ -9,17 +9,13 @@ bpe_v3's parallel counting.
 
 from __future__ import annotations
 
-from tqdm import tqdm
-
+from . import _merge_cy
 from ._common import Merges, WordCounts
-from ._compiled import import_compiled
 from .bpe_v3 import pretokenize_and_count
-
-_merge_cy = import_compiled("_merge_cy")
+from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
 
-def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
-    with tqdm(total=num_merges, desc="merges", unit="merge", disable=not progress) as bar:
-        return _merge_cy.merge(word_counts, num_merges, bar.update if progress else None)
+def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
+    return _merge_cy.merge(word_counts, num_merges, report)

@@ -11,17 +11,13 @@ ever be merged are pruned (exactly: if one could still win, every pair is counte
 
 from __future__ import annotations
 
-from tqdm import tqdm
-
+from . import _merge_cpp
 from ._common import Merges, WordCounts
-from ._compiled import import_compiled
 from .bpe_v3 import pretokenize_and_count
-
-_merge_cpp = import_compiled("_merge_cpp")
+from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
 
-def merge(word_counts: WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
-    with tqdm(total=num_merges, desc="merges", unit="merge", disable=not progress) as bar:
-        return _merge_cpp.merge(word_counts, num_merges, bar.update if progress else None)
+def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
+    return _merge_cpp.merge(word_counts, num_merges, report)

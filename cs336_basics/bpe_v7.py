@@ -15,13 +15,10 @@ import os
 import warnings
 from os import PathLike
 
-from tqdm import tqdm
-
-from . import bpe_v6
+from . import _native, bpe_v6
 from ._common import Merges, WordCounts, check_input_file
-from ._compiled import import_compiled
-
-_native = import_compiled("_native")
+from .backend import effective_num_threads, openmp_enabled
+from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -30,7 +27,7 @@ _warned_single_thread = False
 
 def _warn_once_without_openmp() -> None:
     global _warned_single_thread
-    if not _native.openmp_enabled() and not _warned_single_thread:
+    if not openmp_enabled() and not _warned_single_thread:
         _warned_single_thread = True
         warnings.warn(
             "cs336_basics was built without OpenMP: bpe_v7 counts on one thread "
@@ -43,30 +40,24 @@ def _warn_once_without_openmp() -> None:
 def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
-    *,
-    progress: bool = False,
-    num_workers: int | None = None,
-    num_chunks: int | None = None,
-    num_threads: int | None = None,
-    chunk_bytes: int | None = None,
+    options: CountOptions = DEFAULT_OPTIONS,
+    report: Report = ignore_progress,
 ) -> _native.NativeWordCounts:
-    """Word counts held in C++. `num_threads` (or `num_workers`, as for v3-v6) follows scikit-learn:
-    None = every core, -1 = every core, -2 = all but one; `chunk_bytes` (or `num_chunks`) sets the
-    chunk size. Neither changes the result."""
+    """Word counts held in C++, counted on `options.num_workers` threads in chunks of about
+    size / `options.num_chunks` bytes (None: automatic)."""
     path = check_input_file(input_path)
     _warn_once_without_openmp()
-    threads = num_threads if num_threads is not None else num_workers
-    if chunk_bytes is None and num_chunks:
-        chunk_bytes = max(1, -(-path.stat().st_size // num_chunks))
-    size = path.stat().st_size
-    with tqdm(total=size, desc="pre-tokenize", unit="B", unit_scale=True, disable=not progress) as bar:
-        report = bar.update if progress else None
-        return _native.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, report)
+    threads = effective_num_threads(options.num_workers)
+    chunk_bytes = None
+    if options.num_chunks:
+        chunk_bytes = max(1, -(-path.stat().st_size // options.num_chunks))
+    return _native.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, report)
 
 
-def merge(word_counts: _native.NativeWordCounts | WordCounts, num_merges: int, *, progress: bool = False) -> Merges:
+def merge(
+    word_counts: _native.NativeWordCounts | WordCounts, num_merges: int, report: Report = ignore_progress
+) -> Merges:
     """v6's C++ merge loop, fed directly from the native word counts (a dict goes through v6)."""
     if isinstance(word_counts, dict):
-        return bpe_v6.merge(word_counts, num_merges, progress=progress)
-    with tqdm(total=num_merges, desc="merges", unit="merge", disable=not progress) as bar:
-        return word_counts.merge(num_merges, bar.update if progress else None)
+        return bpe_v6.merge(word_counts, num_merges, report)
+    return word_counts.merge(num_merges, report)

@@ -35,9 +35,8 @@ from ._common import (
     merge_word,
     special_token_regex,
 )
-from ._compiled import import_compiled
+from .backend import NativeUnavailable, load_native
 from .serialization import load_merges, load_vocab
-from .trainers import pure_python_forced
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
@@ -54,11 +53,9 @@ _MAX_TOKEN_ID = (1 << 32) - 2  # the native encoder stores ids as uint32
 
 def _native_module():
     """The compiled encoder, or None when it is not built or CS336_PURE_PYTHON is set."""
-    if pure_python_forced():
-        return None
     try:
-        return import_compiled("_encode")
-    except ImportError:
+        return load_native("_encode")
+    except NativeUnavailable:
         return None
 
 

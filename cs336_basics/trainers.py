@@ -1,54 +1,83 @@
-"""The one registry of trainer versions, and the driver that runs any of them.
+"""The driver: the one table of trainer versions, and `train`, which runs any of them.
 
-Every version module exposes two phases with the same signatures:
-    pretokenize_and_count(input_path, special_tokens, *, progress, num_workers, num_chunks) -> word counts
-    merge(word_counts, num_merges, *, progress) -> merges
-The driver checks the arguments, times both phases and assembles the vocabulary, so the versions
-differ only in how they do the two phases.
+Each version (`bpe_v1` ... `bpe_v7`) provides the two phases of `phases.TrainerVersion`. The driver
+checks the arguments once for every version, draws the progress bars, times both phases and
+assembles the vocabulary, so the versions differ only in how they do the two phases. Whether a
+compiled version can run here is the backend's call (`backend.py`).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import resource
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
-from types import ModuleType
 
+from tqdm import tqdm
+
+from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from ._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
-
-TRAINERS = ("bpe_v1", "bpe_v2", "bpe_v3", "bpe_v4", "bpe_v5", "bpe_v6", "bpe_v7")
-COMPILED_TRAINERS = frozenset({"bpe_v5", "bpe_v6", "bpe_v7"})
-
-TRAINER_ENV = "CS336_TRAINER"  # which trainer the adapter and the CLI use by default
-PURE_PYTHON_ENV = "CS336_PURE_PYTHON"  # any value but "", "0": never load compiled code
+from .backend import NativeUnavailable, chosen_trainer, load_native
+from .phases import CountOptions, Report, TrainerVersion, ignore_progress
 
 
-class TrainerUnavailable(ImportError):
+class TrainerUnavailable(NativeUnavailable):
     """A registered trainer that cannot run here; the message says why and how to fix it."""
 
 
-def pure_python_forced() -> bool:
-    return os.environ.get(PURE_PYTHON_ENV, "").strip().lower() not in ("", "0", "false", "no")
+# The compiled versions import their extension modules, so they are loaded only once the backend
+# has said those modules can load.
+def _load_bpe_v5() -> TrainerVersion:
+    from . import bpe_v5
+
+    return bpe_v5
 
 
-def load_trainer(name: str) -> ModuleType:
-    if name not in TRAINERS:
+def _load_bpe_v6() -> TrainerVersion:
+    from . import bpe_v6
+
+    return bpe_v6
+
+
+def _load_bpe_v7() -> TrainerVersion:
+    from . import bpe_v7
+
+    return bpe_v7
+
+
+@dataclass(frozen=True)
+class Registered:
+    load: Callable[[], TrainerVersion]
+    native_modules: tuple[str, ...] = ()  # compiled modules it needs (see backend.NATIVE_MODULES)
+
+
+# Every version, oldest first; the last one that can run here is the default.
+REGISTRY: dict[str, Registered] = {
+    "bpe_v1": Registered(lambda: bpe_v1),
+    "bpe_v2": Registered(lambda: bpe_v2),
+    "bpe_v3": Registered(lambda: bpe_v3),
+    "bpe_v4": Registered(lambda: bpe_v4),
+    "bpe_v5": Registered(_load_bpe_v5, ("_merge_cy",)),
+    "bpe_v6": Registered(_load_bpe_v6, ("_merge_cpp",)),
+    "bpe_v7": Registered(_load_bpe_v7, ("_native", "_merge_cpp")),
+}
+TRAINERS = tuple(REGISTRY)
+COMPILED_TRAINERS = frozenset(name for name, entry in REGISTRY.items() if entry.native_modules)
+
+
+def load_trainer(name: str) -> TrainerVersion:
+    if name not in REGISTRY:
         raise ValueError(f"unknown trainer {name!r}; choose one of {', '.join(TRAINERS)}")
-    if name in COMPILED_TRAINERS and pure_python_forced():
-        raise TrainerUnavailable(f"{name} is compiled code and {PURE_PYTHON_ENV} is set")
+    entry = REGISTRY[name]
     try:
-        return importlib.import_module(f".{name}", __package__)
-    except ImportError as error:
-        if name not in COMPILED_TRAINERS:
-            raise
-        raise TrainerUnavailable(
-            f"{name} needs the compiled extensions, which are not built here ({error}); "
-            "install with a C++ compiler: pip install -e ."
-        ) from error
+        for module in entry.native_modules:
+            load_native(module)
+    except NativeUnavailable as error:
+        raise TrainerUnavailable(f"{name} cannot run: {error}") from error
+    return entry.load()
 
 
 def trainer_status() -> dict[str, str | None]:
@@ -65,7 +94,7 @@ def trainer_status() -> dict[str, str | None]:
 
 def default_trainer() -> str:
     """$CS336_TRAINER if set, else the fastest version that can run here."""
-    chosen = os.environ.get(TRAINER_ENV, "").strip()
+    chosen = chosen_trainer()
     if chosen:
         load_trainer(chosen)  # fail now, clearly, if the chosen one cannot run
         return chosen
@@ -109,6 +138,16 @@ class TrainingResult:
     peak_rss_bytes: int = 0
 
 
+@contextmanager
+def _progress_bar(shown: bool, total: int, description: str, unit: str, **bar_options: object) -> Iterator[Report]:
+    """A tqdm bar's `update` as the phase's report, or a report that ignores everything."""
+    if not shown:
+        yield ignore_progress
+        return
+    with tqdm(total=total, desc=description, unit=unit, **bar_options) as bar:
+        yield bar.update
+
+
 def train(
     input_path: str | PathLike,
     vocab_size: int,
@@ -118,18 +157,23 @@ def train(
     progress: bool = False,
     **options: object,
 ) -> TrainingResult:
-    """Train with the named version (default: `default_trainer()`); options go to pre-tokenization
-    (`num_workers`, `num_chunks`, and for bpe_v7 `num_threads`, `chunk_bytes`)."""
+    """Train with the named version (default: `default_trainer()`). `options` are
+    `phases.CountOptions`: `num_workers`, `num_chunks`; they never change the result."""
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    check_input_file(input_path)
+    path = check_input_file(input_path)
+    count_options = CountOptions.from_keywords(options)
     name = trainer or default_trainer()
-    module = load_trainer(name)
+    version = load_trainer(name)
+    num_merges = vocab_size - 256 - len(specials)
 
     started = time.perf_counter()
-    word_counts = module.pretokenize_and_count(input_path, specials, progress=progress, **options)
+    size = path.stat().st_size
+    with _progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
+        word_counts = version.pretokenize_and_count(path, specials, count_options, report)
     counted = time.perf_counter()
-    merges = module.merge(word_counts, vocab_size - 256 - len(specials), progress=progress)
+    with _progress_bar(progress, num_merges, "merges", "merge") as report:
+        merges = version.merge(word_counts, num_merges, report)
     finished = time.perf_counter()
 
     return TrainingResult(
@@ -152,14 +196,13 @@ def train_bpe(
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies.
 
-    Options, none of which changes the result:
+    Keyword options, none of which changes the result:
       trainer      "bpe_v1" ... "bpe_v7"; default `default_trainer()`: `$CS336_TRAINER`, else the
                    fastest version that can run here
       progress     True shows progress bars for pre-tokenization and merges
-      num_workers  processes (bpe_v3-bpe_v6) or threads (bpe_v7); None picks by file size, -1 is
-                   every core, -2 all but one; bpe_v1 and bpe_v2 count in this process
-      num_chunks   how many pieces the file is cut into (at special tokens) for the workers
-      num_threads, chunk_bytes   bpe_v7's own names for the two above
+      num_workers  processes (bpe_v3-bpe_v6) or threads (bpe_v7): None every core, -1 every core,
+                   -2 all but one (bpe_v1 and bpe_v2 count in this process)
+      num_chunks   how many pieces the file is cut into for them (None: a few per worker)
     """
     result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)
     return result.vocab, result.merges

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bpe_support import FIXTURES, REPO_ROOT
+from tests.support import FIXTURES, REPO_ROOT
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("CS336_TEST_INSTALL", "") != "1",

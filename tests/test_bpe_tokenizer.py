@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from cs336_basics import BPEInputError, train_bpe
 from cs336_basics._common import ENDOFTEXT, GPT2_SPLIT_PATTERN
 from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
 from cs336_basics.tokenizer import Tokenizer, native_available
-from tests.bpe_support import FIXTURES, REPO_ROOT, SHARED_CORPUS, require_fixture
+from tests.support import FIXTURES, REPO_ROOT, SHARED_CORPUS, require_fixture
 
 DOUBLE = ENDOFTEXT * 2
 TEXT_FIXTURES = [
@@ -260,8 +261,14 @@ def test_encode_iterable_lines_with_blank_lines(tok: Tokenizer, monkeypatch: pyt
 
 
 def test_encode_iterable_is_lazy(tok: Tokenizer) -> None:
-    endless = itertools.cycle(["Once upon a time, ", "there was a tokenizer.\n", ENDOFTEXT])
-    first = list(itertools.islice(tok.encode_iterable(endless), 50))
+    def endless() -> Iterator[str]:
+        pieces = itertools.cycle(["Once upon a time, ", "there was a tokenizer.\n", ENDOFTEXT])
+        for count, piece in enumerate(pieces):
+            # Fails instead of hanging if encode_iterable reads everything before yielding.
+            assert count < 100_000, "encode_iterable read far past the ids asked for"
+            yield piece
+
+    first = list(itertools.islice(tok.encode_iterable(endless()), 50))
     assert len(first) == 50
 
 
@@ -448,15 +455,21 @@ def test_native_concurrent_threads(native_tok: Tokenizer) -> None:
     texts = [require_fixture(name).read_text(encoding="utf-8") * 3 for name in TEXT_FIXTURES]
     expected = [native_tok.encode(text) for text in texts]
     results: dict[int, list[list[int]]] = {}
+    errors: list[BaseException] = []
 
     def work(worker: int) -> None:
-        results[worker] = [native_tok.encode(text) for text in texts * 3]
+        try:
+            results[worker] = [native_tok.encode(text) for text in texts * 3]
+        except BaseException as error:  # a thread's exception would otherwise vanish
+            errors.append(error)
 
     threads = [threading.Thread(target=work, args=(worker,)) for worker in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert errors == []
+    assert sorted(results) == [0, 1, 2, 3]
     assert all(result == expected * 3 for result in results.values())
 
 

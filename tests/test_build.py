@@ -1,20 +1,23 @@
-"""The build did what it should: compiled trainers present when expected, OpenMP not silently lost."""
+"""The build and the backend switch: compiled code present when expected, OpenMP not silently lost,
+environment flags and thread counts resolved in one place (cs336_basics/backend.py)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
 
-from cs336_basics import TRAINERS, openmp_enabled, trainer_status
+from cs336_basics import TRAINERS, backend, openmp_enabled, trainer_status
+from cs336_basics.backend import (
+    ALLOW_NO_OPENMP_ENV,
+    EXPECT_COMPILED_ENV,
+    NATIVE_MODULES,
+    env_flag,
+    pure_python_forced,
+)
 from cs336_basics.tokenizer import native_available
-from cs336_basics.trainers import COMPILED_TRAINERS, pure_python_forced
-from tests.bpe_support import REPO_ROOT
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+from cs336_basics.trainers import COMPILED_TRAINERS
+from tests.support import REPO_ROOT
 
 
 def test_pure_python_trainers_always_run() -> None:
@@ -22,24 +25,64 @@ def test_pure_python_trainers_always_run() -> None:
     assert [name for name in TRAINERS if name not in COMPILED_TRAINERS and status[name] is not None] == []
 
 
-def test_compiled_trainers_are_built_when_expected() -> None:
+def test_compiled_code_is_built_when_expected() -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: compiled trainers are meant to be skipped")
-    if not env_flag("CS336_EXPECT_COMPILED"):
-        pytest.skip("set CS336_EXPECT_COMPILED=1 to require the compiled trainers (CI does)")
+    if not env_flag(EXPECT_COMPILED_ENV):
+        pytest.skip(f"set {EXPECT_COMPILED_ENV}=1 to require the compiled trainers (CI does)")
     missing = {name: reason for name, reason in trainer_status().items() if reason is not None}
     assert missing == {}
+    assert [name for name in NATIVE_MODULES if not backend.native_available(name)] == []
     assert native_available(), "the tokenizer's compiled encoder (cs336_basics._encode) is not built"
+
+
+def test_pure_python_flag_keeps_every_compiled_module_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(backend.PURE_PYTHON_ENV, "1")
+    for name in NATIVE_MODULES:
+        with pytest.raises(backend.NativeUnavailable, match=backend.PURE_PYTHON_ENV):
+            backend.load_native(name)
+    assert not openmp_enabled()
+    assert backend.effective_num_threads(4) == 1
+    assert all(trainer_status()[name] is not None for name in COMPILED_TRAINERS)
+    assert native_available() is False
+
+
+@pytest.mark.parametrize(("value", "on"), [("", False), ("0", False), ("no", False), ("False", False), ("1", True)])
+def test_env_flags(monkeypatch: pytest.MonkeyPatch, value: str, on: bool) -> None:
+    monkeypatch.setenv("CS336_SOME_FLAG", value)
+    assert env_flag("CS336_SOME_FLAG") is on
 
 
 def test_openmp_was_not_silently_lost() -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
-    if env_flag("CS336_ALLOW_NO_OPENMP"):
-        pytest.skip("CS336_ALLOW_NO_OPENMP is set: this build may lack OpenMP")
+    if not backend.native_available("_native"):
+        pytest.skip("the native extension is not built")
+    if env_flag(ALLOW_NO_OPENMP_ENV):
+        pytest.skip(f"{ALLOW_NO_OPENMP_ENV} is set: this build may lack OpenMP")
     assert openmp_enabled(), "built without OpenMP although the compiler supports it (see setup.py's probe)"
-    assert native.openmp_enabled()
+
+
+def test_parallelism_convention() -> None:
+    cores = backend.usable_cores()
+    assert backend.resolve_parallelism(3) == 3
+    assert backend.resolve_parallelism(-1) == cores
+    assert backend.resolve_parallelism(-cores - 10) == 1
+    assert backend.resolve_parallelism(None) == cores
+    for bad, error in [(0, ValueError), (True, TypeError), (1.5, TypeError), ("2", TypeError)]:
+        with pytest.raises(error):
+            backend.resolve_parallelism(bad)
+        with pytest.raises(error):
+            backend.effective_num_threads(bad)
+
+
+def test_effective_threads_are_one_without_openmp() -> None:
+    if openmp_enabled():
+        assert backend.effective_num_threads(3) == 3
+        assert backend.effective_num_threads(None) >= 1
+    else:
+        assert backend.effective_num_threads(3) == 1
+        assert backend.effective_num_threads(None) == 1
 
 
 def test_generated_sources_are_not_tracked() -> None:
@@ -49,7 +92,7 @@ def test_generated_sources_are_not_tracked() -> None:
     generated = [
         path
         for path in tracked.stdout.splitlines()
-        if path.endswith((".so", ".o", ".pyd"))
+        if path.endswith((".so", ".o", ".a", ".pyd"))
         or (path.startswith("cs336_basics/") and path.endswith((".c", ".cpp")))
     ]
     assert generated == []
@@ -58,9 +101,11 @@ def test_generated_sources_are_not_tracked() -> None:
 def test_counting_really_runs_on_several_threads() -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
-    if not native.openmp_enabled():
-        if env_flag("CS336_ALLOW_NO_OPENMP"):
+    if not backend.native_available("_native"):
+        pytest.skip("the native extension is not built")
+    native = backend.load_native("_native")
+    if not openmp_enabled():
+        if env_flag(ALLOW_NO_OPENMP_ENV):
             counts = native.count_words_in_buffer(b"a few words here\n" * 50_000, [], 2, 1 << 14)
             assert counts.threads_used == 1  # the one-thread fallback still counts every chunk
             return

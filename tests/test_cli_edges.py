@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cs336_basics.cli import main as cli_main
-from tests.bpe_support import REPO_ROOT
+from tests.support import REPO_ROOT
 
 
 @pytest.fixture

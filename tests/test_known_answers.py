@@ -6,11 +6,9 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from cs336_basics import train_bpe
 from cs336_basics.serialization import decode_token
-from tests.bpe_support import require_fixture
+from tests.support import require_fixture
 
 ASSIGNMENT_TIME_LIMIT = 1.5  # seconds, the assignment's own speed check on corpus.en
 
@@ -70,9 +68,9 @@ def test_corpus_en_matches_the_reference(trainer: str) -> None:
     assert merges == reference_merges
     assert set(vocab) == set(reference_vocab)
     assert set(vocab.values()) == set(reference_vocab.values())
-    if trainer == "bpe_v1":
-        pytest.skip("bpe_v1 is the naive oracle (all pairs recounted every merge); its speed is not the point")
-    assert elapsed < ASSIGNMENT_TIME_LIMIT, f"{trainer} took {elapsed:.2f} s on corpus.en"
+    # bpe_v1 is the naive oracle (all pairs recounted every merge): its speed is not the point.
+    if trainer != "bpe_v1":
+        assert elapsed < ASSIGNMENT_TIME_LIMIT, f"{trainer} took {elapsed:.2f} s on corpus.en"
 
 
 def test_tinystories_sample_keeps_special_token_whole(trainer: str) -> None:

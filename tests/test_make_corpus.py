@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bpe_support import REPO_ROOT
+from tests.support import REPO_ROOT
 
 spec = importlib.util.spec_from_file_location("make_corpus", REPO_ROOT / "scripts" / "make_corpus.py")
 make_corpus = importlib.util.module_from_spec(spec)

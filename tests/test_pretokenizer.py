@@ -7,7 +7,6 @@ invalid UTF-8 must name the same byte offset Python's decoder reports.
 
 from __future__ import annotations
 
-import os
 import random
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics._common import GPT2_REGEX, count_words
-from cs336_basics.trainers import pure_python_forced
-from tests.bpe_support import require_fixture
+from cs336_basics.backend import pure_python_forced
+from tests.support import require_fixture
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native pre-tokenizer is not loaded", allow_module_level=True)
@@ -278,12 +277,9 @@ def test_progress_adds_up_to_the_file_size(tmp_path: Path, threads: int) -> None
     path.write_bytes(("some words here\n" * 20_000 + ENDOFTEXT).encode() * 5)
     reported: list[int] = []
     counts = native.count_words(path, [ENDOFTEXT], threads, 10_000, reported.append)
-    assert reported and all(step > 0 for step in reported)
-    if threads == 1:
-        # One thread counts every chunk itself and reports after each. With more, the calling
-        # thread reports between the chunks it happens to take, which scheduling decides (another
-        # thread may take them all), so only the total is certain.
-        assert len(reported) > 1
+    # Only the calling thread reports between chunks, and with two threads the other one may count
+    # them all (a busy machine), so only one thread guarantees reports along the way.
+    assert all(step > 0 for step in reported) and (threads > 1 or len(reported) > 1)
     assert sum(reported) == path.stat().st_size
     assert counts.to_dict() == native.count_words(path, [ENDOFTEXT], threads, 10_000).to_dict()
 
@@ -337,14 +333,6 @@ def test_bad_num_threads(num_threads: object, error: type[Exception]) -> None:
         native.count_words_in_buffer(b"text", [], num_threads)
 
 
-def test_num_threads_convention() -> None:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert native.effective_num_threads(3) == 3
-    assert native.effective_num_threads(-1) == cores
-    assert native.effective_num_threads(-cores - 10) == 1
-    assert native.effective_num_threads(None) >= 1
-
-
 def test_special_tokens_must_be_a_list() -> None:
     with pytest.raises(TypeError, match="list of strings"):
         native.count_words_in_buffer(b"text", ENDOFTEXT)
@@ -364,9 +352,3 @@ def test_merge_runs_the_cpp_loop() -> None:
     merge_cpp = pytest.importorskip("cs336_basics._merge_cpp", reason="the bpe_v6 extension is not built")
     assert merges == merge_cpp.merge(counts.to_dict(), 30)
     assert sum(reported) == len(merges)
-
-
-def test_openmp_was_used() -> None:
-    if os.environ.get("CS336_ALLOW_NO_OPENMP", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.skip("CS336_ALLOW_NO_OPENMP is set: this build may lack OpenMP")
-    assert native.openmp_enabled(), "the native extension was built without OpenMP (see setup.py's probe)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bpe_support import REPO_ROOT, require_fixture
+from tests.support import REPO_ROOT, require_fixture
 
 spec = importlib.util.spec_from_file_location("seed_tiktoken_cache", REPO_ROOT / "scripts" / "seed_tiktoken_cache.py")
 seed_tiktoken_cache = importlib.util.module_from_spec(spec)

@@ -1,4 +1,5 @@
-"""Paths and helpers shared by this project's tests (the fixtures are in the root conftest.py)."""
+"""Paths and helpers the tests share, as a plain module: tests import from here, never from
+conftest.py (pytest loads conftest as a plugin; importing it again makes a second copy)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 
 
 def _default_fixtures() -> Path:
@@ -21,9 +21,11 @@ def _default_fixtures() -> Path:
 
 
 FIXTURES = Path(os.environ.get("CS336_FIXTURES") or _default_fixtures())
+SHARED_CORPUS = REPO_ROOT.parent / "shared" / "corpus"
 
 
 def require_fixture(name: str) -> Path:
+    """The path of an assignment fixture; skips the calling test when it is missing."""
     path = FIXTURES / name
     if not path.exists():
         pytest.skip(f"fixture {name} not found in {FIXTURES} (set CS336_FIXTURES to the assignment's fixtures)")

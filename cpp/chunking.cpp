@@ -1,0 +1,102 @@
+#include "chunking.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "omp_shim.hpp"
+#include "pretokenize.hpp"
+
+namespace bpe {
+namespace {
+
+constexpr size_t kMaxSpecialTokenWindow = size_t(1) << 20;
+constexpr size_t kParallelBoundaryBytes = size_t(64) << 20;
+
+// Whether the character ending just before `p` (0 < p) is complete and not whitespace. ASCII is
+// one byte; a multi-byte character is decoded back from its lead byte.
+bool non_space_ends_before(std::string_view text, size_t p) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+    if (bytes[p - 1] < 0x80) return detail::kAscii.classes[bytes[p - 1]] != unicode_tables::kSpace;
+    size_t lead = p - 1;
+    while (lead > 0 && p - lead < 4 && detail::is_continuation(bytes[lead])) --lead;
+    uint8_t cls;
+    return detail::read_multibyte(bytes + lead, bytes + p, cls) == p - lead && cls != unicode_tables::kSpace;
+}
+
+// First start of a special token in [from, limit) that no other occurrence spans.
+size_t find_special_token_cut(std::string_view text, const SpecialTokens& special, size_t from,
+                              size_t limit) {
+    size_t best = std::string_view::npos;
+    for (const std::string& token : special.tokens()) {
+        const std::string_view searched = text.substr(0, std::min(text.size(), limit + token.size() - 1));
+        for (size_t found = searched.find(token, from); found < best;
+             found = searched.find(token, found + 1)) {
+            if (!special.spans(text, found)) {
+                best = found;
+                break;
+            }
+        }
+    }
+    return best;
+}
+
+// First p in [from, limit) with text[p] in {' ', '\n'} after a non-space character, not inside a
+// special token. No GPT-2 alternative matches whitespace after a non-space, so the word before p
+// ends at p; the whitespace run starts a new word, and `(?!\S)` only looks forward from inside it.
+// An ASCII byte never lies inside a multi-byte character.
+size_t find_whitespace_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t limit) {
+    for (size_t p = std::max<size_t>(from, 1); p < limit; ++p) {
+        const char byte = text[p];
+        if ((byte == ' ' || byte == '\n') && non_space_ends_before(text, p) && !special.spans(text, p)) {
+            return p;
+        }
+    }
+    return std::string_view::npos;
+}
+
+// The cut for the target offset `from`: a special token within `window`, else whitespace within
+// `reach`; npos when there is neither (the chunk then simply grows).
+size_t next_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t window,
+                size_t reach) {
+    if (!special.empty()) {
+        const size_t cut = find_special_token_cut(text, special, from, std::min(text.size(), from + window));
+        if (cut != std::string_view::npos) return cut;
+    }
+    return find_whitespace_cut(text, special, from, std::min(text.size(), from + reach));
+}
+
+}  // namespace
+
+
+size_t default_chunk_bytes(size_t text_size, int threads) {
+    // Several chunks per thread balance uneven text; bounded so tables stay warm and startup is short.
+    const size_t per_chunk = text_size / (size_t(std::max(threads, 1)) * 8) + 1;
+    return std::clamp<size_t>(per_chunk, size_t(1) << 20, size_t(64) << 20);
+}
+
+
+std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens& special_tokens,
+                                     size_t chunk_bytes, int num_threads) {
+    chunk_bytes = std::max<size_t>(chunk_bytes, 1);
+    const size_t targets = text.size() / chunk_bytes;  // cuts wanted at chunk_bytes * (1..targets)
+    const size_t window = std::min(chunk_bytes, kMaxSpecialTokenWindow);
+    std::vector<size_t> cuts(targets);
+    // Each cut depends only on its target, so they can be found in parallel and are schedule-free;
+    // finding one is quick (the text near the target), so only big inputs are worth a thread team.
+    const int threads = text.size() < kParallelBoundaryBytes ? 1
+                        : num_threads > 0                    ? num_threads
+                                                             : omp_default_threads();
+    parallel_for(targets, threads, [&](size_t index) {
+        cuts[index] = next_cut(text, special_tokens, (index + 1) * chunk_bytes, window, chunk_bytes);
+    });
+    std::vector<size_t> boundaries{0};
+    for (size_t cut : cuts) {
+        // Skips targets without a cut, and cuts behind the previous one (a special token preferred
+        // over nearer whitespace can put a later target's cut first).
+        if (cut > boundaries.back() && cut < text.size()) boundaries.push_back(cut);
+    }
+    if (text.size() > 0) boundaries.push_back(text.size());
+    return boundaries;
+}
+
+}  // namespace bpe

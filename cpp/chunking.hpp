@@ -1,0 +1,26 @@
+// Cutting a corpus into chunks that can be counted independently (on separate threads) with exactly
+// the counts of the whole.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "special_tokens.hpp"
+
+namespace bpe {
+
+// Cut offsets [0, ..., text.size()] (strictly increasing), at most one per multiple of
+// `chunk_bytes`, each within `chunk_bytes` after its target (targets with no cut in reach are
+// skipped). A cut is the start of a special token that no other occurrence spans, preferred within
+// min(chunk_bytes, 1 MiB) of the target; else a position p with text[p] in {' ', '\n'} right after a
+// non-whitespace character (ASCII letters and digits being the common case), spanned by no special
+// token: no GPT-2 alternative matches whitespace after a non-space, so the word before p ends at p,
+// and `(?!\S)` only looks forward from p. Counting the chunks separately equals counting the whole.
+std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens& special_tokens,
+                                     size_t chunk_bytes, int num_threads = 0);
+
+// The chunk size when none is asked for: several chunks per thread, between 1 MiB and 64 MiB.
+size_t default_chunk_bytes(size_t text_size, int threads);
+
+}  // namespace bpe

@@ -1,0 +1,83 @@
+// The one open-addressing hash table of the native code: 64-bit integer keys (pairs of token ids,
+// left << 32 | right) to small values, in one array of {key, value} slots with linear probing, so
+// a lookup is usually one cache line. Used for the merge loop's pair ids and the encoder's merge
+// ranks. (The word counter's table, word_table.hpp, keeps words of any length inline and is built
+// for batched, prefetched lookups; the merge loop's per-merge scratch table, MergeDeltas, is
+// emptied after every merge by the slots it used. Neither fits a general map.)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace bpe {
+
+template <typename Value>
+class IntegerMap {
+public:
+    // The one key that cannot be stored: it marks empty slots. Pairs of token ids below 2^31 (the
+    // merge loop) or below 2^32 - 1 (the encoder) never form it.
+    static constexpr uint64_t kEmptyKey = ~uint64_t{0};
+
+    // Room for `expected` keys before the first growth.
+    explicit IntegerMap(size_t expected = 0) {
+        size_t capacity = 16;
+        while (capacity < 2 * expected) capacity *= 2;
+        resize(capacity);
+    }
+
+    // The value of `key`, or `missing` when it is absent.
+    Value find(uint64_t key, Value missing) const {
+        for (size_t slot = home(key);; slot = (slot + 1) & mask_) {
+            if (slots_[slot].key == key) return slots_[slot].value;
+            if (slots_[slot].key == kEmptyKey) return missing;
+        }
+    }
+
+    // The value of `key`, inserting `value` first if the key is absent (a present key keeps its own).
+    Value find_or_insert(uint64_t key, Value value) {
+        size_t slot = home(key);
+        for (;; slot = (slot + 1) & mask_) {
+            if (slots_[slot].key == key) return slots_[slot].value;
+            if (slots_[slot].key == kEmptyKey) break;
+        }
+        slots_[slot] = {key, value};
+        // Load factor at most 1/2 keeps linear-probing runs short.
+        if (++size_ * 2 > slots_.size()) resize(slots_.size() * 2);
+        return value;
+    }
+
+    size_t size() const { return size_; }
+
+private:
+    struct Slot {
+        uint64_t key;
+        Value value;
+    };
+
+    // Fibonacci hashing: the multiply spreads the key's bits (both token ids) into the high bits,
+    // which pick the slot.
+    size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+
+    void resize(size_t capacity) {
+        std::vector<Slot> old = std::move(slots_);
+        slots_.assign(capacity, Slot{kEmptyKey, Value{}});
+        mask_ = capacity - 1;
+        shift_ = 64;
+        for (size_t c = capacity; c > 1; c >>= 1) --shift_;
+        for (const Slot& slot : old) {
+            if (slot.key == kEmptyKey) continue;
+            size_t index = home(slot.key);
+            while (slots_[index].key != kEmptyKey) index = (index + 1) & mask_;
+            slots_[index] = slot;
+        }
+    }
+
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    int shift_ = 64;
+    size_t size_ = 0;
+};
+
+}  // namespace bpe

@@ -1,0 +1,83 @@
+# The C++ library in cpp/ (built once as the static library `bpe`, see setup.py) as Cython sees it.
+# Every binding cimports its declarations from here: `cimport cs336_basics._libbpe as lib`, then
+# `lib.count_words(...)` is `bpe::count_words` -- the same name on both sides of the boundary.
+# Everything runs without the GIL; C++ exceptions become Python ones through `except +`
+# (std::bad_alloc -> MemoryError; std::invalid_argument, and so InvalidUtf8Error -> ValueError;
+# std::ios_base::failure -> OSError).
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libcpp.pair cimport pair
+from libcpp.string cimport string
+from libcpp.string_view cimport string_view
+from libcpp.vector cimport vector
+
+
+cdef extern from "omp_shim.hpp" namespace "bpe" nogil:
+    bint openmp_enabled() noexcept
+    int omp_default_threads() noexcept
+
+
+# bpe_merge.hpp: word counts in, merges out (bpe_v6, and bpe_v7 after its counting).
+cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
+    cdef cppclass WordCounts:
+        string bytes
+        vector[uint64_t] offsets
+        vector[int64_t] counts
+        void add(const char* data, size_t length, int64_t count) except +
+        void reserve(size_t num_words, size_t num_bytes) except +
+        size_t size()
+
+    ctypedef pair[string, string] Merge
+    size_t kDefaultPrunePairs
+    ctypedef void (*MergeProgress)(void* context, size_t merges_done) noexcept nogil
+
+    vector[Merge] train_merges(
+        const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        int num_threads, size_t prune_pairs
+    ) except +
+
+
+# pretokenize.hpp: the GPT-2 pre-tokenizer.
+cdef extern from "pretokenize.hpp" namespace "bpe" nogil:
+    vector[size_t] pretoken_ends(string_view text) except +
+
+
+# word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).
+cdef extern from "word_count.hpp" namespace "bpe" nogil:
+    ctypedef void (*CountProgress)(void* context, size_t bytes_done) noexcept nogil
+
+    cdef cppclass CountOptions:
+        int num_threads
+        size_t chunk_bytes
+        CountProgress progress
+        void* progress_context
+
+    cdef cppclass CountReport:
+        size_t chunks
+        int threads_used
+
+    WordCounts count_words(
+        const string& path, const vector[string]& special_tokens, const CountOptions& options,
+        CountReport* report
+    ) except +
+    WordCounts count_words_in_buffer(
+        string_view text, const vector[string]& special_tokens, const CountOptions& options,
+        CountReport* report
+    ) except +
+
+
+# bpe_encode.hpp: encoding text with a trained vocabulary (the tokenizer).
+cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
+    cdef struct MergeRule:
+        uint32_t left
+        uint32_t right
+        uint32_t merged
+
+    cdef cppclass Encoder:
+        Encoder(
+            const vector[uint32_t]& byte_ids,
+            const vector[MergeRule]& merges,
+            const vector[pair[string, uint32_t]]& special_tokens,
+            size_t cache_slots,
+        ) except +
+        void encode(string_view text, vector[uint32_t]& out) except +
+        size_t cache_slots()

@@ -1,0 +1,42 @@
+# Progress reported by C++ without the GIL (a count so far), relayed to a Python callable that is
+# given the increase since its last call (tqdm.update fits), at most once per `every`. What the
+# callable raises (KeyboardInterrupt included) lands in `errors` and stops the reporting; the
+# binding raises it once the C++ returns. Inline, so every binding compiles its own copy and no
+# extension imports another.
+from cpython.ref cimport PyObject
+
+
+cdef struct ProgressRelay:
+    PyObject* report  # a callable, or None
+    PyObject* errors  # a list
+    size_t every
+    size_t reported
+    bint failed
+
+
+cdef inline void start_relay(ProgressRelay* relay, object report, list errors, size_t every) noexcept:
+    relay.report = <PyObject*>report
+    relay.errors = <PyObject*>errors
+    relay.every = every
+    relay.reported = 0
+    relay.failed = report is None
+
+
+cdef inline void flush_progress(ProgressRelay* relay, size_t total_done) noexcept:
+    cdef size_t done = total_done - relay.reported
+    relay.reported = total_done
+    if done == 0 or relay.failed:
+        return
+    try:
+        (<object>relay.report)(done)
+    except BaseException as error:
+        relay.failed = True
+        (<object>relay.errors).append(error)
+
+
+cdef inline void relay_progress(void* context, size_t total_done) noexcept nogil:
+    cdef ProgressRelay* relay = <ProgressRelay*>context
+    if relay.failed or total_done - relay.reported < relay.every:
+        return
+    with gil:
+        flush_progress(relay, total_done)

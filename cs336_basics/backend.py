@@ -1,0 +1,135 @@
+"""The one place that decides whether compiled code may load here, says why not, and how many
+threads or processes a run uses.
+
+Environment variables (any value but "", "0", "false", "no" switches a flag on):
+  CS336_PURE_PYTHON        never load compiled code (and `setup.py` builds none)
+  CS336_TRAINER            the trainer version the driver, the CLI and the test adapter use by default
+  CS336_NO_OPENMP          build without OpenMP even when the compiler has it (read by `setup.py`)
+  CS336_REQUIRE_OPENMP     fail the build instead of falling back to one thread (read by `setup.py`)
+  CS336_EXPECT_COMPILED    tests: fail, instead of skipping, when compiled code is missing
+  CS336_ALLOW_NO_OPENMP    tests: accept a build without OpenMP
+
+`setup.py` cannot import the package (it is not built yet), so it loads this file on its own: this
+module imports nothing of the package at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from types import ModuleType
+
+PURE_PYTHON_ENV = "CS336_PURE_PYTHON"
+TRAINER_ENV = "CS336_TRAINER"
+NO_OPENMP_ENV = "CS336_NO_OPENMP"
+REQUIRE_OPENMP_ENV = "CS336_REQUIRE_OPENMP"
+EXPECT_COMPILED_ENV = "CS336_EXPECT_COMPILED"
+ALLOW_NO_OPENMP_ENV = "CS336_ALLOW_NO_OPENMP"
+
+# The compiled modules, each a binding of the one C++ library in cpp/ (see setup.py).
+NATIVE_MODULES = {
+    "_merge_cy": "bpe_v5's merge loop (Cython)",
+    "_merge_cpp": "bpe_v6's merge loop (C++)",
+    "_native": "bpe_v7's parallel word counting (C++, OpenMP)",
+    "_encode": "the tokenizer's compiled encoder (C++)",
+}
+
+
+def env_flag(name: str) -> bool:
+    """Whether the environment variable `name` is set to something other than "", "0", "false", "no"."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def pure_python_forced() -> bool:
+    return env_flag(PURE_PYTHON_ENV)
+
+
+def chosen_trainer() -> str | None:
+    """The trainer named by $CS336_TRAINER, or None."""
+    return os.environ.get(TRAINER_ENV, "").strip() or None
+
+
+class NativeUnavailable(ImportError):
+    """Compiled code that cannot load here; the message says why and how to fix it."""
+
+
+# Cython names each extension after its folder, so they are compiled as cs336_basics.<name>, while
+# the package is imported as cs336_bpe when installed (beside the assignment's own cs336_basics).
+# Loading under another name works (the init symbol is the same), but Cython also registers the
+# module in sys.modules under its compiled name; beside a student's package that would put ours
+# under their name, so the entry is removed again. No extension imports another as it loads (what
+# they share is declarations and inline functions in .pxd files), so nothing else is needed.
+COMPILED_UNDER = "cs336_basics"
+
+
+def _import_compiled(name: str) -> ModuleType:
+    package = __package__ or COMPILED_UNDER  # setup.py loads this file on its own, outside the package
+    module = importlib.import_module(f"{package}.{name}")
+    compiled_name = f"{COMPILED_UNDER}.{name}"
+    if package != COMPILED_UNDER and sys.modules.get(compiled_name) is module:
+        del sys.modules[compiled_name]
+    return module
+
+
+def load_native(name: str) -> ModuleType:
+    """The compiled module `<this package>.<name>`, or NativeUnavailable saying why it cannot load."""
+    if name not in NATIVE_MODULES:
+        raise ValueError(f"unknown compiled module {name!r}; known: {', '.join(NATIVE_MODULES)}")
+    if pure_python_forced():
+        raise NativeUnavailable(f"{NATIVE_MODULES[name]} is compiled code and {PURE_PYTHON_ENV} is set")
+    try:
+        return _import_compiled(name)
+    except ImportError as error:
+        raise NativeUnavailable(
+            f"{NATIVE_MODULES[name]} is not built here ({error}); install with a C++ compiler: pip install -e ."
+        ) from error
+
+
+def native_available(name: str) -> bool:
+    try:
+        load_native(name)
+    except NativeUnavailable:
+        return False
+    return True
+
+
+def openmp_enabled() -> bool:
+    """Whether the native word counter was built with OpenMP (False when it cannot load at all)."""
+    try:
+        return bool(load_native("_native").openmp_enabled())
+    except NativeUnavailable:
+        return False
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def resolve_parallelism(requested: object, *, name: str = "num_workers", default: int | None = None) -> int:
+    """scikit-learn's convention for a number of workers: None = `default` (every usable core when
+    not given), n > 0 = n, n < 0 = cores + 1 + n (so -1 = every core, -2 = all but one), at least 1.
+    0, bools and non-integers are errors."""
+    if requested is None:
+        return default if default is not None else usable_cores()
+    if isinstance(requested, bool) or not isinstance(requested, int):
+        raise TypeError(f"{name} must be an int or None, got {requested!r}")
+    if requested == 0:
+        raise ValueError(f"{name}=0 is not allowed: use None or -1 for every core, or a positive count")
+    if requested > 0:
+        return requested
+    return max(usable_cores() + 1 + requested, 1)
+
+
+def effective_num_threads(requested: object = None) -> int:
+    """Threads the native code really runs on: `resolve_parallelism`, with None meaning OpenMP's
+    default (OMP_NUM_THREADS, else every core); 1 when the build has no OpenMP, as scikit-learn's
+    `_openmp_effective_n_threads`. Bad values raise even then."""
+    if not openmp_enabled():
+        resolve_parallelism(requested, name="num_threads", default=1)
+        return 1
+    default = int(load_native("_native").omp_default_threads())
+    return resolve_parallelism(requested, name="num_threads", default=default)

@@ -1,0 +1,75 @@
+"""The contract between the driver (`trainers.py`) and a trainer version (`bpe_v1` ... `bpe_v7`).
+
+A version is a module with two phases:
+
+    pretokenize_and_count(input_path, special_tokens, options, report) -> word counts
+    merge(word_counts, num_merges, report) -> merges
+
+The driver checks every argument once, the same way for every version, and owns the progress
+display: a version only calls `report(n)` when it has done `n` more units of work (bytes counted,
+merges made) and never draws anything itself. Word counts are a `{word_bytes: count}` dict, or an
+object the same version's `merge` understands (bpe_v7 keeps them in C++).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._common import BPEInputError, Merges
+from .backend import resolve_parallelism
+
+# Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
+Report = Callable[[int], object]
+
+
+def ignore_progress(done: int) -> None:
+    """The report of a run nobody watches."""
+
+
+@dataclass(frozen=True)
+class CountOptions:
+    """How to parallelize pre-tokenization; no option changes the result.
+
+    `num_workers`: processes (bpe_v3 ... bpe_v6) or threads (bpe_v7), scikit-learn's convention:
+    None = every core, -1 = every core, -2 = all but one. bpe_v1 and bpe_v2 count in-process.
+    `num_chunks`: how many pieces the file is cut into (None: a few per worker).
+    """
+
+    num_workers: int | None = None
+    num_chunks: int | None = None
+
+    @classmethod
+    def from_keywords(cls, options: dict[str, object]) -> CountOptions:
+        """The options passed to `train` as keywords, checked: unknown names and bad values raise."""
+        known = {"num_workers", "num_chunks"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(f"unknown training option(s) {unknown}; the options are {sorted(known)}")
+        num_workers = options.get("num_workers")
+        num_chunks = options.get("num_chunks")
+        resolve_parallelism(num_workers, name="num_workers")  # raises on a bad value
+        if num_chunks is not None and (
+            isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1
+        ):
+            raise BPEInputError(f"num_chunks must be a positive integer or None, got {num_chunks!r}")
+        return cls(num_workers=num_workers, num_chunks=num_chunks)  # type: ignore[arg-type]
+
+
+DEFAULT_OPTIONS = CountOptions()
+
+
+class TrainerVersion(Protocol):
+    """What every `bpe_vN` module provides."""
+
+    def pretokenize_and_count(
+        self, input_path: Path, special_tokens: list[str], options: CountOptions = ..., report: Report = ...
+    ) -> Any:
+        """Word counts of the file, special tokens split out and not counted; `report(bytes)`."""
+        ...
+
+    def merge(self, word_counts: Any, num_merges: int, report: Report = ...) -> Merges:
+        """Up to `num_merges` merges in creation order, with the CS336 rule; `report(merges)`."""
+        ...

@@ -1,0 +1,63 @@
+"""The phase contract (cs336_basics/phases.py): every version takes the same checked options,
+reports its progress through the driver's callable, and draws nothing itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cs336_basics import BPEInputError, train
+from cs336_basics.phases import CountOptions
+from cs336_basics.trainers import REGISTRY, load_trainer
+
+TEXT = "low lower lowest<|endoftext|> newer wider new\n" * 40
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"num_threads": 2}, TypeError),  # not an option of any version: refused by all alike
+        ({"chunk_bytes": 100}, TypeError),
+        ({"num_workers": 0}, ValueError),
+        ({"num_workers": 1.5}, TypeError),
+        ({"num_chunks": 0}, BPEInputError),
+        ({"num_chunks": True}, BPEInputError),
+    ],
+)
+def test_every_version_checks_options_the_same_way(trainer: str, corpus: Path, options: dict, error: type) -> None:
+    with pytest.raises(error):
+        train(corpus, 300, ["<|endoftext|>"], trainer=trainer, **options)
+
+
+def test_phases_report_their_work(trainer: str, corpus: Path) -> None:
+    version = load_trainer(trainer)
+    counted: list[int] = []
+    word_counts = version.pretokenize_and_count(corpus, ["<|endoftext|>"], CountOptions(num_workers=1), counted.append)
+    assert sum(counted) == corpus.stat().st_size
+    merged: list[int] = []
+    merges = version.merge(word_counts, 15, merged.append)
+    assert len(merges) == 15 and sum(merged) == 15
+
+
+def test_progress_bars_belong_to_the_driver(trainer: str, corpus: Path, capsys: pytest.CaptureFixture) -> None:
+    quiet = train(corpus, 300, ["<|endoftext|>"], trainer=trainer)
+    assert capsys.readouterr().err == ""
+    shown = train(corpus, 300, ["<|endoftext|>"], trainer=trainer, progress=True)
+    bars = capsys.readouterr().err
+    assert "pre-tokenize" in bars and "merges" in bars
+    assert shown.merges == quiet.merges
+
+
+def test_no_version_builds_a_progress_bar() -> None:
+    package = Path(__file__).resolve().parent.parent / "cs336_basics"
+    assert sorted(REGISTRY) == [f"bpe_v{n}" for n in range(1, 8)]
+    for name in REGISTRY:
+        assert "tqdm" not in (package / f"{name}.py").read_text(encoding="utf-8"), name
