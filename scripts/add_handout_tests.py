@@ -6,10 +6,11 @@ assignment checkout.
 
 Copies everything under the handout's tests/ (adapters.py, conftest.py, common.py, test_*.py,
 fixtures/, _snapshots/, ...) into tests/. None of this project's own test files has a handout name
-(ours are the root conftest.py, tests/bpe_*.py and test_*.py names the handout does not use), so
-nothing of ours is overwritten. A file that exists with other contents stops the copy before any
-file is written, unless --update is given (to take a newer handout over an earlier copy). Then paste
-`run_train_bpe` and `get_tokenizer` from tests/bpe_adapters.py over the stubs in tests/adapters.py.
+(ours are the root conftest.py, tests/support.py, tests/bpe_adapters.py and test_*.py names the
+handout does not use), so nothing of ours is overwritten. A file that exists with other contents
+stops the copy before any file is written, unless --update is given (to take a newer handout over
+an earlier copy). Then paste `run_train_bpe` and `get_tokenizer` from tests/bpe_adapters.py over
+the stubs in tests/adapters.py.
 """
 
 from __future__ import annotations
