@@ -87,7 +87,15 @@ def probe_openmp(compiler) -> tuple[list[str], list[str]] | None:
                 file.write(OPENMP_PROBE)
             try:
                 objects = compiler.compile([source], output_dir=tmp, extra_postargs=compile_flags)
-                compiler.link_executable(objects, "omp_probe", output_dir=tmp, extra_postargs=link_flags)
+                # setuptools applies LDFLAGS to shared objects only; the probe needs them too (e.g.
+                # -L to a libomp outside the default search path).
+                compiler.link_executable(
+                    objects,
+                    "omp_probe",
+                    output_dir=tmp,
+                    extra_preargs=os.environ.get("LDFLAGS", "").split(),
+                    extra_postargs=link_flags,
+                )
                 binary = os.path.join(tmp, compiler.executable_filename("omp_probe"))
                 result = subprocess.run(
                     [binary], capture_output=True, text=True, timeout=30, env={**os.environ, "OMP_NUM_THREADS": "2"}

@@ -471,7 +471,7 @@ std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, Merg
         merges.push_back(trainer.add_token(best));
         trainer.apply_merge(best);               // only the words holding the pair change
         trainer.keep_tables_small();
-        if (progress != nullptr) progress(context, merges.size());
+        if (progress != nullptr && progress(context, merges.size())) break;  // asked to stop
     }
     return merges;
 }

@@ -26,8 +26,9 @@ struct WordCounts {
 using Merge = std::pair<std::string, std::string>;  // (left bytes, right bytes)
 
 // Called after every merge with the number of merges done so far, so it should be cheap (the Python
-// binding only takes the GIL every hundred merges). May be null.
-using MergeProgress = void (*)(void* context, size_t merges_done);
+// binding only takes the GIL every hundred merges). Returns true to stop (an interrupt): the merges
+// so far are returned. May be null.
+using MergeProgress = bool (*)(void* context, size_t merges_done);
 
 // Up to `num_merges` merges in creation order, with the exact CS336 semantics: every word starts as
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the

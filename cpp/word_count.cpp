@@ -139,23 +139,26 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
     std::vector<char> worked(per_thread.size(), 0);  // one byte per thread: no shared counter
     std::atomic<size_t> first_invalid{kValidUtf8};
     std::atomic<size_t> bytes_done{0};
+    std::atomic<bool> stopped{false};
     // The calling thread is thread 0 of the team; only it reports, so the callback (Python's, behind
     // the binding) never runs on a thread of OpenMP's.
     const int reporting_thread = omp_thread_id();
     parallel_for(num_chunks, threads, [&](size_t chunk) {
         const size_t begin = boundaries[chunk];
         // A chunk past a known error cannot report a smaller offset.
-        if (begin >= first_invalid.load(std::memory_order_relaxed)) return;
+        if (stopped.load(std::memory_order_relaxed) || begin >= first_invalid.load(std::memory_order_relaxed)) return;
         const size_t thread = size_t(omp_thread_id());
         worked[thread] = 1;
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
         count_chunk(piece, begin, special, per_thread[thread], first_invalid);
         if (file != nullptr) file->release(piece.data(), piece.size());
         const size_t done = bytes_done.fetch_add(piece.size()) + piece.size();
-        if (options.progress != nullptr && omp_thread_id() == reporting_thread) {
-            options.progress(options.progress_context, done);
+        if (options.progress != nullptr && omp_thread_id() == reporting_thread &&
+            options.progress(options.progress_context, done)) {
+            stopped.store(true, std::memory_order_relaxed);
         }
     });
+    if (stopped.load()) return {};
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
     // The last report is the whole: the calling thread may not have counted the last chunks.
     if (options.progress != nullptr) options.progress(options.progress_context, bytes_done.load());

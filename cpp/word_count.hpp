@@ -22,8 +22,9 @@
 namespace bpe {
 
 // Called now and then with the bytes counted so far, on the calling thread (between its chunks, and
-// once at the end with the whole).
-using CountProgress = void (*)(void* context, size_t bytes_done);
+// once at the end with the whole). Returns true to stop (an interrupt): no thread starts another
+// chunk, and the count returns no words.
+using CountProgress = bool (*)(void* context, size_t bytes_done);
 
 struct CountOptions {
     int num_threads = 0;     // <= 0: OpenMP's default (OMP_NUM_THREADS, else every core)

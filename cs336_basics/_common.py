@@ -10,11 +10,14 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
 import regex
+
+from .backend import usable_cores
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -37,16 +40,29 @@ class BPEInputError(ValueError):
 
 
 def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
+    if isinstance(special_tokens, (str, bytes)):
+        # A string is an iterable of one-character strings: "<eos>" would become five tokens.
+        raise BPEInputError(f"special_tokens must be a list of strings; wrap {special_tokens!r} in a list")
     tokens = list(special_tokens or [])
     for token in tokens:
         if not isinstance(token, str):
             raise BPEInputError(f"special tokens must be strings, got {token!r}")
         if not token:
             raise BPEInputError("special tokens must not be empty strings")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise BPEInputError(
+                f"special token {token!r} is not valid Unicode text: {error.reason} at character {error.start}"
+            ) from None
     duplicated = sorted({token for token in tokens if tokens.count(token) > 1})
     if duplicated:
         raise BPEInputError(f"special tokens must be distinct; repeated: {duplicated}")
     return tokens
+
+
+# Ids are stored as 32-bit integers by the native code; no real vocabulary comes near this.
+MAX_VOCAB_SIZE = (1 << 31) - 1
 
 
 def check_vocab_size(vocab_size: object, num_special_tokens: int) -> int:
@@ -58,18 +74,81 @@ def check_vocab_size(vocab_size: object, num_special_tokens: int) -> int:
             f"vocab_size={vocab_size} is too small: the 256 byte tokens and {num_special_tokens} "
             f"special token(s) already need {smallest}"
         )
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise BPEInputError(f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB_SIZE:,} (2**31 - 1)")
     return vocab_size
 
 
-def check_input_file(input_path: str | os.PathLike) -> Path:
+# More workers than this per core only cost memory (each thread or process holds its own counts);
+# a larger request is capped here, before it reaches the pool or the native threads.
+MAX_WORKERS_PER_CORE = 4
+
+
+def check_num_workers(num_workers: object, name: str = "num_workers") -> int | None:
+    """None (every core) or a positive count. Negative counts follow scikit-learn (-1 = every core,
+    -2 = all but one); 0, and a negative count that leaves no core, are refused; counts above
+    MAX_WORKERS_PER_CORE per core are capped (the result never depends on the count)."""
+    if num_workers is None:
+        return None
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
+        raise TypeError(f"{name} must be an int or None, got {num_workers!r}")
+    cores = usable_cores()
+    if num_workers == 0:
+        raise BPEInputError(f"{name} must not be 0: give a positive count, or -1 for every core ({cores} here)")
+    if num_workers < 0:
+        if cores + 1 + num_workers < 1:
+            raise BPEInputError(
+                f"{name}={num_workers} leaves no core on this machine ({cores} cores): "
+                f"-1 means every core, -2 all but one, down to -{cores}"
+            )
+        return cores + 1 + num_workers
+    return min(num_workers, MAX_WORKERS_PER_CORE * cores)
+
+
+# Magic numbers of compressed files. Each begins with bytes that are invalid UTF-8, so no text file
+# is refused by mistake.
+_COMPRESSED_MAGIC = {
+    b"\x1f\x8b": ("gzip", "gunzip -k"),
+    b"\x28\xb5\x2f\xfd": ("zstd", "zstd -d"),
+    b"\xfd7zXZ\x00": ("xz", "unxz -k"),
+}
+
+
+def check_text_file(input_path: str | os.PathLike, what: str = "training file") -> Path:
+    """A readable, non-empty, regular, uncompressed file, checked without reading more than a few bytes
+    (a FIFO or a device is refused before it is opened: opening a FIFO would wait for a writer)."""
     path = Path(input_path)
-    if not path.exists():
-        raise BPEInputError(f"training file not found: {path}")
-    if path.is_dir():
-        raise BPEInputError(f"training path is a directory, not a file: {path}")
-    if path.stat().st_size == 0:
-        raise BPEInputError(f"training file is empty: {path}")
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise BPEInputError(f"{what} not found: {path}") from None
+    except OSError as error:
+        raise BPEInputError(f"cannot read {what} {path}: {error.strerror or error}") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise BPEInputError(f"{what} path is a directory, not a file: {path}")
+    if not stat.S_ISREG(status.st_mode):
+        raise BPEInputError(f"{what} {path} is not a regular file (a FIFO, device or socket); copy it to a file first")
+    try:
+        with open(path, "rb") as file:
+            head = file.read(8)
+    except OSError as error:
+        raise BPEInputError(f"cannot read {what} {path}: {error.strerror or error}") from None
+    if status.st_size == 0:
+        if head:  # /proc and /sys files say size 0 but have content: they cannot be memory-mapped
+            raise BPEInputError(f"{what} {path} is not a regular file (its size is unknown); copy it to a file first")
+        raise BPEInputError(f"{what} is empty: {path}")
+    for magic, (kind, command) in _COMPRESSED_MAGIC.items():
+        if head.startswith(magic):
+            raise BPEInputError(
+                f"{what} {path} is {kind}-compressed; decompress it first, e.g. {command} {path}"
+            )
+    if path.suffix == ".bz2" and head.startswith(b"BZh"):
+        raise BPEInputError(f"{what} {path} is bzip2-compressed; decompress it first, e.g. bunzip2 -k {path}")
     return path
+
+
+def check_input_file(input_path: str | os.PathLike) -> Path:
+    return check_text_file(input_path, "training file")
 
 
 def decode_utf8(data: bytes, offset: int = 0) -> str:

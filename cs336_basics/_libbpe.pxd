@@ -5,6 +5,7 @@
 # (std::bad_alloc -> MemoryError; std::invalid_argument, and so InvalidUtf8Error -> ValueError;
 # std::ios_base::failure -> OSError).
 from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libcpp cimport bool as cbool
 from libcpp.pair cimport pair
 from libcpp.string cimport string
 from libcpp.string_view cimport string_view
@@ -28,7 +29,7 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
 
     ctypedef pair[string, string] Merge
     size_t kDefaultPrunePairs
-    ctypedef void (*MergeProgress)(void* context, size_t merges_done) noexcept nogil
+    ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop
 
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
@@ -43,7 +44,7 @@ cdef extern from "pretokenize.hpp" namespace "bpe" nogil:
 
 # word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).
 cdef extern from "word_count.hpp" namespace "bpe" nogil:
-    ctypedef void (*CountProgress)(void* context, size_t bytes_done) noexcept nogil
+    ctypedef cbool (*CountProgress)(void* context, size_t bytes_done) noexcept nogil  # true: stop
 
     cdef cppclass CountOptions:
         int num_threads

@@ -11,8 +11,6 @@ offset counted in bytes from the start of the input; running out of memory raise
 import os
 from collections.abc import Callable, Iterable
 
-from .backend import effective_num_threads  # relative: the package is cs336_bpe when installed
-
 cimport cs336_basics._libbpe as lib
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
@@ -88,9 +86,24 @@ def pretokenize(str text not None) -> list:
 # ---------------------------------------------------------------------------------------------
 # Counting
 
+cdef int checked_threads(object num_threads) except -1:
+    """Threads the C++ will really run on: None is OpenMP's default, a positive count is itself, and
+    either is 1 without OpenMP. Counts relative to the cores (-1, -2, ...) are resolved by
+    backend.effective_num_threads before they get here; this module imports nothing of the package."""
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int)):
+        raise TypeError(f"num_threads must be an int or None, got {num_threads!r}")
+    if num_threads is not None and num_threads <= 0:
+        raise ValueError(f"num_threads must be positive or None here, got {num_threads!r}")
+    if not lib.openmp_enabled():
+        return 1
+    if num_threads is None:
+        return lib.omp_default_threads()
+    return num_threads
+
+
 cdef lib.CountOptions make_options(object num_threads, object chunk_bytes) except *:
     cdef lib.CountOptions options
-    options.num_threads = effective_num_threads(num_threads)  # validates, and is 1 without OpenMP
+    options.num_threads = checked_threads(num_threads)
     if chunk_bytes is None:
         options.chunk_bytes = 0  # chosen from the input size and thread count
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
@@ -128,8 +141,8 @@ def count_words(
     progress: Callable[[int], object] | None = None,
 ) -> NativeWordCounts:
     """Count the GPT-2 pre-tokens of a UTF-8 file, split on `special_tokens` (which are not counted;
-    overlapping ones resolve to the longest), on `num_threads` threads (see
-    backend.effective_num_threads). The file is memory-mapped and cut into chunks of about
+    overlapping ones resolve to the longest), on `num_threads` threads (None: OpenMP's default;
+    backend.effective_num_threads resolves -1, -2, ...). The file is memory-mapped and cut into chunks of about
     `chunk_bytes` (None: automatic); the result does not depend on either setting. `progress`, if
     given, is called now and then with the bytes counted since its previous call (so `tqdm.update`
     fits); they add up to the file size."""

@@ -1,9 +1,11 @@
 # Progress reported by C++ without the GIL (a count so far), relayed to a Python callable that is
-# given the increase since its last call (tqdm.update fits), at most once per `every`. What the
-# callable raises (KeyboardInterrupt included) lands in `errors` and stops the reporting; the
-# binding raises it once the C++ returns. Inline, so every binding compiles its own copy and no
-# extension imports another.
+# given the increase since its last call (tqdm.update fits), at most once per `every`. Calling into
+# Python is also where a pending Ctrl-C or SIGTERM handler runs: what the callable raises
+# (KeyboardInterrupt included) lands in `errors` and tells the C++ to stop; the binding raises it
+# once the C++ returns. Inline, so every binding compiles its own copy and no extension imports
+# another.
 from cpython.ref cimport PyObject
+from libcpp cimport bool as cbool
 
 
 cdef struct ProgressRelay:
@@ -34,9 +36,11 @@ cdef inline void flush_progress(ProgressRelay* relay, size_t total_done) noexcep
         (<object>relay.errors).append(error)
 
 
-cdef inline void relay_progress(void* context, size_t total_done) noexcept nogil:
+cdef inline cbool relay_progress(void* context, size_t total_done) noexcept nogil:
+    """The C++ callback: relays the progress; true (stop) once the callable has raised."""
     cdef ProgressRelay* relay = <ProgressRelay*>context
     if relay.failed or total_done - relay.reported < relay.every:
-        return
+        return relay.failed
     with gil:
         flush_progress(relay, total_done)
+    return relay.failed

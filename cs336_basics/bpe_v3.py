@@ -57,8 +57,13 @@ def pretokenize_and_count(
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(spans))) as pool:
             futures = [pool.submit(_count_chunk, str(path), start, end, special_tokens) for start, end in spans]
-            # Collect in submission order: the first error raised is the one at the lowest offset.
-            for future, (start, end) in zip(futures, spans):
-                total.update(future.result())
-                report(end - start)
+            try:
+                # Collect in submission order: the first error raised is the one at the lowest offset.
+                for future, (start, end) in zip(futures, spans):
+                    total.update(future.result())
+                    report(end - start)
+            except BaseException:
+                # An error or an interrupt: let the workers finish only the chunks they hold.
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     return dict(total)

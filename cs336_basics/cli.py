@@ -5,21 +5,33 @@ assignment's entry point `python cs336_basics/test_trainer.py`, which only calls
     python -m cs336_basics.cli auto out --demo        # no download: a built-in corpus
 
 Shows progress bars for pre-tokenization and merges, prints how long each phase took and the peak
-memory, and writes vocab.pkl, merges.pkl, vocab.json and merges.txt into OUT_DIR (each written to a
-temporary file and renamed, so an interrupted run leaves no half-written output).
+memory of the whole run (saving included), and writes vocab.json, merges.txt, vocab.pkl, merges.pkl
+and the run's metadata bpe_run.json into OUT_DIR as one unit (see `serialization`): an interrupted
+or failed run leaves the previous set in place, and two runs cannot write one directory at once.
+
+Exit status: 0 done; 1 the run failed (out of memory, a file could not be read or written);
+2 bad arguments or input, or OUT_DIR busy; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM.
+Either signal ends the run the same way: the message "interrupted", no output written.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
+from types import FrameType
 
 from . import TRAINERS, BPEInputError, TrainerUnavailable, train
-from ._common import ENDOFTEXT
+from ._common import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .serialization import check_output_dir, save_tokenizer
+from .serialization import OutputDirectory
+from .trainers import peak_rss_bytes
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
 
 MISSING_DATA_HELP = """\
 error: the training file {path} does not exist{where}.
@@ -61,7 +73,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
     )
     parser.add_argument("--demo", action="store_true", help="train on the built-in demo corpus (made in OUT_DIR)")
-    parser.add_argument("--workers", type=int, default=None, help="processes (v3-v6) or threads (v7); -1 = all")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes (v3-v6) or threads (v7): a count, or -1 = all cores, -2 = all but one (all)",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     if args.demo and args.data is not None:
@@ -72,31 +89,101 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class InterruptHandling:
+    """While active, SIGINT and SIGTERM raise `Interrupted` in the main thread, and are remembered:
+    an exception raised where Python ignores it (in a `__del__`, say) cannot let the run carry on,
+    because the driver calls `check()` between phases. A second signal ends the process at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> InterruptHandling:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.received = signum
+        raise Interrupted(signum)
+
+    def check(self) -> None:
+        if self.received is not None:
+            raise Interrupted(self.received)
+
+
+def _workers_option(requested: int | None) -> dict[str, int]:
+    """`--workers` as the trainers' option, checked before any work; a capped count is reported."""
+    workers = check_num_workers(requested, "--workers")
+    if workers is None:
+        return {}
+    if requested is not None and requested > workers:
+        print(f"note: --workers {requested} capped at {workers} ({MAX_WORKERS_PER_CORE} per core)", file=sys.stderr)
+    return {"num_workers": workers}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    with InterruptHandling() as interrupts:
+        try:
+            return _run(args, interrupts)
+        except KeyboardInterrupt as interrupt:
+            print("interrupted", file=sys.stderr)
+            return 128 + getattr(interrupt, "signum", signal.SIGINT)
+
+
+def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     trainer = None if args.trainer == "auto" else args.trainer
+    data = args.data
     try:
-        out_dir = check_output_dir(args.out_dir)  # fail before training, not after
-        if args.demo:
-            data = out_dir / "demo_corpus.txt"
-            if not data.exists():
-                write_demo_corpus(data)
-        else:
-            data = args.data
-            if not data.exists():
-                where = "" if data.is_absolute() else f" (looked in {Path.cwd()})"
-                prog = how_invoked()
-                print(
-                    MISSING_DATA_HELP.format(path=data, where=where, prog=prog, trainer=args.trainer, out=args.out_dir),
-                    file=sys.stderr,
-                )
-                return 2
-        options = {} if args.workers is None else {"num_workers": args.workers}
-        result = train(data, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet, **options)
-        paths = save_tokenizer(out_dir, result.vocab, result.merges)
+        options = _workers_option(args.workers)
+        with OutputDirectory(args.out_dir) as output:  # checked and locked before training, not after
+            if args.demo:
+                data = output.path / "demo_corpus.txt"
+                if not data.exists():
+                    write_demo_corpus(data)
+            else:
+                data = args.data
+                if not data.exists():
+                    where = "" if data.is_absolute() else f" (looked in {Path.cwd()})"
+                    advice = MISSING_DATA_HELP.format(
+                        path=data, where=where, prog=how_invoked(), trainer=args.trainer, out=args.out_dir
+                    )
+                    print(advice, file=sys.stderr)
+                    return EXIT_BAD_INPUT
+            result = train(data, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet, **options)
+            interrupts.check()
+            paths = output.save(result.vocab, result.merges, args.special, details={"trainer": result.trainer})
     except (BPEInputError, TrainerUnavailable, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        advice = "try fewer --workers, a smaller vocabulary or a smaller input"
+        print(f"error: out of memory while training on {data} ({advice})", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as error:
+        name = f"{error.filename}: " if error.filename else ""
+        print(f"error: {name}{error.strerror or error}", file=sys.stderr)
+        return EXIT_FAILED
 
     rows = [
         ("trainer", result.trainer),
@@ -109,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             else []
         ),
         *((phase, f"{seconds:,.2f} s") for phase, seconds in result.seconds.items()),
-        ("peak memory", human_bytes(result.peak_rss_bytes)),
+        ("peak memory", human_bytes(peak_rss_bytes())),  # now, so that saving counts too
         ("wrote", ", ".join(str(path) for path in paths.values())),
     ]
     try:

@@ -1,7 +1,7 @@
 """Encode text with a trained byte-level BPE vocabulary, and decode ids back to text.
 
     from cs336_basics.tokenizer import Tokenizer
-    tokenizer = Tokenizer.from_files("vocab.json", "merges.txt", special_tokens=["<|endoftext|>"])
+    tokenizer = Tokenizer.from_files("out/vocab.json", "out/merges.txt")  # special tokens: the run's
     ids = tokenizer.encode("Hello, world!<|endoftext|>")
     assert tokenizer.decode(ids) == "Hello, world!<|endoftext|>"
     with open("big.txt") as file:                 # constant memory, any file size
@@ -20,6 +20,7 @@ the tests check that both give the same ids.
 
 from __future__ import annotations
 
+import operator
 import os
 from array import array
 from collections.abc import Iterable, Iterator
@@ -36,7 +37,7 @@ from ._common import (
     special_token_regex,
 )
 from .backend import NativeUnavailable, load_native
-from .serialization import load_merges, load_vocab
+from .serialization import load_tokenizer_files
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
@@ -46,8 +47,17 @@ DEFAULT_NATIVE_CACHE_SLOTS = 1 << 18
 
 # encode_iterable encodes the buffered text once it holds at least this many characters.
 _MIN_PIECE_CHARS = 1 << 12
-# A non-space followed by whitespace: no pre-token spans the gap between them (see split_stream).
-_LAST_WHITESPACE_CUT = regex.compile(r"\S(?=\s)", flags=regex.REVERSE)
+# encode_iterable reads a file (and re-slices longer strings) in blocks of this many characters, so
+# a file of one long line is never held whole.
+_READ_BLOCK_CHARS = 1 << 13
+# Two adjacent characters that no GPT-2 pre-token spans, whatever text comes before or after them
+# (see split_stream): a non-space before whitespace; a letter before a number or a symbol; a number
+# before a letter or a symbol; a symbol before a letter or a number, except an apostrophe before a
+# letter (it may start a contraction such as 's).
+_LAST_SAFE_CUT = regex.compile(
+    r"\S(?=\s)|\p{L}(?=[^\s\p{L}])|\p{N}(?=[^\s\p{N}])|[^\s\p{L}\p{N}'](?=[\p{L}\p{N}])|'(?=\p{N})",
+    flags=regex.REVERSE,
+)
 _MAX_TOKEN_ID = (1 << 32) - 2  # the native encoder stores ids as uint32
 
 
@@ -162,10 +172,19 @@ class Tokenizer:
         vocab_filepath: str | os.PathLike,
         merges_filepath: str | os.PathLike,
         special_tokens: list[str] | None = None,
+        *,
+        check_run: bool = True,
         **options: object,
     ) -> Tokenizer:
-        """Load `vocab.pkl`/`merges.pkl` or GPT-2's `vocab.json`/`merges.txt` (see serialization)."""
-        return cls(load_vocab(vocab_filepath), load_merges(merges_filepath), special_tokens, **options)
+        """Load GPT-2's `vocab.json`/`merges.txt` or `vocab.pkl`/`merges.pkl` (see serialization).
+
+        When the training run's metadata (`bpe_run.json`) lies beside the files, they are checked
+        against it (`check_run=False` skips that) and `special_tokens=None` means the run's special
+        tokens; pass a list (`[]` for none) to choose others. Pickles are read without running code."""
+        vocab, merges, run = load_tokenizer_files(vocab_filepath, merges_filepath, check_run=check_run)
+        if special_tokens is None and run is not None:
+            special_tokens = run["special_tokens"]
+        return cls(vocab, merges, special_tokens, **options)
 
     def _merge_ids(self, rank: int, merge: object) -> tuple[int, int, int]:
         is_pair = isinstance(merge, (tuple, list)) and len(merge) == 2
@@ -248,19 +267,27 @@ class Tokenizer:
             raise _unencodable_error(text) from None
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
-        """Lazily the ids of `"".join(iterable)`, e.g. of a text file's lines, in constant memory."""
-        for piece in self.split_stream(iterable):
+        """Lazily the ids of `"".join(iterable)`, e.g. of a text file, in constant memory.
+
+        A file opened in text mode is read in blocks, not lines, so a file of one long line costs
+        no more memory than one of short lines. What cannot be bounded is a single pre-token (a run
+        of letters with no space or other character between them): it is encoded whole."""
+        for piece in self.split_stream(_blocks(iterable)):
             yield from self.encode(piece)
 
     def split_stream(self, texts: Iterable[str]) -> Iterator[str]:
         """Re-cut a stream of strings into pieces that can be encoded one by one: the ids of the
         pieces, concatenated, are the ids of the whole stream. Only a short tail is held back.
 
-        A piece ends either after a special token that no later text can extend, or between a
-        non-space and a whitespace character, where no GPT-2 pre-token can span the gap (the
-        pre-token before ends at the whitespace however the text goes on, and the pattern never
-        looks behind). Text within `longest special token - 1` characters of the buffer's end is
-        never cut: a special token may be starting there.
+        A piece ends either after a special token that no later text can extend, or between two
+        characters no GPT-2 pre-token can span: a non-space and a whitespace character, or two
+        non-space characters of different classes among letters (\\p{L}), numbers (\\p{N}) and
+        the rest, except an apostrophe before a letter. Every alternative of the pattern is a run
+        of one class (after an optional leading space, which only a whitespace cut could split),
+        except a contraction, which is an apostrophe followed by letters; so the pre-token before
+        such a cut ends there however the text goes on, and as the pattern never looks behind, the
+        text after it is matched as if it stood alone. Text within `longest special token - 1`
+        characters of the buffer's end is never cut: a special token may be starting there.
         """
         parts: list[str] = []
         size = 0
@@ -295,10 +322,10 @@ class Tokenizer:
                 if match.start() >= undecided:
                     break
                 settled = match.end()
-        # The whitespace after the cut must lie in the buffer and before `undecided`.
+        # The character after the cut must lie in the buffer and before `undecided`.
         end = min(undecided, len(buffer) - 1)
         if end > settled:
-            match = _LAST_WHITESPACE_CUT.search(buffer, settled, end + 1)
+            match = _LAST_SAFE_CUT.search(buffer, settled, end + 1)
             if match is not None:
                 return match.end()
         return settled
@@ -343,11 +370,38 @@ class Tokenizer:
         """The bytes of `ids`, concatenated (what `decode` turns into text)."""
         vocab = self._vocab
         try:
-            return b"".join([vocab[token_id] for token_id in ids])
+            # A float or a bool would find the entry of the int it equals: only ints (and integer
+            # types such as numpy's, through __index__) are ids.
+            return b"".join([vocab[token_id if type(token_id) is int else _token_id(token_id)] for token_id in ids])
         except KeyError as error:
             raise BPEInputError(f"token id {error.args[0]!r} is not in the vocabulary") from None
         except TypeError:
             raise BPEInputError("token ids must be integers") from None
+
+
+def _token_id(value: object) -> int:
+    if isinstance(value, bool):
+        raise BPEInputError(f"token ids must be integers, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise BPEInputError(f"token ids must be integers, got {value!r}") from None
+
+
+def _blocks(texts: Iterable[str]) -> Iterator[str]:
+    """The text of `texts` in strings of at most _READ_BLOCK_CHARS (a text file is read, not iterated
+    by lines, so a long line is never read whole)."""
+    read = getattr(texts, "read", None)
+    if callable(read):
+        while block := read(_READ_BLOCK_CHARS):
+            yield block
+        return
+    for text in texts:
+        if isinstance(text, str) and len(text) > _READ_BLOCK_CHARS:
+            for start in range(0, len(text), _READ_BLOCK_CHARS):
+                yield text[start : start + _READ_BLOCK_CHARS]
+        else:
+            yield text
 
 
 def _checked_vocab(vocab: object) -> Vocab:

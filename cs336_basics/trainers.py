@@ -19,7 +19,15 @@ from os import PathLike
 from tqdm import tqdm
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from ._common import Merges, Vocab, assemble_vocab, check_input_file, check_special_tokens, check_vocab_size
+from ._common import (
+    Merges,
+    Vocab,
+    assemble_vocab,
+    check_input_file,
+    check_num_workers,
+    check_special_tokens,
+    check_vocab_size,
+)
 from .backend import NativeUnavailable, chosen_trainer, load_native
 from .phases import CountOptions, Report, TrainerVersion, ignore_progress
 
@@ -162,6 +170,8 @@ def train(
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     path = check_input_file(input_path)
+    if options.get("num_workers") is not None:  # checked and capped before any pool or thread starts
+        options["num_workers"] = check_num_workers(options["num_workers"])
     count_options = CountOptions.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
@@ -194,15 +204,6 @@ def train_bpe(
     trainer: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
-    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies.
-
-    Keyword options, none of which changes the result:
-      trainer      "bpe_v1" ... "bpe_v7"; default `default_trainer()`: `$CS336_TRAINER`, else the
-                   fastest version that can run here
-      progress     True shows progress bars for pre-tokenization and merges
-      num_workers  processes (bpe_v3-bpe_v6) or threads (bpe_v7): None every core, -1 every core,
-                   -2 all but one (bpe_v1 and bpe_v2 count in this process)
-      num_chunks   how many pieces the file is cut into for them (None: a few per worker)
-    """
+    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies."""
     result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)
     return result.vocab, result.merges

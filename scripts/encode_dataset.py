@@ -2,7 +2,11 @@
 """Encode a (large) UTF-8 text file into a NumPy array of token ids, streaming.
 
     python scripts/encode_dataset.py data/TinyStoriesV2-GPT4-train.txt out/tinystories_train.npy \\
-        --vocab out/vocab.pkl --merges out/merges.pkl --special-token '<|endoftext|>'
+        --vocab out/vocab.json --merges out/merges.txt
+
+The special tokens are those of the training run (its `bpe_run.json` beside the vocabulary);
+`--special-token` (repeatable) chooses others, `--no-special-tokens` none. A compressed input is
+refused by name before any work: decompress it first.
 
 The array is uint16 when every id fits, else uint32; load it with `numpy.load(path, mmap_mode="r")`.
 The file is read in blocks and re-cut where cutting cannot change the ids (Tokenizer.split_stream),
@@ -16,7 +20,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
-import resource
+import signal
 import sys
 import tempfile
 import time
@@ -30,8 +34,11 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
 from cs336_basics import BPEInputError  # noqa: E402
+from cs336_basics._common import check_text_file  # noqa: E402
+from cs336_basics.cli import InterruptHandling  # noqa: E402
 from cs336_basics.serialization import check_output_dir  # noqa: E402
 from cs336_basics.tokenizer import Tokenizer  # noqa: E402
+from cs336_basics.trainers import peak_rss_bytes  # noqa: E402
 
 NPY_HEADER_BYTES = 128  # room for any length; fixed, so the final header overwrites the placeholder
 
@@ -64,11 +71,6 @@ def read_text(file: BinaryIO, block_bytes: int, progress: tqdm) -> Iterator[str]
             yield text
         if not block:
             return
-
-
-def peak_rss_bytes() -> int:
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def encode_file(
@@ -105,26 +107,40 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", type=Path, help="UTF-8 text file to encode")
     parser.add_argument("out", type=Path, help="output .npy file")
-    parser.add_argument("--vocab", type=Path, required=True, help="vocab.pkl or GPT-2 vocab.json")
-    parser.add_argument("--merges", type=Path, required=True, help="merges.pkl or GPT-2 merges.txt")
+    parser.add_argument("--vocab", type=Path, required=True, help="GPT-2 vocab.json (or vocab.pkl)")
+    parser.add_argument("--merges", type=Path, required=True, help="GPT-2 merges.txt (or merges.pkl)")
     parser.add_argument(
-        "--special-token", action="append", default=[], help="a special token (repeat for several)"
+        "--special-token",
+        action="append",
+        default=None,
+        help="a special token (repeat for several); default: the training run's, from bpe_run.json",
     )
+    parser.add_argument("--no-special-tokens", action="store_true", help="encode special tokens as plain text")
     parser.add_argument("--block-mb", type=float, default=4.0, help="read size in MB (default 4)")
     parser.add_argument("--pure", action="store_true", help="use the pure-Python encoder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
+    if args.no_special_tokens and args.special_token:
+        parser.error("--special-token and --no-special-tokens exclude each other")
+    special_tokens = [] if args.no_special_tokens else args.special_token
     try:
-        for path in (args.data, args.vocab, args.merges):
-            if not path.is_file():
-                raise BPEInputError(f"file not found: {path}")
+        with InterruptHandling():
+            return _encode(args, special_tokens)
+    except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: encode_file has removed the partial array
+        print("interrupted", file=sys.stderr)
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+
+
+def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
+    try:
+        check_text_file(args.data, "input file")
         if args.out.suffix != ".npy":
             raise BPEInputError(f"the output should end in .npy, got {args.out}")
         check_output_dir(args.out.parent)
-        tokenizer = Tokenizer.from_files(
-            args.vocab, args.merges, args.special_token, native=False if args.pure else None
-        )
+        tokenizer = Tokenizer.from_files(args.vocab, args.merges, special_tokens, native=False if args.pure else None)
+        if not args.quiet:
+            print(f"special tokens: {', '.join(tokenizer.special_tokens) or 'none'}", file=sys.stderr)
         started = time.perf_counter()
         size, tokens = encode_file(
             tokenizer, args.data, args.out, block_bytes=int(args.block_mb * 1e6), progress=not args.quiet
@@ -133,12 +149,18 @@ def main(argv: list[str] | None = None) -> int:
     except BPEInputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print(f"error: out of memory while encoding {args.data}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
+        return 1
 
     path = "compiled" if tokenizer.native else "pure Python"
     print(f"{args.out}: {tokens:,} tokens ({np.load(args.out, mmap_mode='r').dtype}) from {size:,} bytes")
     print(f"compression: {size / max(tokens, 1):.3f} bytes/token")
     print(f"throughput: {size / 1e6 / seconds:.2f} MB/s ({seconds:.1f} s, {path} encoder)")
-    print(f"peak RSS: {peak_rss_bytes() / 2**20:.0f} MiB")
+    print(f"peak RSS: {peak_rss_bytes() / 2**20:.0f} MiB")  # VmHWM: this process's real peak
     return 0
 
 

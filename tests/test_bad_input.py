@@ -103,5 +103,6 @@ def test_cli_missing_data_explains_what_to_do(tmp_path: Path, capsys) -> None:
 def test_cli_writes_every_output_and_no_temporary_file(corpus: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "270", "-q"]) == 0
-    assert sorted(path.name for path in out.iterdir()) == ["merges.pkl", "merges.txt", "vocab.json", "vocab.pkl"]
+    names = sorted(path.name for path in out.iterdir())
+    assert names == ["bpe_run.json", "merges.pkl", "merges.txt", "vocab.json", "vocab.pkl"]
     assert "stopped early" not in capsys.readouterr().out

@@ -80,3 +80,20 @@ def test_counting_out_of_memory_raises_memory_error(many_distinct_words: Path, t
         timeout=300,
     )
     assert (result.returncode, result.stdout.strip()) == (0, "MemoryError"), result.stderr[-2000:]
+
+
+def test_an_interrupt_stops_the_counting(tmp_path: Path) -> None:
+    """What the progress callable raises (Ctrl-C arrives there) stops the C++ before the next chunk:
+    an invalid byte in the last chunk is never reached, so the interrupt, not a ValueError, comes
+    back (one thread: the chunks are counted in order)."""
+    native = backend.load_native("_native")
+    path = tmp_path / "interrupted.txt"
+    path.write_bytes(b"some words here\n" * 50_000 + b"\xff")
+
+    def interrupt(done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        native.count_words(path, [], 1, 1 << 14, interrupt)
+    with pytest.raises(ValueError, match="invalid UTF-8"):
+        native.count_words(path, [], 1, 1 << 14)

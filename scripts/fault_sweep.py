@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Re-run the fault sweep: bad input, hostile files, signals, write failures and memory limits,
+each in its own process with a time limit and an address-space limit, and report whether every
+case was handled (the expected exit status and message, no traceback, no mixed or partial output).
+
+    python scripts/fault_sweep.py            # every case (a few minutes; builds ~100 MB of inputs)
+    python scripts/fault_sweep.py --fast     # the quick subset CI runs (tests/test_fault_sweep.py)
+
+Signals are sent only after the child has said, through a pipe, that it reached the point to
+interrupt; nothing waits on a timer. Exit status 0 when every case was handled, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import os
+import pickle
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing
+
+from cs336_basics.serialization import OutputDirectory  # noqa: E402
+from cs336_basics.trainers import trainer_status  # noqa: E402
+
+CLI = "import sys; from cs336_basics.cli import main; sys.exit(main(sys.argv[1:]))"
+ENCODE = str(REPO_ROOT / "scripts" / "encode_dataset.py")
+
+
+@dataclass
+class Case:
+    name: str
+    argv: list[str]  # after `python`
+    codes: tuple[int, ...]
+    message: str = ""  # a regular expression stderr must match
+    fast: bool = True
+    memory_mb: int = 1024
+    file_size_bytes: int | None = None
+    check: Callable[[], str | None] | None = None  # returns what is wrong, or None
+    interrupt: int | None = None  # a signal sent once the child prints "ready"
+    needs: str | None = None  # a trainer that must be runnable
+    notes: str = ""
+
+
+@dataclass
+class Outcome:
+    case: Case
+    handled: bool
+    detail: str
+    seconds: float = 0.0
+    stderr_tail: list[str] = field(default_factory=list)
+
+
+def words_corpus(path: Path, size: int, seed: int = 0, fresh_words: float = 0.0) -> Path:
+    """Lines of words from a 5000-word vocabulary; a share `fresh_words` of them are new random
+    words, so the number of distinct words (and the counting's memory) grows with the size."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzäöüßабвгдежзийклмнопрстуфхцчшщыэюя"
+    vocabulary = ["".join(rng.choice(letters[:26]) for _ in range(rng.randint(1, 9))) for _ in range(5000)]
+
+    def word() -> str:
+        if rng.random() < fresh_words:
+            return "".join(rng.choice(letters) for _ in range(rng.randint(3, 12)))
+        return rng.choice(vocabulary)
+
+    with path.open("w", encoding="utf-8") as file:
+        written = 0
+        while written < size:
+            line = " ".join(word() for _ in range(rng.randint(5, 40))) + ".\n"
+            if rng.random() < 0.05:
+                line += "<|endoftext|>"
+            file.write(line)
+            written += len(line)
+    return path
+
+
+def set_limits(memory_mb: int, file_size_bytes: int | None, seconds: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
+        if file_size_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_bytes, file_size_bytes))
+
+    return apply
+
+
+def run_case(case: Case, timeout: int) -> Outcome:
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, *case.argv],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
+        preexec_fn=set_limits(case.memory_mb, case.file_size_bytes, timeout),
+    )  # fmt: skip
+    try:
+        if case.interrupt is not None:
+            line = child.stdout.readline()
+            if line != "ready\n":
+                child.kill()
+            else:
+                child.send_signal(case.interrupt)
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return Outcome(case, False, f"still running after {timeout} s", time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    code = child.returncode
+    tail = err.strip().splitlines()[-3:]
+    problems = []
+    if code not in case.codes:
+        problems.append(f"exit {code}, expected {'/'.join(map(str, case.codes))}")
+    if "Traceback" in err:
+        problems.append("traceback")
+    if case.message and not re.search(case.message, err.strip()):
+        problems.append(f"no message matching {case.message!r}")
+    if case.check is not None and not problems:
+        problem = case.check()
+        if problem:
+            problems.append(problem)
+    return Outcome(case, not problems, "; ".join(problems) or f"exit {code}", seconds, tail)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases
+
+
+def outputs(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()} if directory.exists() else {}
+
+
+def unchanged(directory: Path, before: dict[str, bytes]) -> Callable[[], str | None]:
+    def check() -> str | None:
+        after = outputs(directory)
+        if after != before:
+            return f"{directory.name} changed: {sorted(set(after) ^ set(before)) or 'contents differ'}"
+        hidden = [p.name for p in directory.iterdir() if p.name.startswith(".")]
+        return f"left {hidden}" if hidden else None
+
+    return check
+
+
+SIGNAL_CHILD = textwrap.dedent(
+    """
+    import sys
+    import cs336_basics.trainers as trainers
+    from cs336_basics.cli import main
+    real_load = trainers.load_trainer
+    def load_trainer(name):
+        module = real_load(name)
+        real_merge = module.merge
+        def merge(*args, **kwargs):
+            print("ready", flush=True)
+            sys.stdin.readline()  # the sweep signals instead of answering
+            return real_merge(*args, **kwargs)
+        module.merge = merge
+        return module
+    trainers.load_trainer = load_trainer
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+LONG_LINE_CHILD = textwrap.dedent(
+    """
+    import resource, sys
+    from cs336_basics.tokenizer import Tokenizer
+    tokenizer = Tokenizer.from_files(sys.argv[1], sys.argv[2])
+    def address_space():
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+    with open(sys.argv[3], encoding="utf-8") as file:
+        file.read(1 << 16)
+        file.seek(0)
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        resource.setrlimit(resource.RLIMIT_AS, (address_space() + (64 << 20), hard))
+        count = sum(1 for _ in tokenizer.encode_iterable(file))
+    print(count)
+    """
+)
+
+
+class RunsCommand:
+    """Pickles into a call of os.system: what a hostile vocab.pkl holds."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def python_api(statement: str) -> list[str]:
+    """A library call whose BPEInputError is printed as one line (a library raises; that is right)."""
+    code = f"import sys\nfrom cs336_basics import BPEInputError\ntry:\n    {statement}\n"
+    code += "except BPEInputError as error:\n    print(error, file=sys.stderr)\n    sys.exit(1)"
+    return ["-c", code]
+
+
+def build_cases(work: Path, full: bool) -> Iterator[Case]:
+    small = words_corpus(work / "small.txt", 20_000)
+    def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
+        command = [sys.executable, "-c", CLI, "bpe_v2", str(out), "-d", str(small), "-v", str(vocab_size), "-q"]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        return outputs(out)
+
+    base = work / "base"
+    base_files = train_quietly(base)
+
+    def cli(out: Path | str, *options: str, trainer: str = "bpe_v2", data: Path | None = small) -> list[str]:
+        return ["-c", CLI, trainer, str(out), *(["-d", str(data)] if data else []), "-q", *options]
+
+    def encode(vocab: Path, merges: Path, data: Path = small) -> list[str]:
+        return [ENCODE, str(data), str(work / "ids.npy"), "--vocab", str(vocab), "--merges", str(merges), "--quiet"]
+
+    # Bad input, refused before any work
+    yield Case("missing data file", cli(work / "o1", data=work / "nope.txt"), (2,), "nope.txt")
+    (work / "empty.txt").write_bytes(b"")
+    yield Case("empty file", cli(work / "o2", data=work / "empty.txt"), (2,), "empty")
+    yield Case("directory as data", cli(work / "o3", data=work), (2,), "directory")
+    os.mkfifo(work / "fifo")
+    yield Case("FIFO as data", cli(work / "o4", data=work / "fifo"), (2,), "not a regular file")
+    yield Case("/dev/zero as data", cli(work / "o5", data=Path("/dev/zero")), (2,), "not a regular file")
+    yield Case("/proc file as data", cli(work / "o6", data=Path("/proc/self/status")), (2,), "not a regular file")
+    (work / "bad.txt").write_bytes(b"fine text " * 100 + b"\xff")
+    yield Case("invalid UTF-8", cli(work / "o7", data=work / "bad.txt"), (2,), "byte offset 1000")
+    (work / "data.txt.gz").write_bytes(gzip.compress(small.read_bytes()))
+    yield Case(".gz input", cli(work / "o8", data=work / "data.txt.gz"), (2,), r"gzip-compressed.*gunzip")
+    if os.geteuid() != 0:
+        locked = work / "locked.txt"
+        locked.write_text("text")
+        locked.chmod(0)
+        yield Case("unreadable input", cli(work / "o9", data=locked), (2,), "Permission denied")
+    yield Case("-v 10**23", cli(work / "o10", "-v", str(10**23)), (2,), "too large")
+    yield Case("-v 255", cli(work / "o11", "-v", "255"), (2,), "too small")
+    yield Case("--workers 0", cli(work / "o12", "--workers", "0"), (2,), "--workers must not be 0")
+    yield Case("--workers -99", cli(work / "o13", "--workers", "-99"), (2,), "leaves no core")
+    for trainer in ("bpe_v3", "bpe_v7"):
+        for workers in ("1000000", str(2**31)):
+            yield Case(
+                f"{trainer} --workers {workers}",
+                cli(work / f"o14-{trainer}-{workers}", "--workers", workers, "-v", "300", trainer=trainer),
+                (0,),
+                "capped at",
+                needs=trainer,
+            )
+    surrogate = cli(work / "o15", "--special", "\udcff")  # reaches the child as the byte 0xff
+    yield Case("special token with a lone surrogate", surrogate, (2,), "not valid Unicode")
+    yield Case(
+        "special_tokens as a plain string (Python)",
+        python_api(f"from cs336_basics import train_bpe; train_bpe({str(small)!r}, 300, '<eos>')"),
+        (1,),
+        "wrap '<eos>' in a list",
+    )
+    yield Case(
+        "decode a float id (Python)",
+        python_api(
+            "from cs336_basics import Tokenizer; Tokenizer({i: bytes([i]) for i in range(256)}, []).decode([1.5])"
+        ),
+        (1,),
+        "token ids must be integers",
+    )
+
+    # Outputs
+    taken = work / "taken"
+    (taken / "vocab.json").mkdir(parents=True)
+    yield Case("vocab.json is a directory", cli(taken), (2,), "vocab.json", check=unchanged(taken, {}))
+    (work / "a-file").write_text("x")
+    yield Case("output under a file", cli(work / "a-file" / "out"), (2,), "cannot write to output directory")
+    for name, limit in (("write failure (--fsize)", len(base_files["vocab.json"]) - 1),):
+        target = work / "fsize"
+        train_quietly(target)
+        yield Case(name, cli(target, "-v", "500"), (1,), "File too large", file_size_bytes=limit,
+                   check=unchanged(target, outputs(target)))  # fmt: skip
+    busy = work / "busy"
+    yield Case("second run into a busy directory", cli(busy), (2,), "another run .* is writing to", check=None)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        target = work / f"signal-{signum}"
+        train_quietly(target)
+        yield Case(
+            f"{signal.Signals(signum).name} during training",
+            ["-c", SIGNAL_CHILD, "bpe_v2", str(target), "-d", str(small), "-v", "500", "-q"],
+            (128 + signum,),
+            r"\Ainterrupted\Z",
+            interrupt=signum,
+            check=unchanged(target, outputs(target)),
+        )
+
+    # Loading untrusted or damaged files (through encode_dataset)
+    evil = work / "evil"
+    evil.mkdir()
+    marker = work / "code-ran"
+    (evil / "vocab.pkl").write_bytes(pickle.dumps(RunsCommand(f"touch {marker}")))
+    (evil / "merges.pkl").write_bytes(pickle.dumps([]))
+    yield Case("crafted pickle", encode(evil / "vocab.pkl", evil / "merges.pkl"), (2,), "refused to load",
+               check=lambda: "the pickle ran code" if marker.exists() else None)  # fmt: skip
+    broken = work / "broken"
+    broken.mkdir()
+    (broken / "vocab.json").write_text('{"a": 0,')
+    (broken / "merges.txt").write_text("")
+    corrupt = encode(broken / "vocab.json", broken / "merges.txt")
+    yield Case("corrupt vocab.json", corrupt, (2,), "vocab.json is not valid")
+    cut = work / "cut"
+    cut.mkdir()
+    for name, data in base_files.items():
+        (cut / name).write_bytes(data)
+    lines = base_files["merges.txt"].splitlines(keepends=True)
+    (cut / "merges.txt").write_bytes(b"".join(lines[: len(lines) // 2]))
+    yield Case("merges.txt cut at a line end", encode(cut / "vocab.json", cut / "merges.txt"), (2,), "shorter than")
+    mixed = work / "mixed"
+    train_quietly(mixed, 300)
+    (mixed / "merges.txt").write_bytes(base_files["merges.txt"])
+    yield Case("files of two runs", encode(mixed / "vocab.json", mixed / "merges.txt"), (2,), "another run")
+    yield Case("encode_dataset of .gz", encode(base / "vocab.json", base / "merges.txt", work / "data.txt.gz"), (2,),
+               "gunzip")  # fmt: skip
+
+    # Memory and size limits
+    big = words_corpus(work / "big.txt", (40 if full else 2) << 20, seed=1, fresh_words=0.3)
+    one_line = work / "one_line.txt"
+    one_line.write_text(big.read_text(encoding="utf-8").replace("\n", " "), encoding="utf-8")
+    yield Case(
+        "encode_iterable over one long line, 64 MB headroom",
+        ["-c", LONG_LINE_CHILD, str(base / "vocab.json"), str(base / "merges.txt"), str(one_line)],
+        (0,),
+        fast=True,
+    )
+    repeated = work / "repeated.txt"
+    repeated.write_bytes(b"a" * ((50 if full else 1) << 20))
+    yield Case("one huge pre-token", cli(work / "o20", "-v", "300", trainer="bpe_v7", data=repeated), (0,),
+               needs="bpe_v7", memory_mb=8192)  # fmt: skip
+    if full:
+        for megabytes in (200, 150):
+            yield Case(
+                f"bpe_v7 --workers 2 in {megabytes} MB of address space",
+                cli(work / f"o21-{megabytes}", "-v", "1000", "--workers", "2", trainer="bpe_v7", data=big),
+                (0, 1),
+                r"\A\Z|\Aerror: out of memory",  # trained, or one line of ours
+                fast=False,
+                memory_mb=megabytes,
+                needs="bpe_v7",
+                notes="native: the lead's integration (ThreadCounts::add, libgomp)",
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fast", action="store_true", help="only the quick cases (what CI runs)")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds per case (300)")
+    parser.add_argument("--keep", action="store_true", help="keep the working directory")
+    args = parser.parse_args(argv)
+    status = trainer_status()
+    outcomes: list[Outcome] = []
+    with contextlib.ExitStack() as stack:
+        work = Path(tempfile.mkdtemp(prefix="cs336-fault-sweep-")) if args.keep else Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="cs336-fault-sweep-"))
+        )
+        for case in build_cases(work, full=not args.fast):
+            if args.fast and not case.fast:
+                continue
+            if case.needs and status.get(case.needs):
+                print(f"skip  {case.name}: {status[case.needs]}")
+                continue
+            if case.name.startswith("second run"):
+                with OutputDirectory(work / "busy"):  # this process holds the directory meanwhile
+                    outcome = run_case(case, args.timeout)
+            else:
+                outcome = run_case(case, args.timeout)
+            outcomes.append(outcome)
+            mark = "ok  " if outcome.handled else "FAIL"
+            print(f"{mark}  {case.name}: {outcome.detail} ({outcome.seconds:.1f} s)", flush=True)
+            if not outcome.handled:
+                if case.notes:
+                    print(f"        ({case.notes})")
+                for line in outcome.stderr_tail:
+                    print(f"        {line}")
+        if args.keep:
+            print(f"kept {work}")
+    failed = [outcome for outcome in outcomes if not outcome.handled]
+    print(f"{len(outcomes) - len(failed)} of {len(outcomes)} cases handled")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
