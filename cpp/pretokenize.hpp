@@ -7,14 +7,23 @@
 // previous one ended. The character classes come from cpp/unicode_tables.hpp, generated from the
 // same `regex` package the Python pre-tokenizer uses.
 //
+// Speed: most text is ASCII, so the scanner first tries a 64-byte block at a time. It classifies the
+// block's bytes into bit masks (SSE2 where the compiler targets it, else SWAR on 64-bit words) and
+// derives every pre-token start in the block from the masks with a few shifts (block_boundaries);
+// the byte-at-a-time state machine below handles what the block rules cannot decide (non-ASCII
+// characters, pre-tokens running past the block). Both give the same pre-tokens: the tests compare
+// every path against `regex`, switching paths at run time with set_scanner_path.
+//
 // Errors: the visitor-based core returns the offset of the first byte that does not start a valid
 // UTF-8 character (what Python reports as UnicodeDecodeError.start); the convenience functions throw
 // InvalidUtf8Error carrying that offset. Overlong forms, surrogates and code points past U+10FFFF
 // are invalid, as in Python's strict decoder.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -97,8 +106,7 @@ inline unsigned read_char(const unsigned char* p, const unsigned char* end, uint
     return read_multibyte(p, end, cls);
 }
 
-#if defined(__SSE2__)
-// The 16-byte fast path below hard-codes the ASCII classes; check that the tables agree.
+// The fast paths hard-code the ASCII classes; check that the tables agree.
 constexpr bool ascii_classes_are_standard() {
     for (int byte = 0; byte < 0x80; ++byte) {
         const bool letter = (byte >= 'A' && byte <= 'Z') || (byte >= 'a' && byte <= 'z');
@@ -112,8 +120,22 @@ constexpr bool ascii_classes_are_standard() {
     }
     return true;
 }
-static_assert(ascii_classes_are_standard(), "regex's ASCII classes changed: update ascii_run_length");
+static_assert(ascii_classes_are_standard(), "regex's ASCII classes changed: update the fast paths");
 
+inline unsigned count_trailing_zeros(uint64_t bits) {  // bits != 0
+#if defined(__GNUC__)
+    return unsigned(__builtin_ctzll(bits));
+#else
+    unsigned count = 0;
+    while ((bits & 1) == 0) {
+        bits >>= 1;
+        ++count;
+    }
+    return count;
+#endif
+}
+
+#if defined(__SSE2__)
 // How many of the 16 bytes at `p` continue an ASCII run of class `cls` (letter, number or other).
 // Computing it without a loop avoids the mispredicted branch at the end of every short run.
 inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
@@ -142,14 +164,17 @@ inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
 #endif
 
 // Advances `p` over characters of class `cls` (not kSpace); returns false (with `p` at the bad
-// byte) on invalid UTF-8.
+// byte) on invalid UTF-8. `kSimd`: skip ASCII runs 16 bytes at a time where SSE2 is available.
+template <bool kSimd>
 inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t cls) {
     for (;;) {
 #if defined(__SSE2__)
-        while (end - p >= 16) {
-            const unsigned length = ascii_run_length(p, cls);
-            p += length;
-            if (length < 16) break;
+        if (kSimd) {
+            while (end - p >= 16) {
+                const unsigned length = ascii_run_length(p, cls);
+                p += length;
+                if (length < 16) break;
+            }
         }
 #endif
         if (p >= end) return true;
@@ -165,6 +190,136 @@ inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t 
         if (next_cls != cls) return true;
         p += length;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The block fast path
+
+inline constexpr size_t kBlockBytes = 64;
+
+// One bit per byte of a 64-byte block (bit i = byte i) for each class the block rules need.
+// Bytes >= 0x80 are in `non_ascii` only.
+struct BlockMasks {
+    uint64_t letter;      // A-Z a-z
+    uint64_t digit;       // 0-9
+    uint64_t space;       // regex's ASCII \s: ' ', \t \n \v \f \r
+    uint64_t blank;       // ' ' only: the one that joins the next pre-token
+    uint64_t apostrophe;  // may start a contraction
+    uint64_t non_ascii;
+};
+
+// SWAR on 64-bit words: the portable way to build the masks. For 7-bit values x (the high bit
+// cleared first), x + (0x80 - c) sets a byte's high bit iff x >= c, and no byte carries into the next.
+inline uint64_t load_little_endian64(const unsigned char* p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    return word;
+#else
+    uint64_t word = 0;
+    for (int i = 7; i >= 0; --i) word = (word << 8) | p[i];
+    return word;
+#endif
+}
+
+inline constexpr uint64_t kHighBits = 0x8080808080808080ULL;
+inline constexpr uint64_t kLowBits = 0x7F7F7F7F7F7F7F7FULL;
+inline constexpr uint64_t repeat_byte(unsigned byte) { return 0x0101010101010101ULL * byte; }
+
+// The high bit of each byte of `flags` gathered into 8 bits, byte 0 lowest.
+inline uint64_t gather_high_bits(uint64_t flags) { return ((flags >> 7) * 0x0102040810204080ULL) >> 56; }
+
+inline BlockMasks block_masks_swar(const unsigned char* p) {
+    BlockMasks masks{};
+    for (unsigned word_index = 0; word_index < kBlockBytes / 8; ++word_index) {
+        const uint64_t word = load_little_endian64(p + 8 * word_index);
+        const uint64_t non_ascii = word & kHighBits;
+        const uint64_t ascii = ~non_ascii & kHighBits;
+        const uint64_t x = word & kLowBits;
+        const auto at_least = [](uint64_t values, unsigned c) { return values + repeat_byte(0x80 - c); };
+        const auto at_most = [](uint64_t values, unsigned c) { return ~(values + repeat_byte(0x7F - c)); };
+        const auto equal = [&](unsigned c) { return ~((x ^ repeat_byte(c)) + kLowBits); };
+        const uint64_t folded = x | repeat_byte(0x20);
+        const uint64_t letter = at_least(folded, 'a') & at_most(folded, 'z') & ascii;
+        const uint64_t digit = at_least(x, '0') & at_most(x, '9') & ascii;
+        const uint64_t blank = equal(' ') & ascii;
+        const uint64_t space = blank | (at_least(x, '\t') & at_most(x, '\r') & ascii);
+        const uint64_t apostrophe = equal('\'') & ascii;
+        const unsigned shift = 8 * word_index;
+        masks.letter |= gather_high_bits(letter) << shift;
+        masks.digit |= gather_high_bits(digit) << shift;
+        masks.space |= gather_high_bits(space) << shift;
+        masks.blank |= gather_high_bits(blank) << shift;
+        masks.apostrophe |= gather_high_bits(apostrophe) << shift;
+        masks.non_ascii |= gather_high_bits(non_ascii) << shift;
+    }
+    return masks;
+}
+
+#if defined(__SSE2__)
+inline BlockMasks block_masks_sse2(const unsigned char* p) {
+    BlockMasks masks{};
+    for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * lane));
+        // Signed compares: bytes >= 0x80 are negative, so never in an ASCII range.
+        const __m128i folded = _mm_or_si128(bytes, _mm_set1_epi8(0x20));
+        const __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(folded, _mm_set1_epi8('a' - 1)),
+                                             _mm_cmplt_epi8(folded, _mm_set1_epi8('z' + 1)));
+        const __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(bytes, _mm_set1_epi8('0' - 1)),
+                                            _mm_cmplt_epi8(bytes, _mm_set1_epi8('9' + 1)));
+        const __m128i blank = _mm_cmpeq_epi8(bytes, _mm_set1_epi8(' '));
+        const __m128i space = _mm_or_si128(blank, _mm_and_si128(_mm_cmpgt_epi8(bytes, _mm_set1_epi8('\t' - 1)),
+                                                                _mm_cmplt_epi8(bytes, _mm_set1_epi8('\r' + 1))));
+        const __m128i apostrophe = _mm_cmpeq_epi8(bytes, _mm_set1_epi8('\''));
+        const unsigned shift = 16 * lane;
+        masks.letter |= uint64_t(unsigned(_mm_movemask_epi8(letter))) << shift;
+        masks.digit |= uint64_t(unsigned(_mm_movemask_epi8(digit))) << shift;
+        masks.space |= uint64_t(unsigned(_mm_movemask_epi8(space))) << shift;
+        masks.blank |= uint64_t(unsigned(_mm_movemask_epi8(blank))) << shift;
+        masks.apostrophe |= uint64_t(unsigned(_mm_movemask_epi8(apostrophe))) << shift;
+        masks.non_ascii |= uint64_t(unsigned(_mm_movemask_epi8(bytes))) << shift;
+    }
+    return masks;
+}
+#endif
+
+// Pre-token starts in the 64 bytes at `p`, given that a pre-token starts at `p`: bit i set = one
+// starts at p + i (bit 0 always). Only starts the block decides are reported: those before its
+// first non-ASCII byte and before byte 62 (bytes 62 and 63 are lookahead for contractions).
+// The pattern has no lookbehind, so the pre-tokens from a start on depend only on the text after
+// it. With K the class of each byte (letter, digit, space or other):
+//  * a start where K changes (the pattern's runs are one class each), except that
+//  * a space run followed by a non-space splits before its last character (`\s+(?!\S)`
+//    backtracks), and if that character is ' ', it starts the next pre-token (` ?\p{L}+` etc.)
+//    instead of standing alone;
+//  * a contraction '(?:[sdmt]|ll|ve|re) is a pre-token of its own where its apostrophe starts one,
+//    i.e. not after another "other" character (inside that run) nor after ' ' (which joins it).
+inline uint64_t block_boundaries(const unsigned char* p, const BlockMasks& m) {
+    constexpr uint64_t kDecidable = (uint64_t(1) << (kBlockBytes - 2)) - 1;
+    const uint64_t before_non_ascii = m.non_ascii != 0 ? (m.non_ascii & (~m.non_ascii + 1)) - 1 : ~uint64_t(0);
+    const uint64_t decided = kDecidable & before_non_ascii;
+    uint64_t starts = (m.letter ^ (m.letter << 1)) | (m.digit ^ (m.digit << 1)) | (m.space ^ (m.space << 1));
+    const uint64_t after_space_run = (m.space << 1) & ~m.space & ~m.non_ascii;
+    starts |= after_space_run >> 1;
+    starts &= ~(after_space_run & (m.blank << 1));
+    const uint64_t other = ~(m.letter | m.digit | m.space | m.non_ascii);
+    uint64_t apostrophes = m.apostrophe & ~((other | m.blank) << 1) & decided;
+    while (apostrophes != 0) {  // rare: check each candidate's suffix by hand
+        const unsigned at = count_trailing_zeros(apostrophes);
+        apostrophes &= apostrophes - 1;
+        const unsigned char first = p[at + 1];  // at <= 61, so both suffix bytes are in the block
+        const unsigned char second = p[at + 2];
+        unsigned suffix = 0;
+        if (first == 's' || first == 'd' || first == 'm' || first == 't') {
+            suffix = 1;
+        } else if ((first == 'l' && second == 'l') || ((first == 'v' || first == 'r') && second == 'e')) {
+            suffix = 2;
+        }
+        if (suffix == 0) continue;
+        starts &= ~(uint64_t(1) << (at + 1));
+        if (at + 1 + suffix < 64) starts |= uint64_t(1) << (at + 1 + suffix);
+    }
+    return (starts | 1) & decided;
 }
 
 inline bool is_contraction_suffix(const unsigned char* p, const unsigned char* end, unsigned& length) {
@@ -185,24 +340,77 @@ inline bool is_contraction_suffix(const unsigned char* p, const unsigned char* e
 
 }  // namespace detail
 
-// Calls `on_pretoken(begin, end)` (byte offsets into `data`) for each pre-token in order. Returns
-// kValidUtf8, or the offset of the first invalid byte; the pre-tokens before it have been visited.
-template <typename OnPretoken>
-size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken) {
+// Which way for_each_pretoken finds pre-tokens. All give the same pre-tokens; the switch exists so
+// that tests can check each against `regex` on any machine.
+enum class ScannerPath : int {
+    kFast = 0,    // 64-byte blocks classified with SSE2 where available (else as kSwar)
+    kSwar = 1,    // 64-byte blocks classified with portable 64-bit word arithmetic
+    kScalar = 2,  // one character at a time, no block path and no SIMD
+};
+
+namespace detail {
+inline std::atomic<int> scanner_path{int(ScannerPath::kFast)};
+}  // namespace detail
+
+// Read once per for_each_pretoken call. One setting per extension module that includes this
+// header, or one per process where the loader merges their copies (glibc does).
+inline void set_scanner_path(ScannerPath path) noexcept {
+    detail::scanner_path.store(int(path), std::memory_order_relaxed);
+}
+inline ScannerPath scanner_path() noexcept {
+    return ScannerPath(detail::scanner_path.load(std::memory_order_relaxed));
+}
+
+namespace detail {
+
+template <ScannerPath kPath, typename OnPretoken>
+size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken) {
     constexpr uint8_t kSpace = unicode_tables::kSpace;
+    constexpr bool kSimd = kPath == ScannerPath::kFast;
     const auto* const base = reinterpret_cast<const unsigned char*>(data);
     const unsigned char* const end = base + size;
     const unsigned char* p = base;
     while (p < end) {
+        // The text's last bytes go through the block path as a copy padded with non-ASCII bytes:
+        // a pad byte ends every run and lookahead the block decides, as the end of the text does.
+        const unsigned char* block = p;
+        unsigned char padded[kBlockBytes];
+        if (kPath != ScannerPath::kScalar && size_t(end - p) < kBlockBytes) {
+            std::memset(padded, 0x80, kBlockBytes);
+            std::memcpy(padded, p, size_t(end - p));
+            block = padded;
+        }
+        if (kPath != ScannerPath::kScalar && (load_little_endian64(block) & kHighBits) == 0) {
+#if defined(__SSE2__)
+            const BlockMasks masks = kSimd ? block_masks_sse2(block) : block_masks_swar(block);
+#else
+            const BlockMasks masks = block_masks_swar(block);
+#endif
+            uint64_t starts = block_boundaries(block, masks) & ~uint64_t(1);
+            if (starts != 0) {
+                const size_t offset = size_t(p - base);
+                unsigned previous = 0;
+                do {
+                    const unsigned next = count_trailing_zeros(starts);
+                    starts &= starts - 1;
+                    on_pretoken(offset + previous, offset + next);
+                    previous = next;
+                } while (starts != 0);
+                p += previous;
+                continue;
+            }
+        }
+
+        // One pre-token, character by character.
         const unsigned char* const start = p;
         uint8_t cls;
-        unsigned length = detail::read_char(p, end, cls);
+        unsigned length = read_char(p, end, cls);
         if (length == 0) return size_t(p - base);
         p += length;
 
         if (*start == '\'') {
             unsigned suffix;
-            if (detail::is_contraction_suffix(p, end, suffix)) {
+            if (is_contraction_suffix(p, end, suffix)) {
                 p += suffix;
                 on_pretoken(size_t(start - base), size_t(p - base));
                 continue;
@@ -211,18 +419,18 @@ size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken
             // ` ?\p{L}+` and friends: a single space joins the run of letters, digits or other
             // symbols right after it (the apostrophe counts as other; no contraction after a space).
             uint8_t next_cls;
-            length = detail::read_char(p, end, next_cls);
+            length = read_char(p, end, next_cls);
             if (length == 0) return size_t(p - base);
             if (next_cls != kSpace) {
                 p += length;
-                if (!detail::skip_run(p, end, next_cls)) return size_t(p - base);
+                if (!skip_run<kSimd>(p, end, next_cls)) return size_t(p - base);
                 on_pretoken(size_t(start - base), size_t(p - base));
                 continue;
             }
         }
 
         if (cls != kSpace) {
-            if (!detail::skip_run(p, end, cls)) return size_t(p - base);
+            if (!skip_run<kSimd>(p, end, cls)) return size_t(p - base);
             on_pretoken(size_t(start - base), size_t(p - base));
             continue;
         }
@@ -232,7 +440,7 @@ size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken
         // next pre-token takes as its ` ?` prefix.
         const unsigned char* last = start;
         while (p < end) {
-            length = detail::read_char(p, end, cls);
+            length = read_char(p, end, cls);
             if (length == 0) return size_t(p - base);
             if (cls != kSpace) break;
             last = p;
@@ -250,6 +458,22 @@ size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken
         }
     }
     return kValidUtf8;
+}
+
+}  // namespace detail
+
+// Calls `on_pretoken(begin, end)` (byte offsets into `data`) for each pre-token in order. Returns
+// kValidUtf8, or the offset of the first invalid byte; the pre-tokens before it have been visited.
+template <typename OnPretoken>
+size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken) {
+    switch (scanner_path()) {
+        case ScannerPath::kSwar:
+            return detail::scan_pretokens<ScannerPath::kSwar>(data, size, on_pretoken);
+        case ScannerPath::kScalar:
+            return detail::scan_pretokens<ScannerPath::kScalar>(data, size, on_pretoken);
+        default:
+            return detail::scan_pretokens<ScannerPath::kFast>(data, size, on_pretoken);
+    }
 }
 
 // End offsets of the pre-tokens of `text` (each starts where the previous ended, the first at 0).

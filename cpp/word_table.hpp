@@ -280,10 +280,13 @@ public:
 
     void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[home(check_of(hash))]); }
 
-    // Adds `count` to the word; a new long word's bytes are copied into `arena`.
-    void add(const WordKey& key, int64_t count, Arena& arena) {
-        if (10 * (size_ + 1) > 7 * home_slots()) grow();
-        while (!try_add(key, count, arena)) grow();
+    // Adds one occurrence of each of `keys` (the load check runs once for the batch); a new long
+    // word's bytes are copied into `arena`.
+    void add_each_once(const WordKey* keys, size_t count, Arena& arena) {
+        while (10 * (size_ + count) > 7 * home_slots()) grow();
+        for (size_t i = 0; i < count; ++i) {
+            while (!try_add(keys[i], 1, arena)) grow();
+        }
     }
 
     size_t size() const { return size_; }
@@ -315,7 +318,9 @@ private:
     size_t home(uint32_t check) const { return size_t(check >> (32 - bits_)); }
 
     bool try_add(const WordKey& key, int64_t count, Arena& arena) {
-        for (size_t index = home(check_of(key.hash)); index < slots_.size(); ++index) {
+        // Slot writes may alias the size (both are 64-bit integers): read it once.
+        const size_t num_slots = slots_.size();
+        for (size_t index = home(check_of(key.hash)); index < num_slots; ++index) {
             WordSlot& slot = slots_[index];
             if (slot.count == 0) {
                 slot.check = check_of(key.hash);
@@ -368,30 +373,51 @@ private:
     size_t size_ = 0;
 };
 
-// One thread's counts. Words are queued a batch at a time: each one's slot is prefetched when it is
-// queued and looked up when the batch is full, so the cache misses of a batch overlap.
+// One thread's counts. Words are queued a batch at a time and go through two stages: when a batch
+// is full its keys are made and their slots prefetched, and they are looked up when the next batch
+// is full, so the cache misses of a batch overlap each other and the scanning of the next batch.
+// Queuing is two stores, cheap enough to inline into the scanner's visitor.
 // Aligned so that two threads' hot fields never share a cache line.
 struct alignas(64) ThreadCounts {
     static constexpr size_t kBatch = 32;
 
     Arena arena;
     WordTable table;
-    WordKey queued[kBatch];
+    const char* queued_data[kBatch];
+    size_t queued_length[kBatch];
     size_t num_queued = 0;
+    WordKey prefetched[kBatch];
+    size_t num_prefetched = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
 
     void add(const char* word, size_t length) {
-        queued[num_queued] = make_key(word, length, readable_end);
-        table.prefetch_slot(queued[num_queued].hash);
-        if (++num_queued == kBatch) flush();
+        queued_data[num_queued] = word;
+        queued_length[num_queued] = length;
+        if (++num_queued == kBatch) advance();
     }
 
-    // Must run before the queued words' bytes go away (at the end of a chunk). The queue is emptied
-    // before the lookups, so a lookup that throws (out of memory) cannot leave it full.
+    // Must run before the queued words' bytes go away (at the end of a chunk).
     void flush() {
-        const size_t count = num_queued;
+        advance();
+        const size_t ready = num_prefetched;
+        num_prefetched = 0;
+        table.add_each_once(prefetched, ready, arena);
+    }
+
+private:
+    // Both stages are emptied before the lookups, so a lookup that throws (out of memory) cannot
+    // leave a stage full.
+    void advance() {
+        const size_t ready = num_prefetched;
+        const size_t queued = num_queued;
+        num_prefetched = 0;
         num_queued = 0;
-        for (size_t i = 0; i < count; ++i) table.add(queued[i], 1, arena);
+        table.add_each_once(prefetched, ready, arena);
+        for (size_t i = 0; i < queued; ++i) {
+            prefetched[i] = make_key(queued_data[i], queued_length[i], readable_end);
+            table.prefetch_slot(prefetched[i].hash);
+        }
+        num_prefetched = queued;
     }
 };
 

@@ -40,6 +40,10 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
 # pretokenize.hpp: the GPT-2 pre-tokenizer.
 cdef extern from "pretokenize.hpp" namespace "bpe" nogil:
     vector[size_t] pretoken_ends(string_view text) except +
+    enum class ScannerPath:
+        pass
+    void set_scanner_path(ScannerPath path) noexcept
+    ScannerPath scanner_path() noexcept
 
 
 # word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).

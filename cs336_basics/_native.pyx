@@ -42,6 +42,25 @@ cdef inline string_view view_of(const unsigned char[::1] data) noexcept:
     return string_view(<const char*>&data[0], <size_t>data.shape[0])
 
 
+SCANNER_PATHS = ("fast", "swar", "scalar")  # the order of bpe::ScannerPath
+
+
+def use_scanner_path(name: str) -> str:
+    """Make this module's pre-tokenizer (and counting) take one of SCANNER_PATHS, which all give
+    the same pre-tokens ("scalar": no block fast path, no SIMD); returns the previous path. For
+    tests; CS336_SCALAR_SCANNER=1 in the environment selects "scalar" at import."""
+    if name not in SCANNER_PATHS:
+        raise ValueError(f"scanner path must be one of {SCANNER_PATHS}, got {name!r}")
+    previous = SCANNER_PATHS[<int>lib.scanner_path()]
+    lib.set_scanner_path(<lib.ScannerPath><int>SCANNER_PATHS.index(name))
+    return previous
+
+
+# The flag's rule as backend.env_flag states it; this module imports nothing of the package.
+if os.environ.get("CS336_SCALAR_SCANNER", "").strip().lower() not in ("", "0", "false", "no"):
+    use_scanner_path("scalar")
+
+
 def pretoken_ends(const unsigned char[::1] data not None) -> list:
     """End offsets of the GPT-2 pre-tokens of UTF-8 `data` (bytes-like): pre-token i is
     `data[ends[i - 1]:ends[i]]`, the first starting at 0; they tile the input."""

@@ -8,6 +8,8 @@ Environment variables (any value but "", "0", "false", "no" switches a flag on):
   CS336_REQUIRE_OPENMP     fail the build instead of falling back to one thread (read by `setup.py`)
   CS336_EXPECT_COMPILED    tests: fail, instead of skipping, when compiled code is missing
   CS336_ALLOW_NO_OPENMP    tests: accept a build without OpenMP
+  CS336_SCALAR_SCANNER     the native pre-tokenizer of `_native` takes its character-by-character path
+                           (read when `_native` is imported; tests run it on every path anyway)
 
 `setup.py` cannot import the package (it is not built yet), so it loads this file on its own: this
 module imports nothing of the package at import time.

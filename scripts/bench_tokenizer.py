@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Single-thread encode throughput with the GPT-2 vocabulary: our pure-Python and compiled paths
-against tiktoken, on the same text in the same run, with the ids checked to agree.
+"""Encode throughput with the GPT-2 vocabulary: our pure-Python and compiled paths against tiktoken,
+gigatoken and fastokens (each when installed), on the same text in the same run, with the ids
+checked to agree.
 
     python scripts/bench_tokenizer.py ../shared/corpus/real_mix.txt.gz ../shared/fixtures --repeat 3
 
@@ -10,15 +11,24 @@ Python list of ids, as `encode` returns; "ours (array)" is the compiled path wit
 first repetition of each starts with an empty pre-token cache; the table shows the best and the
 first run by wall clock, and the best by CPU time. The pure path runs once (`--pure-mb` limits it
 to a prefix: it is some 30x slower).
+
+A second table compares the compiled encoders per thread count (--threads, default 1 and 2): the
+text is cut at pre-token boundaries into one piece per thread, each thread encoding its piece with
+its own tokenizer (so an encoder that holds the GIL shows no gain). "cold" is the best of --repeat
+runs each on freshly built tokenizers (building not timed), "warm" the best of --repeat runs on
+tokenizers that have encoded the text once already. gigatoken and fastokens load a HuggingFace
+tokenizer.json written from the fixture files, so nothing is downloaded. MB are 10^6 bytes of UTF-8.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
@@ -48,6 +58,140 @@ def timed(encode: Callable[[str], object], text: str, repeat: int) -> tuple[list
     return seconds, result
 
 
+def hf_tokenizer_json(fixtures: Path) -> str:
+    """A HuggingFace tokenizer.json for the fixture GPT-2 vocabulary (whose files already use the
+    byte-level alphabet that format expects), with <|endoftext|> as a special added token."""
+    vocab = json.loads((fixtures / "gpt2_vocab.json").read_text(encoding="utf-8"))
+    with (fixtures / "gpt2_merges.txt").open(encoding="utf-8") as file:
+        merges = [line.rstrip("\n") for line in file if line.strip() and not line.startswith("#version")]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    special = {"content": ENDOFTEXT, "single_word": False, "lstrip": False, "rstrip": False}
+    document = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": vocab[ENDOFTEXT], **special, "normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": None,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
+    return json.dumps(document, ensure_ascii=False)
+
+
+def split_at_pretokens(text: str, parts: int) -> list[str]:
+    """`text` in `parts` pieces cut before a space or newline that follows a non-space character:
+    no GPT-2 pre-token crosses such a place, so the pieces' ids concatenate to the whole's."""
+    pieces, start = [], 0
+    for part in range(1, parts):
+        cut = max(start, len(text) * part // parts)
+        while cut < len(text) and not (text[cut] in " \n" and cut > 0 and not text[cut - 1].isspace()):
+            cut += 1
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+# name -> (make a tokenizer, encode one text with it to a list of ids); None where not installed.
+EncoderFactory = tuple[Callable[[], object], Callable[[object, str], list[int]]]
+
+
+def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, EncoderFactory]:
+    encoders: dict[str, EncoderFactory] = {}
+    if native_available():
+        encoders["ours, encode_array"] = (
+            lambda: Tokenizer(vocab, merges, [ENDOFTEXT], native=True),
+            lambda tokenizer, text: tokenizer.encode_array(text),
+        )
+        encoders["ours, encode (list)"] = (
+            lambda: Tokenizer(vocab, merges, [ENDOFTEXT], native=True),
+            lambda tokenizer, text: tokenizer.encode(text),
+        )
+    try:
+        import tiktoken
+    except ImportError:
+        print("tiktoken is not installed (skipping it)")
+    else:
+        ranks = {token: token_id for token_id, token in vocab.items() if token != ENDOFTEXT.encode()}
+        encoders["tiktoken"] = (
+            lambda: tiktoken.Encoding(
+                name="gpt2-from-fixtures",
+                pat_str=GPT2_SPLIT_PATTERN,
+                mergeable_ranks=ranks,
+                special_tokens={ENDOFTEXT: 50256},
+            ),
+            lambda encoding, text: encoding.encode(text, allowed_special="all"),
+        )
+    hf_json = hf_tokenizer_json(fixtures)
+    try:
+        import gigatoken
+    except ImportError:
+        print("gigatoken is not installed (pip install gigatoken; skipping it)")
+    else:
+        encoders["gigatoken"] = (
+            lambda: gigatoken.Tokenizer.from_json(hf_json),
+            lambda tokenizer, text: tokenizer.encode(text),
+        )
+    try:
+        import fastokens
+    except ImportError:
+        print("fastokens is not installed (pip install fastokens; skipping it)")
+    else:
+        encoders["fastokens"] = (
+            lambda: fastokens.Tokenizer.from_json_str(hf_json),
+            lambda tokenizer, text: tokenizer.encode(text).ids,
+        )
+    return encoders
+
+
+def compare_threads(
+    encoders: dict[str, EncoderFactory], text: str, threads: list[int], repeat: int, reference: list[int] | None
+) -> None:
+    size_mb = len(text.encode("utf-8")) / 1e6
+    # "cores busy": CPU time over wall time of the best warm run, which shows an encoder that uses
+    # more threads of its own than it was given (or fewer, when it holds the GIL).
+    print("\n| encoder | threads | cold MB/s | warm MB/s | warm MB/s per thread | cores busy | ids |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, (make, encode) in encoders.items():
+        for count in threads:
+            pieces = split_at_pretokens(text, count)
+            with ThreadPoolExecutor(count) as pool:
+                cold = []
+                for _ in range(repeat):
+                    tokenizers = [make() for _ in pieces]
+                    started = time.perf_counter()
+                    list(pool.map(encode, tokenizers, pieces))
+                    cold.append(time.perf_counter() - started)
+                warm = []  # (wall, CPU of the whole process)
+                for _ in range(repeat):
+                    started, cpu = time.perf_counter(), time.process_time()
+                    results = list(pool.map(encode, tokenizers, pieces))
+                    warm.append((time.perf_counter() - started, time.process_time() - cpu))
+            ids = [int(token) for result in results for token in result]
+            if reference is None:
+                reference = ids
+            verdict = "==" if ids == reference else "DIFFER"
+            wall, cpu = min(warm)
+            print(
+                f"| {name} | {count} | {size_mb / min(cold):.1f} | {size_mb / wall:.1f} | {size_mb / wall / count:.1f} "
+                f"| {cpu / wall:.2f} | {verdict} |"
+            )
+            del ids, results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus", type=Path, help="text file or .gz")
@@ -55,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-mb", type=float, default=None, help="use only the first N MB of the corpus")
     parser.add_argument("--pure-mb", type=float, default=None, help="run the pure path on the first N MB only")
     parser.add_argument("--repeat", type=int, default=3, help="runs of the compiled path and tiktoken (best wins)")
+    parser.add_argument("--threads", type=int, nargs="*", default=[1, 2], help="thread counts of the second table")
+    parser.add_argument("--peers-only", action="store_true", help="print only the second table")
     args = parser.parse_args(argv)
 
     text = read_corpus(args.corpus, int(args.head_mb * 1e6) if args.head_mb else None)
@@ -62,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     vocab = load_vocab(args.fixtures / "gpt2_vocab.json")
     merges = load_merges(args.fixtures / "gpt2_merges.txt")
     print(f"corpus: {args.corpus} ({size_mb:.1f} MB), GPT-2 vocabulary, special token {ENDOFTEXT}")
+
+    if args.peers_only:
+        compare_threads(peer_encoders(vocab, merges, args.fixtures), text, args.threads, args.repeat, None)
+        return 0
 
     rows: list[tuple[str, float, list[tuple[float, float]]]] = []  # (encoder, MB, (wall, CPU) per run)
     reference = native = None
@@ -114,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {name} | {megabytes:.1f} | {megabytes / min(walls):.2f} | {megabytes / min(cpus):.2f} "
             f"| {megabytes / walls[0]:.2f} |"
         )
+    if args.threads:
+        compare_threads(peer_encoders(vocab, merges, args.fixtures), text, args.threads, args.repeat, reference)
     return 0
 
 

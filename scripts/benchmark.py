@@ -11,7 +11,8 @@ timeout can stop it. Our versions must agree with each other merge for merge; th
 A corpus is `PATH[#HEAD]@VOCAB`: a text file or a .gz (decompressed once into the cache), optionally
 cut to its first HEAD bytes (K/M/G suffixes; the cut moves back to a UTF-8 character start).
 `--merge-only` times the merge phase alone on word counts computed once per corpus and cached.
-Peers (`hf-tokenizers`, `rustbpe`) run when installed, with the GPT-2 pattern and the same vocab.
+Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`) run when installed, with the GPT-2 pattern and the
+same vocab (gigatoken's trainer breaks ties its own way, so its merges are not CS336's).
 Writes `results.md`, `results.json` and, when matplotlib is installed, `results.png` into --out.
 """
 
@@ -31,7 +32,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPECIAL_TOKENS = ["<|endoftext|>"]
-PEERS = ("hf-tokenizers", "rustbpe")
+PEERS = ("hf-tokenizers", "rustbpe", "gigatoken")
 
 
 @dataclass
@@ -164,6 +165,17 @@ def run_rustbpe(path: Path, vocab_size: int) -> dict:
     return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
 
 
+def run_gigatoken(path: Path, vocab_size: int) -> dict:
+    import gigatoken
+
+    from cs336_basics.trainers import peak_rss_bytes
+
+    started = time.perf_counter()
+    gigatoken.train_bpe(path, vocab_size, SPECIAL_TOKENS)
+    elapsed = time.perf_counter() - started
+    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
+
+
 def child_main(argv: list[str]) -> None:
     trainer, path, vocab_size, merge_only, workers = argv
     merge_only_path = Path(merge_only) if merge_only else None
@@ -172,6 +184,8 @@ def child_main(argv: list[str]) -> None:
         result = run_hf_tokenizers(Path(path), int(vocab_size))
     elif trainer == "rustbpe":
         result = run_rustbpe(Path(path), int(vocab_size))
+    elif trainer == "gigatoken":
+        result = run_gigatoken(Path(path), int(vocab_size))
     else:
         result = run_ours(trainer, Path(path), int(vocab_size), merge_only_path, worker_count)
     print("RESULT " + json.dumps(result))
@@ -184,7 +198,7 @@ def child_main(argv: list[str]) -> None:
 def availability(trainer: str) -> str | None:
     """None when the trainer or peer can run here, else why not."""
     if trainer in PEERS:
-        module = {"hf-tokenizers": "tokenizers", "rustbpe": "rustbpe"}[trainer]
+        module = {"hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken"}[trainer]
         try:
             __import__(module)
         except ImportError:

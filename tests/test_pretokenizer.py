@@ -2,12 +2,17 @@
 
 Pre-tokens must equal `regex.findall` with the GPT-2 pattern on every input; word counts must equal
 splitting on special tokens (longest first) + `regex` + Counter, for any thread count and chunk size;
-invalid UTF-8 must name the same byte offset Python's decoder reports.
+invalid UTF-8 must name the same byte offset Python's decoder reports. Every test here runs once per
+scanner path (the 64-byte block path with SSE2, with SWAR, and the character-by-character one).
 """
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +31,14 @@ native = pytest.importorskip(
 
 ENDOFTEXT = "<|endoftext|>"
 
+
+@pytest.fixture(scope="module", autouse=True, params=native.SCANNER_PATHS)
+def scanner_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    previous = native.use_scanner_path(request.param)
+    yield request.param
+    native.use_scanner_path(previous)
+
+
 # Characters where the pattern's alternatives meet: the space prefix, contractions, every kind of
 # whitespace (Unicode and not: \x1c-\x1f are `str.isspace()` but not `regex`'s \s), letters with
 # combining marks, digits of several scripts, symbols, NUL, CJK, emoji and astral letters.
@@ -43,6 +56,23 @@ TRICKY = [
 code_points = st.characters(codec="utf-8")  # every plane; no surrogates, which UTF-8 cannot carry
 runs = st.builds(lambda text, times: text * times, st.sampled_from(TRICKY), st.integers(1, 60))
 texts = st.lists(st.one_of(st.sampled_from(TRICKY), st.text(code_points, max_size=8), runs), max_size=40).map("".join)
+
+# Mostly ASCII and long enough for the 64-byte block path, with the pieces its rules are about:
+# runs of every class crossing block edges, contractions and near misses, space runs before
+# non-spaces, and now and then a non-ASCII character.
+# fmt: off
+ASCII_PIECES = [
+    "the", " cat", "Sat", " on", "a", "Z", "42", " 7", "3.14", " ", "  ", "   ", "\n", "\n\n", "\r\n", "\t",
+    " \n", "\n ", "\x0b", "\x0c", "\r", "'s", "'t", "'d", "'m", "'ll", "'ve", "'re", "'S", "'l", "'v", "'r",
+    "'", "''", " '", "don't", "we'll", "!", "...", " (", ")", "-", "\"", "\x00", "\x1f", "\x7f", "~",
+    "x" * 70, " " * 70, "1" * 70, "." * 70, "\n" * 33, "ab" * 20,
+]
+# fmt: on
+ascii_heavy = st.lists(
+    st.sampled_from(ASCII_PIECES) | st.sampled_from(TRICKY), min_size=10, max_size=150
+).map("".join)
+# Every character here is where some rule of the block path applies.
+contraction_soup = st.text(st.sampled_from(list(" \n\r\t'sdmtlvreSx1.!é\u3000")), min_size=50, max_size=400)
 
 # fmt: off
 EXAMPLES = [
@@ -83,6 +113,54 @@ def test_matches_regex_on_any_text(text: str) -> None:
 @given(st.text(code_points, max_size=200))
 def test_matches_regex_on_arbitrary_code_points(text: str) -> None:
     assert native.pretokenize(text) == reference(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ascii_heavy | contraction_soup)
+def test_matches_regex_on_long_mostly_ascii_text(text: str) -> None:
+    expected = reference(text)
+    assert native.pretokenize(text) == expected
+    for cut in (1, 63, 64, 65):  # starting elsewhere moves every block edge
+        assert native.pretokenize(text[cut:]) == reference(text[cut:])
+
+
+# Pieces placed at every offset of two blocks' worth of ASCII text, so that each falls on every
+# position of a 64-byte block (and of the 8/16-byte words the masks are built from).
+# fmt: off
+EDGE_PIECES = [
+    "é", "中", "\u3000", "\x85", "\xa0", "😀", "'s", "'ll", "'ve", "'x", " 's", "''s", "\r\n", "  \n", " x",
+    "\n\nx", "  7", "x" * 40 + "é", " " * 40 + "\u3000", "'", "e\u0301",
+]
+FILLERS = ["word ", " ", "a", "7", ".", "\n", "it's ", "ab  cd\n"]
+# fmt: on
+
+
+@pytest.mark.parametrize("piece", EDGE_PIECES)
+def test_pieces_at_every_block_offset(piece: str) -> None:
+    for filler in FILLERS:
+        background = filler * (200 // len(filler) + 1)
+        texts = [background[:offset] + piece + background[: 150 - offset] for offset in range(140)]
+        for text in texts:
+            assert native.pretokenize(text) == reference(text), (filler, text)
+
+
+def test_invalid_byte_at_every_block_offset() -> None:
+    background = b"Once upon a time, it's said, 42 cats   ran\n\n" * 5
+    for offset in range(len(background)):
+        for bad in (b"\xff", b"\x80", b"\xe2\x82"):
+            data = background[:offset] + bad + background[offset:]
+            with pytest.raises(ValueError, match=f"invalid UTF-8 at byte offset {offset}$"):
+                native.pretokenize_bytes(data)
+
+
+def test_scalar_scanner_environment_switch() -> None:
+    # CS336_SCALAR_SCANNER=1 selects the scalar path when the module is imported.
+    code = "import cs336_basics._native as native; print(native.use_scanner_path('fast'))"
+    env = {**os.environ, "CS336_SCALAR_SCANNER": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "scalar"
+    with pytest.raises(ValueError, match="scanner path"):
+        native.use_scanner_path("vectorized")
 
 
 def test_every_code_point() -> None:
