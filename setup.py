@@ -180,6 +180,10 @@ def extensions() -> list[Extension]:
     compiled = cythonize(bindings, compiler_directives={"language_level": "3"}, quiet=True)
     for extension in compiled:
         extension.links_library = links[extension.name]
+        # Cython names each module after its folder (cs336_basics/, where its .pxd files are found);
+        # installed, the package is cs336_bpe (pyproject.toml's package-dir), a name that cannot
+        # collide with the CS336 assignment's own cs336_basics. The init symbol is the same under both.
+        extension.name = extension.name.replace("cs336_basics.", "cs336_bpe.", 1)
     return compiled
 
 

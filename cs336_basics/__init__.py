@@ -8,10 +8,10 @@
     ids = Tokenizer(vocab, merges, ["<|endoftext|>"]).encode("Once upon a time<|endoftext|>")
 """
 
-from cs336_basics._common import BPEInputError
-from cs336_basics.backend import openmp_enabled
-from cs336_basics.tokenizer import Tokenizer
-from cs336_basics.trainers import (
+from ._common import BPEInputError
+from .backend import openmp_enabled
+from .tokenizer import Tokenizer
+from .trainers import (
     TRAINERS,
     TrainerUnavailable,
     default_trainer,
@@ -20,7 +20,7 @@ from cs336_basics.trainers import (
     train_bpe_from_counts,
     trainer_status,
 )
-from cs336_basics.word_counts import WordCounts, count_words
+from .word_counts import WordCounts, count_words
 
 __all__ = [
     "TRAINERS",

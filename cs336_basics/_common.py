@@ -17,7 +17,7 @@ from pathlib import Path
 
 import regex
 
-from cs336_basics.backend import usable_cores
+from .backend import usable_cores
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

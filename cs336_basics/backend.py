@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from types import ModuleType
 
 PURE_PYTHON_ENV = "CS336_PURE_PYTHON"
@@ -55,14 +56,32 @@ class NativeUnavailable(ImportError):
     """Compiled code that cannot load here; the message says why and how to fix it."""
 
 
+# Cython names each extension after its folder, so they are compiled as cs336_basics.<name>, while
+# the package is imported as cs336_bpe when installed (beside the assignment's own cs336_basics).
+# Loading under another name works (the init symbol is the same), but Cython also registers the
+# module in sys.modules under its compiled name; beside a student's package that would put ours
+# under their name, so the entry is removed again. No extension imports another as it loads (what
+# they share is declarations and inline functions in .pxd files), so nothing else is needed.
+COMPILED_UNDER = "cs336_basics"
+
+
+def _import_compiled(name: str) -> ModuleType:
+    package = __package__ or COMPILED_UNDER  # setup.py loads this file on its own, outside the package
+    module = importlib.import_module(f"{package}.{name}")
+    compiled_name = f"{COMPILED_UNDER}.{name}"
+    if package != COMPILED_UNDER and sys.modules.get(compiled_name) is module:
+        del sys.modules[compiled_name]
+    return module
+
+
 def load_native(name: str) -> ModuleType:
-    """The compiled module `cs336_basics.<name>`, or NativeUnavailable saying why it cannot load."""
+    """The compiled module `<this package>.<name>`, or NativeUnavailable saying why it cannot load."""
     if name not in NATIVE_MODULES:
         raise ValueError(f"unknown compiled module {name!r}; known: {', '.join(NATIVE_MODULES)}")
     if pure_python_forced():
         raise NativeUnavailable(f"{NATIVE_MODULES[name]} is compiled code and {PURE_PYTHON_ENV} is set")
     try:
-        return importlib.import_module(f"cs336_basics.{name}")
+        return _import_compiled(name)
     except ImportError as error:
         raise NativeUnavailable(
             f"{NATIVE_MODULES[name]} is not built here ({error}); install with a C++ compiler: pip install -e ."

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from os import PathLike
 
-from cs336_basics._common import Merges, WordCounts, count_words, merge_word, read_corpus
-from cs336_basics.phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
+from ._common import Merges, WordCounts, count_words, merge_word, read_corpus
+from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
 
 def pretokenize_and_count(

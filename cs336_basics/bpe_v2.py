@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from cs336_basics._common import Merges, WordCounts, merge_word
-from cs336_basics.bpe_v1 import pretokenize_and_count
-from cs336_basics.phases import Report, ignore_progress
+from ._common import Merges, WordCounts, merge_word
+from .bpe_v1 import pretokenize_and_count
+from .phases import Report, ignore_progress
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
 

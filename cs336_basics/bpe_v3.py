@@ -14,10 +14,10 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from os import PathLike
 
-from cs336_basics._common import WordCounts, check_input_file, count_words, decode_utf8, find_chunk_boundaries
-from cs336_basics.backend import resolve_parallelism
-from cs336_basics.bpe_v2 import merge
-from cs336_basics.phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
+from ._common import WordCounts, check_input_file, count_words, decode_utf8, find_chunk_boundaries
+from .backend import resolve_parallelism
+from .bpe_v2 import merge
+from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 

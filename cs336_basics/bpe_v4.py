@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import heapq
 
-from cs336_basics._common import Merges, WordCounts
-from cs336_basics.bpe_v2 import Pair, PairIndex
-from cs336_basics.bpe_v3 import pretokenize_and_count
-from cs336_basics.phases import Report, ignore_progress
+from ._common import Merges, WordCounts
+from .bpe_v2 import Pair, PairIndex
+from .bpe_v3 import pretokenize_and_count
+from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 

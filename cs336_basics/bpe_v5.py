@@ -9,10 +9,10 @@ bpe_v3's parallel counting.
 
 from __future__ import annotations
 
-from cs336_basics import _merge_cy
-from cs336_basics._common import Merges, WordCounts
-from cs336_basics.bpe_v3 import pretokenize_and_count
-from cs336_basics.phases import Report, ignore_progress
+from . import _merge_cy
+from ._common import Merges, WordCounts
+from .bpe_v3 import pretokenize_and_count
+from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 

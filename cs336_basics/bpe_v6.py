@@ -11,10 +11,10 @@ ever be merged are pruned (exactly: if one could still win, every pair is counte
 
 from __future__ import annotations
 
-from cs336_basics import _merge_cpp
-from cs336_basics._common import Merges, WordCounts
-from cs336_basics.bpe_v3 import pretokenize_and_count
-from cs336_basics.phases import Report, ignore_progress
+from . import _merge_cpp
+from ._common import Merges, WordCounts
+from .bpe_v3 import pretokenize_and_count
+from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 

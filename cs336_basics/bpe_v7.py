@@ -15,10 +15,10 @@ import os
 import warnings
 from os import PathLike
 
-from cs336_basics import _native, bpe_v6
-from cs336_basics._common import Merges, WordCounts, check_input_file
-from cs336_basics.backend import effective_num_threads, openmp_enabled
-from cs336_basics.phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
+from . import _native, bpe_v6
+from ._common import Merges, WordCounts, check_input_file
+from .backend import effective_num_threads, openmp_enabled
+from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 

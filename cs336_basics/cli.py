@@ -31,24 +31,28 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from cs336_basics import TRAINERS, BPEInputError, TrainerUnavailable, train
-from cs336_basics._common import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
-from cs336_basics.demo import write_demo_corpus
-from cs336_basics.serialization import OutputDirectory
-from cs336_basics.trainers import TrainingResult, peak_rss_bytes
+from . import TRAINERS, BPEInputError, TrainerUnavailable, train
+from ._common import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
+from .demo import write_demo_corpus
+from .serialization import OutputDirectory
+from .trainers import TrainingResult, peak_rss_bytes
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 
-DEFAULT_DATA = "data/owt_train.txt"
 MISSING_DATA_HELP = """\
-The training file {path} does not exist.
-Download the data as the CS336 assignment describes, for example:
-    mkdir -p data && cd data
-    wget https://huggingface.co/datasets/stanford-cs336/owt-sample/resolve/main/owt_train.txt.gz
-    gunzip owt_train.txt.gz
-or train on the built-in demo corpus instead:
-    python cs336_basics/test_trainer.py {trainer} {out} --demo"""
+error: the training file {path} does not exist{where}.
+Pass the UTF-8 text to train on with -d PATH, for example
+    {prog} {trainer} {out} -d data/TinyStoriesV2-GPT4-train.txt
+or train on the built-in demo corpus, no download needed:
+    {prog} {trainer} {out} --demo
+(the README's "Training data" section has the download commands for the assignment's datasets)"""
+
+
+def how_invoked() -> str:
+    """The command as the user typed it, to repeat it in advice: `python path/file.py` or the script name."""
+    program = sys.argv[0] if sys.argv and sys.argv[0] else "cs336-train-bpe"
+    return f"python {program}" if program.endswith(".py") else Path(program).name
 
 
 def human_bytes(size: float) -> str:
@@ -73,7 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         default=None,
         metavar="FILE",
-        help=f"training text, UTF-8 ({DEFAULT_DATA}); several files are trained on as if concatenated",
+        help="training text, UTF-8 (or --demo); several files are trained on as if concatenated",
     )
     parser.add_argument("--counts", nargs="+", metavar="FILE", help="train from count files (cs336-count-words)")
     parser.add_argument("--cluster", metavar="SPEC", help="count on Dask: local, local:N or tcp://host:8786")
@@ -101,6 +105,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if sum(option is not None and option is not False for option in (args.demo, args.data, args.counts)) > 1:
         parser.error("--demo, --data and --counts exclude each other")
+    if not args.demo and args.data is None and not args.counts:
+        # No default file: a guessed path that happens to be missing explains less than this.
+        parser.error("say what to train on: -d PATH (UTF-8 text), --counts FILE, or --demo (a built-in corpus)")
     if args.counts and args.cluster:
         parser.error("--cluster counts text; --counts files are already counted")
     args.export = [name.strip() for name in args.export.split(",") if name.strip()]
@@ -114,7 +121,7 @@ EXPORTS = ("hf", "tiktoken")
 
 
 def export_files(out_dir: Path, formats: list[str], vocab, merges, special_tokens: list[str]) -> dict[str, Path]:
-    from cs336_basics.export import save_hf_tokenizer_json, save_tiktoken_ranks
+    from .export import save_hf_tokenizer_json, save_tiktoken_ranks
 
     paths = {}
     if "hf" in formats:
@@ -129,15 +136,15 @@ def train_from_sources(
 ) -> tuple[TrainingResult, str]:
     """Training on count files, or on several files / a cluster by counting first; returns the
     result and a description of the data."""
-    from cs336_basics.trainers import train_from_counts
-    from cs336_basics.word_counts import WordCounts, count_words
+    from .trainers import train_from_counts
+    from .word_counts import WordCounts, count_words
 
     started = time.perf_counter()
     if args.counts:
         counts = WordCounts.load_all(args.counts)
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
     elif args.cluster:
-        from cs336_basics.cluster import connect, count_words_on_cluster
+        from .cluster import connect, count_words_on_cluster
 
         with connect(args.cluster) as client:
             counts = count_words_on_cluster(client, data, args.special, progress=not args.quiet)
@@ -229,11 +236,14 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 if not data.exists():
                     write_demo_corpus(data)
             elif not args.counts:
-                sources = args.data or [DEFAULT_DATA]
+                sources = args.data
                 for source in sources:
                     if "://" not in source and not Path(source).exists():
-                        missing = MISSING_DATA_HELP.format(path=source, trainer=args.trainer, out=args.out_dir)
-                        print(missing, file=sys.stderr)
+                        where = "" if Path(source).is_absolute() else f" (looked in {Path.cwd()})"
+                        advice = MISSING_DATA_HELP.format(
+                            path=source, where=where, prog=how_invoked(), trainer=args.trainer, out=args.out_dir
+                        )
+                        print(advice, file=sys.stderr)
                         return EXIT_BAD_INPUT
                 data = Path(sources[0])
             if args.counts or args.cluster or (args.data and len(args.data) > 1):
@@ -271,8 +281,14 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         ("peak memory", human_bytes(peak_rss_bytes())),  # now, so that saving counts too
         ("wrote", ", ".join(str(path) for path in paths.values())),
     ]
-    for name, value in rows:
-        print(f"{name:<13} {value}")
+    try:
+        for name, value in rows:
+            print(f"{name:<13} {value}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`| head`); everything is saved, so stop quietly as other tools do. Python
+        # would flush stdout again at exit and fail there too: point it at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

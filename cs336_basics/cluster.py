@@ -1,6 +1,6 @@
 """Count words on a Dask cluster, train on the client.
 
-    from cs336_basics.cluster import connect, count_words_on_cluster
+    from .cluster import connect, count_words_on_cluster
     with connect("local:2") as client:                 # or "tcp://scheduler:8786", or your own Client
         counts = count_words_on_cluster(client, ["s3://bucket/part-00.txt", ...], ["<|endoftext|>"])
     vocab, merges = train_bpe_from_counts(counts, 32_000)
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from cs336_basics._common import GPT2_SPLIT_PATTERN, BPEInputError, check_special_tokens
-from cs336_basics.word_counts import (
+from ._common import GPT2_SPLIT_PATTERN, BPEInputError, check_special_tokens
+from .word_counts import (
     CountTask,
     WordCounts,
     add_count_tables,

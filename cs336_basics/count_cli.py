@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from cs336_basics._common import ENDOFTEXT, BPEInputError
-from cs336_basics.cli import human_bytes
-from cs336_basics.word_counts import LOCAL_TASK_BYTES, count_words
+from ._common import ENDOFTEXT, BPEInputError
+from .cli import human_bytes
+from .word_counts import LOCAL_TASK_BYTES, count_words
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         if args.cluster:
-            from cs336_basics.cluster import DEFAULT_TASK_BYTES, connect, count_words_on_cluster
+            from .cluster import DEFAULT_TASK_BYTES, connect, count_words_on_cluster
 
             task_bytes = args.task_mb << 20 if args.task_mb else DEFAULT_TASK_BYTES
             with connect(args.cluster) as client:

@@ -1,6 +1,6 @@
 """Export a trained vocabulary to HuggingFace `tokenizers` / `transformers` and to `tiktoken`.
 
-    from cs336_basics.export import save_hf_tokenizer_json, save_tiktoken_ranks, tiktoken_encoding
+    from .export import save_hf_tokenizer_json, save_tiktoken_ranks, tiktoken_encoding
     save_hf_tokenizer_json("out/tokenizer.json", vocab, merges, ["<|endoftext|>"])
     tokenizers.Tokenizer.from_file("out/tokenizer.json")                                # HF tokenizers
     transformers.PreTrainedTokenizerFast(tokenizer_file="out/tokenizer.json")           # transformers
@@ -24,8 +24,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from cs336_basics._common import GPT2_SPLIT_PATTERN, BPEInputError, Merges, Vocab, check_special_tokens
-from cs336_basics.serialization import encode_token, write_atomically
+from ._common import GPT2_SPLIT_PATTERN, BPEInputError, Merges, Vocab, check_special_tokens
+from .serialization import encode_token, write_atomically
 
 __all__ = [
     "hf_tokenizer_json",

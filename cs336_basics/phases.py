@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from cs336_basics._common import BPEInputError, Merges
-from cs336_basics.backend import resolve_parallelism
+from ._common import BPEInputError, Merges
+from .backend import resolve_parallelism
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
 Report = Callable[[int], object]

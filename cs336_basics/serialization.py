@@ -40,7 +40,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cs336_basics._common import BPEInputError, Merges, Vocab
+from ._common import BPEInputError, Merges, Vocab
 
 try:
     import fcntl

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 
 import regex
 
-from cs336_basics._common import (
+from ._common import (
     GPT2_REGEX,
     BPEInputError,
     Merges,
@@ -36,8 +36,8 @@ from cs336_basics._common import (
     merge_word,
     special_token_regex,
 )
-from cs336_basics.backend import NativeUnavailable, load_native
-from cs336_basics.serialization import load_tokenizer_files
+from .backend import NativeUnavailable, load_native
+from .serialization import load_tokenizer_files
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from cs336_basics import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from cs336_basics._common import (
+from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
+from ._common import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
     Merges,
@@ -31,11 +31,11 @@ from cs336_basics._common import (
     check_special_tokens,
     check_vocab_size,
 )
-from cs336_basics.backend import NativeUnavailable, chosen_trainer, load_native
-from cs336_basics.phases import CountOptions, Report, TrainerVersion, ignore_progress
+from .backend import NativeUnavailable, chosen_trainer, load_native
+from .phases import CountOptions, Report, TrainerVersion, ignore_progress
 
 if TYPE_CHECKING:
-    from cs336_basics.word_counts import WordCounts
+    from .word_counts import WordCounts
 
 
 class TrainerUnavailable(NativeUnavailable):
@@ -45,19 +45,19 @@ class TrainerUnavailable(NativeUnavailable):
 # The compiled versions import their extension modules, so they are loaded only once the backend
 # has said those modules can load.
 def _load_bpe_v5() -> TrainerVersion:
-    from cs336_basics import bpe_v5
+    from . import bpe_v5
 
     return bpe_v5
 
 
 def _load_bpe_v6() -> TrainerVersion:
-    from cs336_basics import bpe_v6
+    from . import bpe_v6
 
     return bpe_v6
 
 
 def _load_bpe_v7() -> TrainerVersion:
-    from cs336_basics import bpe_v7
+    from . import bpe_v7
 
     return bpe_v7
 
@@ -234,7 +234,7 @@ def train_from_counts(
     `special_tokens` default to the ones the counts were made with; other ones are refused, since
     the counts would not be those of the text split on them (a plain mapping carries none, so any
     special tokens are taken as given)."""
-    from cs336_basics.word_counts import WordCounts
+    from .word_counts import WordCounts
 
     started = time.perf_counter()
     if isinstance(counts, (str, PathLike)):

@@ -4,7 +4,7 @@ BPE merges never cross a pre-token, so the summed word counts are all training n
 corpus in pieces (files, byte ranges, machines) and adding the tables gives exactly the table of the
 whole, as long as every piece ends where no pre-token and no special token is cut.
 
-    from cs336_basics.word_counts import WordCounts, count_words
+    from .word_counts import WordCounts, count_words
     counts = count_words(["part1.txt", "part2.txt"], ["<|endoftext|>"])   # as if concatenated
     counts.save("counts.bin")
     total = WordCounts.load("counts.bin") + WordCounts.load("other.bin")
@@ -52,7 +52,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cs336_basics._common import (
+from ._common import (
     _WHITESPACE_CUT,
     GPT2_SPLIT_PATTERN,
     BPEInputError,
@@ -62,7 +62,7 @@ from cs336_basics._common import (
     check_special_tokens,
     decode_utf8,
 )
-from cs336_basics._common import count_words as count_words_in_text
+from ._common import count_words as count_words_in_text
 
 __all__ = [
     "FORMAT_VERSION",
@@ -215,7 +215,7 @@ class WordCounts:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the count file (to a temporary name, then renamed: never half-written)."""
-        from cs336_basics.serialization import write_atomically
+        from .serialization import write_atomically
 
         target = Path(path)
         write_atomically(target, self.to_bytes())
@@ -432,7 +432,7 @@ def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask
 
 def _native_counter():
     """The native buffer counter, or None when it is not built or CS336_PURE_PYTHON is set."""
-    from cs336_basics.backend import NativeUnavailable, load_native
+    from .backend import NativeUnavailable, load_native
 
     try:
         return load_native("_native").count_words_in_buffer

@@ -12,15 +12,14 @@ import pytest
 pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
 from distributed import Client, LocalCluster  # noqa: E402
 
-from cs336_basics import train_bpe, train_bpe_from_counts  # noqa: E402
+from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noqa: E402
 from cs336_basics._common import count_words as count_words_in_text  # noqa: E402
 from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
 from cs336_basics.word_counts import count_task  # noqa: E402
-from tests.conftest import _STATUS  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
-REFERENCE = "bpe_v7" if _STATUS["bpe_v7"] is None else "bpe_v2"
+REFERENCE = "bpe_v7" if trainer_status()["bpe_v7"] is None else "bpe_v2"
 
 
 @pytest.fixture(scope="module")

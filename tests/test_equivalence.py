@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import tempfile
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -45,24 +45,35 @@ def corpora(draw: st.DrawFn) -> tuple[str, list[str], int]:
 
 
 @lru_cache(maxsize=256)
-def oracle(text: str, special_tokens: tuple[str, ...], vocab_size: int):
-    return train_bpe(write_temp(text), vocab_size, list(special_tokens), trainer="bpe_v1")
+def oracle(directory: Path, text: str, special_tokens: tuple[str, ...], vocab_size: int):
+    return train_bpe(write_corpus(directory, text), vocab_size, list(special_tokens), trainer="bpe_v1")
 
 
-def write_temp(text: str) -> Path:
-    directory = Path(tempfile.mkdtemp(prefix="cs336-eq-"))
-    path = directory / "corpus.txt"
-    path.write_bytes(text.encode("utf-8"))
+def write_corpus(directory: Path, text: str) -> Path:
+    """One file per distinct text, named by its hash, in pytest's temporary directory for the module
+    (hypothesis reruns a test body many times, so a function-scoped tmp_path cannot be used)."""
+    data = text.encode("utf-8")
+    path = directory / f"{hashlib.sha1(data).hexdigest()}.txt"
+    if not path.exists():
+        path.write_bytes(data)
     return path
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("equivalence")
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=corpora(), num_chunks=st.integers(min_value=1, max_value=9))
-def test_every_version_matches_the_oracle(trainer: str, case: tuple[str, list[str], int], num_chunks: int) -> None:
+def test_every_version_matches_the_oracle(
+    trainer: str, corpus_dir: Path, case: tuple[str, list[str], int], num_chunks: int
+) -> None:
     text, special_tokens, vocab_size = case
-    expected = oracle(text, tuple(special_tokens), vocab_size)
+    expected = oracle(corpus_dir, text, tuple(special_tokens), vocab_size)
     # One worker keeps examples fast; many chunks still exercise the chunk boundaries.
-    got = train_bpe(write_temp(text), vocab_size, special_tokens, trainer=trainer, num_workers=1, num_chunks=num_chunks)
+    path = write_corpus(corpus_dir, text)
+    got = train_bpe(path, vocab_size, special_tokens, trainer=trainer, num_workers=1, num_chunks=num_chunks)
     assert got == expected
 
 

@@ -1,5 +1,7 @@
 """One list of trainers for every test; versions that cannot run here are skipped with the reason.
-Shared paths and helpers live in tests/support.py."""
+Shared paths and helpers live in tests/support.py. This file is at the root, not in tests/, so that
+the CS336 handout's own tests/conftest.py can be copied in beside our tests
+(scripts/add_handout_tests.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Copy the CS336 handout's tests into this checkout's tests/, to use this repository as your
+assignment checkout.
+
+    python scripts/add_handout_tests.py path/to/assignment1-basics
+
+Copies everything under the handout's tests/ (adapters.py, conftest.py, common.py, test_*.py,
+fixtures/, _snapshots/, ...) into tests/. None of this project's own test files has a handout name
+(ours are the root conftest.py, tests/support.py, tests/bpe_adapters.py and test_*.py names the
+handout does not use), so nothing of ours is overwritten. A file that exists with other contents
+stops the copy before any file is written, unless --update is given (to take a newer handout over
+an earlier copy). Then paste `run_train_bpe` and `get_tokenizer` from tests/bpe_adapters.py over
+the stubs in tests/adapters.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SKIPPED_PARTS = {"__pycache__", ".pytest_cache"}
+
+
+def handout_files(handout_tests: Path) -> list[Path]:
+    """Every file under the handout's tests/, relative to it, build caches left out."""
+    return sorted(
+        path.relative_to(handout_tests)
+        for path in handout_tests.rglob("*")
+        if path.is_file() and not SKIPPED_PARTS.intersection(path.relative_to(handout_tests).parts)
+    )
+
+
+def plan_copy(handout_tests: Path, dest: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """(files to copy, files already there with the same contents, files there with other contents)."""
+    new, same, different = [], [], []
+    for relative in handout_files(handout_tests):
+        target = dest / relative
+        if not target.exists():
+            new.append(relative)
+        elif target.is_file() and target.read_bytes() == (handout_tests / relative).read_bytes():
+            same.append(relative)
+        else:
+            different.append(relative)
+    return new, same, different
+
+
+def handout_dependencies(handout: Path) -> list[str]:
+    """The handout's [project] dependencies (its tests need torch, numpy, tiktoken, ...), if readable."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        return []
+    try:
+        with open(handout / "pyproject.toml", "rb") as file:
+            return list(tomllib.load(file).get("project", {}).get("dependencies", []))
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("handout", type=Path, help="the handout checkout (it has tests/adapters.py)")
+    parser.add_argument("--dest", type=Path, default=REPO_ROOT / "tests", help="where to copy (tests/)")
+    parser.add_argument("--update", action="store_true", help="overwrite files that exist with other contents")
+    args = parser.parse_args(argv)
+
+    handout_tests = args.handout / "tests"
+    if not (handout_tests / "adapters.py").is_file():
+        missing = handout_tests / "adapters.py"
+        print(f"error: {missing} not found; give the root of the handout checkout", file=sys.stderr)
+        return 2
+    if handout_tests.resolve() == args.dest.resolve():
+        print("error: the handout's tests/ is the destination itself", file=sys.stderr)
+        return 2
+    new, same, different = plan_copy(handout_tests, args.dest)
+    if different and not args.update:
+        listing = "\n".join(f"  {args.dest / relative}" for relative in different)
+        print(
+            f"error: these files exist with other contents; nothing was copied:\n{listing}\n"
+            "(pass --update to overwrite them with the handout's)",
+            file=sys.stderr,
+        )
+        return 1
+    for relative in new + (different if args.update else []):
+        target = args.dest / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(handout_tests / relative, target)
+    print(
+        f"copied {len(new)} new and {len(different) if args.update else 0} updated files into {args.dest}; "
+        f"{len(same)} were already there"
+    )
+    dependencies = handout_dependencies(args.handout)
+    if dependencies:
+        quoted = " ".join(f"'{dependency}'" for dependency in dependencies)
+        print(f"the handout's tests need its dependencies too:\n  pip install {quoted}")
+    print("next: paste run_train_bpe and get_tokenizer from tests/bpe_adapters.py over the stubs in tests/adapters.py")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

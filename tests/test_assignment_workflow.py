@@ -1,0 +1,248 @@
+"""Both CS336 workflows, end to end, on a mock assignment checkout built in a temporary directory.
+
+Beside: a checkout that keeps its own `cs336_basics` (installed editable the way the handout's uv
+build backend does it, a .pth with the checkout's root) gets this project with `pip install`, and a
+test there trains on corpus.en through the adapter functions of tests/bpe_adapters.py against the
+reference merges, while `import cs336_basics` stays the student's, from any directory.
+As the submission: the handout's tests copied into a copy of this repository by
+scripts/add_handout_tests.py run beside ours, and scripts/make_submission.py packs source only.
+
+It builds the project (about a minute), so it runs when CS336_TEST_INSTALL=1 (CI sets it). The scratch
+virtual environment borrows this environment's packages (regex, tqdm, pytest, setuptools, Cython)
+through a .pth line, and installs with --no-build-isolation --no-deps, so nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support import FIXTURES, REPO_ROOT
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("CS336_TEST_INSTALL", "") != "1",
+    reason="set CS336_TEST_INSTALL=1 to build and install the project into a scratch venv (about a minute; CI does)",
+)
+HANDOUT_TEST_NAME = "test_handout_bpe.py"
+REFERENCE_TEST = "test_train_bpe_matches_the_reference"
+OURS = "tests/test_known_answers.py"
+FIXTURE_NAMES = ["corpus.en", "train-bpe-reference-merges.txt", "train-bpe-reference-vocab.json"]
+
+# The mock handout: written here, modelled on the assignment's layout, none of its code.
+STUDENT_INIT = 'OWNER = "student"\n'
+STUDENT_MODEL = "class TransformerLM:\n    pass\n"
+STUDENT_PYPROJECT = '[project]\nname = "cs336_basics"\nversion = "1.0.0"\n'
+HANDOUT_COMMON = """\
+import os
+from pathlib import Path
+
+FIXTURES_PATH = Path(os.environ.get("MOCK_FIXTURES", Path(__file__).parent / "fixtures"))
+
+
+def byte_decoder() -> dict[str, int]:
+    # GPT-2's printable stand-ins for bytes: printable Latin-1 bytes stand for themselves, the rest
+    # for chr(256), chr(257), ... in byte order.
+    kept = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    chars = {byte: chr(byte) for byte in kept}
+    for byte in range(256):
+        if byte not in chars:
+            chars[byte] = chr(256 + len(chars) - len(kept))
+    return {char: byte for byte, char in chars.items()}
+"""
+HANDOUT_CONFTEST = """\
+import pytest
+
+
+@pytest.fixture
+def handout_fixture() -> str:
+    return "the handout's conftest is loaded"
+"""
+STUDENT_STUB = """
+
+def run_linear(d_in, d_out, weights, in_features):
+    raise NotImplementedError
+"""
+HANDOUT_TEST = """\
+import json
+import sys
+
+import cs336_basics
+
+from .adapters import get_tokenizer, run_train_bpe
+from .common import FIXTURES_PATH, byte_decoder
+
+
+def decode(token: str) -> bytes:
+    decoder = byte_decoder()
+    return bytes(decoder[char] for char in token)
+
+
+def test_train_bpe_matches_the_reference(handout_fixture):
+    vocab, merges = run_train_bpe(FIXTURES_PATH / "corpus.en", 500, ["<|endoftext|>"])
+    with open(FIXTURES_PATH / "train-bpe-reference-merges.txt", encoding="utf-8") as file:
+        reference = [tuple(decode(part) for part in line.rstrip().split(" ")) for line in file]
+    assert merges == reference
+    with open(FIXTURES_PATH / "train-bpe-reference-vocab.json", encoding="utf-8") as file:
+        reference_vocab = {index: decode(token) for token, index in json.load(file).items()}
+    assert set(vocab) == set(reference_vocab) and set(vocab.values()) == set(reference_vocab.values())
+
+    tokenizer = get_tokenizer(vocab, merges, ["<|endoftext|>"])
+    text = "Once upon a time, héllo wörld!<|endoftext|>The end."
+    ids = tokenizer.encode(text)
+    assert tokenizer.decode(ids) == text
+    assert vocab[ids[ids.index(256)]] == b"<|endoftext|>"
+    assert list(tokenizer.encode_iterable([text[:20], text[20:]])) == ids
+
+
+def test_the_students_package_is_still_theirs():
+    from cs336_basics.model import TransformerLM  # noqa: F401
+
+    assert cs336_basics.OWNER == "student"
+    run_train_bpe(FIXTURES_PATH / "corpus.en", 300, ["<|endoftext|>"])
+    ours = [name for name, module in sys.modules.items() if name.split(".")[0] == "cs336_basics"
+            and "site-packages" in str(getattr(module, "__file__", ""))]
+    assert ours == []
+"""
+
+
+def setuptools_builds_wheels() -> bool:
+    from importlib.metadata import version
+
+    return tuple(int(part) for part in version("setuptools").split(".")[:2]) >= (70, 1)
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(args: list[str | Path], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONNOUSERSITE": "1", **env}
+    for name in ("PYTHONPATH", "CS336_TRAINER"):  # the scratch venv must find only what it installed
+        environment.pop(name, None)
+    result = subprocess.run([str(arg) for arg in args], cwd=cwd, env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result
+
+
+def write_files(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text, encoding="utf-8")
+
+
+def write_mock_checkout(root: Path) -> Path:
+    """A student's assignment checkout: their own cs336_basics, the handout's tests, our adapters pasted in."""
+    missing = [name for name in FIXTURE_NAMES if not (FIXTURES / name).is_file()]
+    if missing:
+        pytest.skip(f"fixtures {missing} not found in {FIXTURES} (set CS336_FIXTURES)")
+    adapters = (REPO_ROOT / "tests" / "bpe_adapters.py").read_text(encoding="utf-8") + STUDENT_STUB
+    write_files(
+        root,
+        {
+            "pyproject.toml": STUDENT_PYPROJECT,
+            "cs336_basics/__init__.py": STUDENT_INIT,
+            "cs336_basics/model.py": STUDENT_MODEL,
+            "tests/__init__.py": "",
+            "tests/common.py": HANDOUT_COMMON,
+            "tests/conftest.py": HANDOUT_CONFTEST,
+            "tests/adapters.py": adapters,
+            "tests/test_handout_bpe.py": HANDOUT_TEST,
+            "tests/_snapshots/test_handout_bpe.txt": "snapshot\n",
+            **{f"tests/fixtures/{name}": (FIXTURES / name).read_text(encoding="utf-8") for name in FIXTURE_NAMES},
+        },
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A copy of this repository's source, installed into a scratch venv beside a mock checkout."""
+    for module in ("setuptools", "Cython", "pip"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed here, and the offline build needs it")
+    if importlib.util.find_spec("wheel") is None and not setuptools_builds_wheels():
+        pytest.skip("setuptools < 70.1 builds wheels only with the wheel package: pip install 'setuptools>=70.1'")
+    root = tmp_path_factory.mktemp("workflow")
+    source = root / "cs336-bpe"
+    files, _ = load_script("make_submission").select_files(REPO_ROOT, max_bytes=10**9)
+    for relative in files:
+        (source / relative).parent.mkdir(parents=True, exist_ok=True)
+        (source / relative).write_bytes((REPO_ROOT / relative).read_bytes())
+
+    venv = root / "venv"
+    run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=root)
+    python = venv / "bin" / "python"
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(run([python, "-c", where], cwd=root).stdout.strip())
+    borrowed = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (site / "borrowed_packages.pth").write_text("\n".join(sorted(borrowed)) + "\n", encoding="utf-8")
+
+    checkout = write_mock_checkout(root / "assignment1-basics")
+    # What the handout's uv build backend installs for the checkout itself: its root on sys.path.
+    (site / "cs336_basics_editable.pth").write_text(f"{checkout}\n", encoding="utf-8")
+    # The documented install, offline: build tools and dependencies come from this environment.
+    run([python, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", source], cwd=root)
+    return {"root": root, "source": source, "python": python, "checkout": checkout}
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_beside_the_students_own_package(workspace: dict[str, Path], pure: str) -> None:
+    python, checkout = workspace["python"], workspace["checkout"]
+    pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    result = run([python, *pytest_args], cwd=checkout, CS336_PURE_PYTHON=pure)
+    assert "2 passed" in result.stdout
+    # From anywhere else, too: the student's package, found through its .pth, is not shadowed by ours.
+    probe = "import cs336_basics, cs336_bpe; print(cs336_basics.OWNER, cs336_bpe.trainer_status()['bpe_v7'])"
+    shown = run([python, "-c", probe], cwd=workspace["root"], CS336_PURE_PYTHON=pure).stdout.split()
+    assert shown[0] == "student"
+    assert (shown[1] == "None") == (pure == "0")  # compiled and loaded unless pure Python is forced
+    # Loading our compiled code neither imports the student's package nor leaves anything under its name.
+    probe = (
+        "import sys, cs336_bpe; cs336_bpe.train_bpe(sys.argv[1], 300, ['<|endoftext|>']); "
+        "print(sorted(name for name in sys.modules if name.split('.')[0] == 'cs336_basics'))"
+    )
+    corpus = checkout / "tests" / "fixtures" / "corpus.en"
+    assert run([python, "-c", probe, corpus], cwd=workspace["root"], CS336_PURE_PYTHON=pure).stdout.strip() == "[]"
+
+
+def test_as_the_submission(workspace: dict[str, Path]) -> None:
+    python, source, handout = workspace["python"], workspace["source"], workspace["checkout"]
+    ours_before = {path: path.read_bytes() for path in (source / "tests").rglob("*.py")}
+    run([python, source / "scripts" / "add_handout_tests.py", handout], cwd=source)
+    assert all(path.read_bytes() == data for path, data in ours_before.items())  # nothing of ours overwritten
+    assert (source / "tests" / "conftest.py").read_text(encoding="utf-8") == HANDOUT_CONFTEST
+    assert (source / "tests" / "fixtures" / "corpus.en").is_file()
+
+    # The handout's tests and ours, side by side in this repository's tests/, with the fixtures it brought.
+    result = run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/{HANDOUT_TEST_NAME}::{REFERENCE_TEST}", OURS],
+        cwd=source,
+        CS336_PURE_PYTHON="1",
+        CS336_FIXTURES="",
+    )
+    assert " failed" not in result.stdout and "passed" in result.stdout
+
+    # Build products, data and venvs in the checkout never reach the archive.
+    write_files(source, {"data/owt_train.txt": "data\n", ".venv/bin/activate": "venv\n", "out/vocab.pkl": "out\n"})
+    archive = workspace["root"] / "submission.zip"
+    run([python, source / "scripts" / "make_submission.py", "--root", source, "-o", archive], cwd=source)
+    names = set(zipfile.ZipFile(archive).namelist())
+    expected = {"pyproject.toml", "cs336_basics/__init__.py", "cs336_basics/bpe_v7.py", "cpp/bpe_merge.cpp"}
+    assert expected | {"tests/adapters.py", f"tests/{HANDOUT_TEST_NAME}", "scripts/make_submission.py"} <= names
+    leaked = [
+        name for name in names
+        if name.startswith(("build/", "data/", ".venv/", "out/", "tests/fixtures/", "tests/_snapshots/"))
+        or name.endswith((".so", ".egg-info", ".pkl")) or ".egg-info/" in name or "__pycache__" in name
+    ]  # fmt: skip
+    assert leaked == []
+    assert (source / "build").is_dir()  # pip built in the copy, so the exclusion above was really exercised
