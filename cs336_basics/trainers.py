@@ -11,7 +11,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
@@ -187,16 +187,30 @@ def train(
     size = path.stat().st_size
     with _progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
         word_counts = version.pretokenize_and_count(path, specials, count_options, report)
-    counted = time.perf_counter()
+    return _merge_phase(name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started)
+
+
+def _merge_phase(
+    name: str,
+    version: TrainerVersion,
+    word_counts: Sized,
+    specials: list[str],
+    num_merges: int,
+    progress: bool,
+    first_phase: str,
+    started: float,
+) -> TrainingResult:
+    """The merge phase and the result, shared by training from text and from counts; `first_phase`
+    names what ran since `started` (pre-tokenization, or loading counts)."""
+    merging = time.perf_counter()
     with _progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report)
     finished = time.perf_counter()
-
     return TrainingResult(
         vocab=assemble_vocab(specials, merges),
         merges=merges,
         trainer=name,
-        seconds={"pre-tokenize": counted - started, "merge": finished - counted, "total": finished - started},
+        seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
         num_words=len(word_counts),
         peak_rss_bytes=peak_rss_bytes(),
     )
@@ -260,18 +274,7 @@ def train_from_counts(
     version = load_trainer(name)
     num_merges = vocab_size - 256 - len(specials)
 
-    loaded = time.perf_counter()
-    with _progress_bar(progress, num_merges, "merges", "merge") as report:
-        merges = version.merge(word_counts, num_merges, report)
-    finished = time.perf_counter()
-    return TrainingResult(
-        vocab=assemble_vocab(specials, merges),
-        merges=merges,
-        trainer=name,
-        seconds={"load counts": loaded - started, "merge": finished - loaded, "total": finished - started},
-        num_words=len(word_counts),
-        peak_rss_bytes=peak_rss_bytes(),
-    )
+    return _merge_phase(name, version, word_counts, specials, num_merges, progress, "load counts", started)
 
 
 def train_bpe_from_counts(
