@@ -17,7 +17,7 @@ from pathlib import Path
 
 import regex
 
-from .backend import usable_cores
+from .backend import resolve_parallelism, usable_cores
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -90,19 +90,18 @@ def check_num_workers(num_workers: object, name: str = "num_workers") -> int | N
     MAX_WORKERS_PER_CORE per core are capped (the result never depends on the count)."""
     if num_workers is None:
         return None
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int):
-        raise TypeError(f"{name} must be an int or None, got {num_workers!r}")
     cores = usable_cores()
-    if num_workers == 0:
-        raise BPEInputError(f"{name} must not be 0: give a positive count, or -1 for every core ({cores} here)")
-    if num_workers < 0:
+    # The convention itself is backend.resolve_parallelism's (which also refuses non-integers); here
+    # only the refusals worded for users, where it would raise a bare ValueError or clamp to 1.
+    if isinstance(num_workers, int) and not isinstance(num_workers, bool):
+        if num_workers == 0:
+            raise BPEInputError(f"{name} must not be 0: give a positive count, or -1 for every core ({cores} here)")
         if cores + 1 + num_workers < 1:
             raise BPEInputError(
                 f"{name}={num_workers} leaves no core on this machine ({cores} cores): "
                 f"-1 means every core, -2 all but one, down to -{cores}"
             )
-        return cores + 1 + num_workers
-    return min(num_workers, MAX_WORKERS_PER_CORE * cores)
+    return min(resolve_parallelism(num_workers, name=name), MAX_WORKERS_PER_CORE * cores)
 
 
 # Magic numbers of compressed files. Each begins with bytes that are invalid UTF-8, so no text file

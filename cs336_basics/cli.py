@@ -63,6 +63,20 @@ def human_bytes(size: float) -> str:
     raise AssertionError("unreachable")
 
 
+def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--special",
+        nargs="*",
+        default=[ENDOFTEXT],
+        metavar="TOKEN",
+        help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
+    )
+
+
+def add_cluster_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", metavar="SPEC", help="count on Dask: local, local:N or tcp://host:8786")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="cs336-train-bpe",
@@ -80,20 +94,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="training text, UTF-8 (or --demo); several files are trained on as if concatenated",
     )
     parser.add_argument("--counts", nargs="+", metavar="FILE", help="train from count files (cs336-count-words)")
-    parser.add_argument("--cluster", metavar="SPEC", help="count on Dask: local, local:N or tcp://host:8786")
+    add_cluster_argument(parser)
     parser.add_argument(
         "--export",
         default="",
         metavar="FORMATS",
         help="also write hf (tokenizer.json) and/or tiktoken (tokenizer.tiktoken), comma-separated",
     )
-    parser.add_argument(
-        "--special",
-        nargs="*",
-        default=[ENDOFTEXT],
-        metavar="TOKEN",
-        help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
-    )
+    add_special_tokens_argument(parser)
     parser.add_argument("--demo", action="store_true", help="train on the built-in demo corpus (made in OUT_DIR)")
     parser.add_argument(
         "--workers",
@@ -136,22 +144,19 @@ def train_from_sources(
 ) -> tuple[TrainingResult, str]:
     """Training on count files, or on several files / a cluster by counting first; returns the
     result and a description of the data."""
+    from .count_cli import count_inputs
     from .trainers import train_from_counts
-    from .word_counts import WordCounts, count_words
+    from .word_counts import WordCounts
 
     started = time.perf_counter()
     if args.counts:
         counts = WordCounts.load_all(args.counts)
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
-    elif args.cluster:
-        from .cluster import connect, count_words_on_cluster
-
-        with connect(args.cluster) as client:
-            counts = count_words_on_cluster(client, data, args.special, progress=not args.quiet)
-        described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, counted on {args.cluster}"
     else:
-        counts = count_words(data, args.special, num_threads=num_workers, progress=not args.quiet)
-        described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, read as concatenated"
+        progress = not args.quiet
+        counts = count_inputs(data, args.special, cluster=args.cluster, num_threads=num_workers, progress=progress)
+        where = f"counted on {args.cluster}" if args.cluster else "read as concatenated"
+        described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, {where}"
     counted = time.perf_counter()
     result = train_from_counts(counts, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet)
     first_phase = "read counts" if args.counts else "count"

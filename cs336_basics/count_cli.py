@@ -15,9 +15,32 @@ import sys
 import time
 from pathlib import Path
 
-from ._common import ENDOFTEXT, BPEInputError
-from .cli import human_bytes
-from .word_counts import LOCAL_TASK_BYTES, count_words
+from ._common import BPEInputError, check_num_workers
+from .cli import add_cluster_argument, add_special_tokens_argument, human_bytes
+from .word_counts import LOCAL_TASK_BYTES, WordCounts, count_words
+
+
+def count_inputs(
+    paths: list[str],
+    special_tokens: list[str],
+    *,
+    cluster: str | None = None,
+    num_threads: int | None = None,
+    task_bytes: int | None = None,
+    progress: bool = False,
+) -> WordCounts:
+    """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
+    (`local`, `local:N`, `tcp://...`), else on this machine's threads."""
+    if cluster:
+        from .cluster import DEFAULT_TASK_BYTES, connect, count_words_on_cluster
+
+        with connect(cluster) as client:
+            return count_words_on_cluster(
+                client, paths, special_tokens, task_bytes=task_bytes or DEFAULT_TASK_BYTES, progress=progress
+            )
+    return count_words(
+        paths, special_tokens, num_threads=num_threads, task_bytes=task_bytes or LOCAL_TASK_BYTES, progress=progress
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -27,14 +50,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("data", nargs="+", help="input files (or fsspec URLs), read as if concatenated")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
-    parser.add_argument(
-        "--special",
-        nargs="*",
-        default=[ENDOFTEXT],
-        metavar="TOKEN",
-        help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
-    )
-    parser.add_argument("--cluster", metavar="SPEC", help="count on Dask: local, local:N or tcp://host:8786")
+    add_special_tokens_argument(parser)
+    add_cluster_argument(parser)
     parser.add_argument("--task-mb", type=int, default=None, help="bytes per counting task, in MiB (64 on Dask)")
     parser.add_argument("--workers", type=int, default=None, help="threads on this machine; -1 = all (default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -45,19 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     try:
-        if args.cluster:
-            from .cluster import DEFAULT_TASK_BYTES, connect, count_words_on_cluster
-
-            task_bytes = args.task_mb << 20 if args.task_mb else DEFAULT_TASK_BYTES
-            with connect(args.cluster) as client:
-                counts = count_words_on_cluster(
-                    client, args.data, args.special, task_bytes=task_bytes, progress=not args.quiet
-                )
-        else:
-            task_bytes = args.task_mb << 20 if args.task_mb else LOCAL_TASK_BYTES
-            counts = count_words(
-                args.data, args.special, num_threads=args.workers, task_bytes=task_bytes, progress=not args.quiet
-            )
+        counts = count_inputs(
+            args.data,
+            args.special,
+            cluster=args.cluster,
+            num_threads=check_num_workers(args.workers, "--workers"),
+            task_bytes=args.task_mb << 20 if args.task_mb else None,
+            progress=not args.quiet,
+        )
         counted = time.perf_counter()
         path = counts.save(args.output)
     except (BPEInputError, ValueError, OSError) as error:

@@ -63,6 +63,7 @@ from ._common import (
     decode_utf8,
 )
 from ._common import count_words as count_words_in_text
+from .backend import NativeUnavailable, effective_num_threads, load_native
 
 __all__ = [
     "FORMAT_VERSION",
@@ -432,8 +433,6 @@ def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask
 
 def _native_counter():
     """The native buffer counter, or None when it is not built or CS336_PURE_PYTHON is set."""
-    from .backend import NativeUnavailable, load_native
-
     try:
         return load_native("_native").count_words_in_buffer
     except NativeUnavailable:
@@ -506,6 +505,7 @@ def count_words(
     Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
     pure-Python one; the result is the same either way and for every `task_bytes`."""
     specials = check_special_tokens(special_tokens)
+    num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     tasks = plan_count_tasks(_as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options)
     total: dict[bytes, int] = {}
     counted = 0

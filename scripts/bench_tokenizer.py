@@ -60,7 +60,10 @@ def timed(encode: Callable[[str], object], text: str, repeat: int) -> tuple[list
 
 def hf_tokenizer_json(fixtures: Path) -> str:
     """A HuggingFace tokenizer.json for the fixture GPT-2 vocabulary (whose files already use the
-    byte-level alphabet that format expects), with <|endoftext|> as a special added token."""
+    byte-level alphabet that format expects), with <|endoftext|> as a special added token.
+
+    Not `cs336_basics.export.hf_tokenizer_json`: that one spells our pattern out as a Split step,
+    while the peers recognise GPT-2's stock ByteLevel pre-tokenizer and take their fast scanner on it."""
     vocab = json.loads((fixtures / "gpt2_vocab.json").read_text(encoding="utf-8"))
     with (fixtures / "gpt2_merges.txt").open(encoding="utf-8") as file:
         merges = [line.rstrip("\n") for line in file if line.strip() and not line.startswith("#version")]

@@ -568,15 +568,11 @@ SIGNAL_CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-@pytest.mark.parametrize("phase", ["merge", "save"])
-def test_a_signal_ends_the_run_cleanly(corpus: Path, tmp_path: Path, signum: int, code: int, phase: str) -> None:
-    out = tmp_path / "out"
-    trained_set(corpus, out, 280)
-    before = {name: (out / name).read_bytes() for name in OUTPUTS}
+def signal_when_ready(child_code_and_arguments: list[str], signum: int) -> tuple[int, str]:
+    """Run `python -c CODE ARGS...`, send `signum` once it writes "ready", and return its exit code and
+    stderr (no sleeps: the child says when it is inside the part to interrupt)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", SIGNAL_CHILD, phase, "bpe_v1", str(out), "-d", str(corpus), "-v", "300", "-q"],
+        [sys.executable, "-c", *child_code_and_arguments],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
     )  # fmt: skip
     try:
@@ -587,7 +583,20 @@ def test_a_signal_ends_the_run_cleanly(corpus: Path, tmp_path: Path, signum: int
         if child.poll() is None:
             child.kill()
             child.wait()
-    assert child.returncode == code, err
+    return child.returncode, err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("phase", ["merge", "save"])
+def test_a_signal_ends_the_run_cleanly(corpus: Path, tmp_path: Path, signum: int, code: int, phase: str) -> None:
+    out = tmp_path / "out"
+    trained_set(corpus, out, 280)
+    before = {name: (out / name).read_bytes() for name in OUTPUTS}
+    returncode, err = signal_when_ready(
+        [SIGNAL_CHILD, phase, "bpe_v1", str(out), "-d", str(corpus), "-v", "300", "-q"], signum
+    )
+    assert returncode == code, err
     assert err.strip() == "interrupted"
     assert {name: (out / name).read_bytes() for name in OUTPUTS} == before
     assert leftovers(out) == []
@@ -677,20 +686,10 @@ def test_encode_dataset_signal_leaves_no_partial_array(corpus: Path, tmp_path: P
     arrays.mkdir()
     script = REPO_ROOT / "scripts" / "encode_dataset.py"
     arguments = [str(corpus), str(arrays / "ids.npy"), "--vocab", str(out / "vocab.json")]
-    child = subprocess.Popen(
-        [sys.executable, "-c", ENCODE_SIGNAL_CHILD, str(script), *arguments, "--merges", str(out / "merges.txt"),
-         "--quiet"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
-    )  # fmt: skip
-    try:
-        assert child.stdout.readline() == "ready\n"
-        child.send_signal(signum)
-        _, err = child.communicate(timeout=60)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == code, err
+    returncode, err = signal_when_ready(
+        [ENCODE_SIGNAL_CHILD, str(script), *arguments, "--merges", str(out / "merges.txt"), "--quiet"], signum
+    )
+    assert returncode == code, err
     assert err.strip() == "interrupted"
     assert list(arrays.iterdir()) == []
 

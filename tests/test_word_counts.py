@@ -154,6 +154,14 @@ def test_a_word_across_a_file_boundary_is_one_word(tmp_path: Path) -> None:
     assert counts.counts == {b"hello": 1, b" world": 1, b" bye": 1}
 
 
+@pytest.mark.parametrize("num_threads", [None, 1, 2, -1])
+def test_thread_counts_follow_the_one_convention(tmp_path: Path, num_threads: int | None) -> None:
+    """-1 means every core here as for the trainers (it once reached the native counter as is)."""
+    paths = write_parts(tmp_path, [b"hello world<|endoftext|> hello", b" there"])
+    counts = count_words(paths, SPECIALS, num_threads=num_threads)
+    assert counts.counts == {b"hello": 1, b" world": 1, b" hello": 1, b" there": 1}
+
+
 def test_invalid_utf8_names_the_input(tmp_path: Path) -> None:
     paths = write_parts(tmp_path, [b"good text\n", b"bad \xff text"])
     with pytest.raises(BPEInputError, match="part1.txt"):
