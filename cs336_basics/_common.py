@@ -113,9 +113,10 @@ _COMPRESSED_MAGIC = {
 }
 
 
-def check_text_file(input_path: str | os.PathLike, what: str = "training file") -> Path:
-    """A readable, non-empty, regular, uncompressed file, checked without reading more than a few bytes
-    (a FIFO or a device is refused before it is opened: opening a FIFO would wait for a writer)."""
+def check_text_file(input_path: str | os.PathLike, what: str = "training file", *, allow_empty: bool = False) -> Path:
+    """A readable, non-empty (unless `allow_empty`), regular, uncompressed file, checked without
+    reading more than a few bytes (a FIFO or a device is refused before it is opened: opening a FIFO
+    would wait for a writer)."""
     path = Path(input_path)
     try:
         status = path.stat()
@@ -135,6 +136,8 @@ def check_text_file(input_path: str | os.PathLike, what: str = "training file") 
     if status.st_size == 0:
         if head:  # /proc and /sys files say size 0 but have content: they cannot be memory-mapped
             raise BPEInputError(f"{what} {path} is not a regular file (its size is unknown); copy it to a file first")
+        if allow_empty:
+            return path
         raise BPEInputError(f"{what} is empty: {path}")
     for magic, (kind, command) in _COMPRESSED_MAGIC.items():
         if head.startswith(magic):

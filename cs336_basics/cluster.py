@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ._common import GPT2_SPLIT_PATTERN, BPEInputError, check_special_tokens
+from .backend import usable_cores
 from .word_counts import (
     CountTask,
     WordCounts,
@@ -71,7 +72,7 @@ def connect(spec: str) -> Iterator[Client]:
         count_text = spec.partition(":")[2]
         if count_text and not (count_text.isdigit() and int(count_text) > 0):
             raise BPEInputError(f"--cluster {spec}: the number of local workers must be a positive integer")
-        workers = int(count_text) if count_text else (os.cpu_count() or 1)
+        workers = int(count_text) if count_text else usable_cores()
         cluster = distributed.LocalCluster(
             n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
         )

@@ -158,8 +158,8 @@ def tiktoken_encoding(
 ):
     """A `tiktoken.Encoding` from a rank file (or a vocabulary, id -> bytes) giving our ids.
 
-    Special tokens take the ids after the highest regular id when they are not in a vocabulary
-    given directly, as the trainers number them (256, 257, ...) only when given the vocabulary.
+    From a rank file, special tokens get ids 256, 257, ... in the order given, as the trainers
+    assign them (a clash with a regular id is refused); from a vocabulary, their ids in it.
     Encode with `allowed_special="all"` to split on them as our tokenizer does."""
     try:
         import tiktoken

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._common import BPEInputError, Merges
-from .backend import resolve_parallelism
+from ._common import BPEInputError, Merges, check_num_workers
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
 Report = Callable[[int], object]
@@ -48,9 +47,9 @@ class CountOptions:
         unknown = sorted(set(options) - known)
         if unknown:
             raise TypeError(f"unknown training option(s) {unknown}; the options are {sorted(known)}")
-        num_workers = options.get("num_workers")
+        # Checked and capped here, before any pool or thread starts.
+        num_workers = check_num_workers(options.get("num_workers"))
         num_chunks = options.get("num_chunks")
-        resolve_parallelism(num_workers, name="num_workers")  # raises on a bad value
         if num_chunks is not None and (
             isinstance(num_chunks, bool) or not isinstance(num_chunks, int) or num_chunks < 1
         ):

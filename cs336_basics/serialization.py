@@ -539,7 +539,8 @@ def load_tokenizer_files(
     directory recorded, and the two files must come from the same run."""
     vocab_path, merges_path = Path(vocab_path), Path(merges_path)
     vocab_run = read_run_info(vocab_path.parent) if check_run else None
-    merges_run = read_run_info(merges_path.parent) if check_run else None
+    same_directory = merges_path.parent.resolve() == vocab_path.parent.resolve()
+    merges_run = vocab_run if same_directory or not check_run else read_run_info(merges_path.parent)
     if vocab_run and merges_run and vocab_run.get("run_id") != merges_run.get("run_id"):
         raise BPEInputError(f"{vocab_path} and {merges_path} come from different training runs")
     vocab = load_vocab(vocab_path, run=vocab_run)

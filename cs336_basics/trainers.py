@@ -27,7 +27,6 @@ from ._common import (
     Vocab,
     assemble_vocab,
     check_input_file,
-    check_num_workers,
     check_special_tokens,
     check_vocab_size,
 )
@@ -176,8 +175,6 @@ def train(
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     path = check_input_file(input_path)
-    if options.get("num_workers") is not None:  # checked and capped before any pool or thread starts
-        options["num_workers"] = check_num_workers(options["num_workers"])
     count_options = CountOptions.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)

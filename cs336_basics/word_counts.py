@@ -53,6 +53,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ._common import (
+    _SCAN_BLOCK,
     _WHITESPACE_CUT,
     GPT2_SPLIT_PATTERN,
     BPEInputError,
@@ -60,6 +61,7 @@ from ._common import (
     _special_token_cut,
     _whitespace_cut,
     check_special_tokens,
+    check_text_file,
     decode_utf8,
 )
 from ._common import count_words as count_words_in_text
@@ -87,7 +89,6 @@ LOCAL_TASK_BYTES = 256 << 20
 # Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
 # to the block `_common.find_chunk_boundaries` scans.
 _FIRST_WINDOW = 1 << 12
-_SCAN_BLOCK = 1 << 20
 
 
 class WordCountFileError(BPEInputError):
@@ -263,38 +264,44 @@ def is_url(path: str) -> bool:
     return "://" in path
 
 
+def _url_filesystem(path: str, storage_options: Mapping[str, object] | None):
+    """fsspec's file system and path for a URL."""
+    try:
+        import fsspec
+    except ImportError:
+        raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
+    return fsspec.core.url_to_fs(path, **(storage_options or {}))
+
+
+def _read_range(path: str, start: int, end: int, storage_options: Mapping[str, object] | None) -> bytes:
+    """Bytes `start:end` of an input that planning has already checked."""
+    if is_url(path):
+        fs, fs_path = _url_filesystem(path, storage_options)
+        return fs.cat_file(fs_path, start=start, end=end)
+    with open(path, "rb") as file:
+        file.seek(start)
+        return file.read(end - start)
+
+
 class _Source:
-    """Random access to one input, local or through fsspec."""
+    """Random access to one input, local or through fsspec, checked once when planning."""
 
     def __init__(self, path: str, storage_options: Mapping[str, object] | None = None) -> None:
         self.path = path
+        self.storage_options = storage_options
         if is_url(path):
-            try:
-                import fsspec
-            except ImportError:
-                raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
-            self.fs, self.fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
-            if not self.fs.exists(self.fs_path):
+            fs, fs_path = _url_filesystem(path, storage_options)
+            if not fs.exists(fs_path):
                 raise BPEInputError(f"training file not found: {path}")
-            self.size = int(self.fs.size(self.fs_path))
+            self.size = int(fs.size(fs_path))
         else:
-            self.fs = None
-            local = Path(path)
-            if not local.exists():
-                raise BPEInputError(f"training file not found: {path}")
-            if local.is_dir():
-                raise BPEInputError(f"training path is a directory, not a file: {path}")
-            self.size = local.stat().st_size
+            self.size = check_text_file(path, allow_empty=True).stat().st_size
 
     def read(self, start: int, end: int) -> bytes:
         start, end = max(0, start), min(self.size, end)
         if end <= start:
             return b""
-        if self.fs is not None:
-            return self.fs.cat_file(self.fs_path, start=start, end=end)
-        with open(self.path, "rb") as file:
-            file.seek(start)
-            return file.read(end - start)
+        return _read_range(self.path, start, end, self.storage_options)
 
 
 class _CutFinder:
@@ -475,7 +482,7 @@ def count_task(
                     return _count_buffer(view, special_tokens, num_threads, task)
                 finally:
                     view.release()
-    data = b"".join(_Source(segment.path, storage_options).read(segment.start, segment.end) for segment in task)
+    data = b"".join(_read_range(segment.path, segment.start, segment.end, storage_options) for segment in task)
     if len(data) != sum(segment.end - segment.start for segment in task):
         raise BPEInputError(f"{describe_task(task)}: input is shorter than when it was planned")
     return _count_buffer(data, special_tokens, num_threads, task)
@@ -508,10 +515,9 @@ def count_words(
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     tasks = plan_count_tasks(_as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options)
     total: dict[bytes, int] = {}
-    counted = 0
-    with tqdm(total=sum(map(task_size, tasks)), desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
+    source_bytes = sum(map(task_size, tasks))
+    with tqdm(total=source_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
         for task in tasks:
             add_count_tables(total, count_task(task, specials, num_threads, storage_options))
-            counted += task_size(task)
             bar.update(task_size(task))
-    return WordCounts(total, specials, GPT2_SPLIT_PATTERN, counted)
+    return WordCounts(total, specials, GPT2_SPLIT_PATTERN, source_bytes)
