@@ -18,8 +18,6 @@ namespace {
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 constexpr uint32_t kNoNode = std::numeric_limits<uint32_t>::max();
 
-inline uint64_t pair_key(uint32_t left, uint32_t right) { return (uint64_t(left) << 32) | right; }
-
 inline uint64_t mix(uint64_t value) {
     value ^= value >> 33;
     value *= 0xff51afd7ed558ccdULL;

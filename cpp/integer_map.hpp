@@ -13,6 +13,9 @@
 
 namespace bpe {
 
+// The key of a pair of token ids.
+inline uint64_t pair_key(uint32_t left, uint32_t right) { return (uint64_t(left) << 32) | right; }
+
 template <typename Value>
 class IntegerMap {
 public:

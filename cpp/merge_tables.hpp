@@ -96,7 +96,7 @@ inline bool pair_bytes_less(const TokenTable& tokens, TokenId x_left, TokenId x_
 }
 
 inline uint64_t pair_key(TokenId left, TokenId right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return bpe::pair_key(static_cast<uint32_t>(left), static_cast<uint32_t>(right));
 }
 inline TokenId key_left(uint64_t key) { return static_cast<TokenId>(key >> 32); }
 inline TokenId key_right(uint64_t key) { return static_cast<TokenId>(key & 0xFFFFFFFFu); }

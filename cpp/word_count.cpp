@@ -153,7 +153,7 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
         count_chunk(piece, begin, special, per_thread[thread], first_invalid);
         if (file != nullptr) file->release(piece.data(), piece.size());
         const size_t done = bytes_done.fetch_add(piece.size()) + piece.size();
-        if (options.progress != nullptr && omp_thread_id() == reporting_thread &&
+        if (options.progress != nullptr && int(thread) == reporting_thread &&
             options.progress(options.progress_context, done)) {
             stopped.store(true, std::memory_order_relaxed);
         }
