@@ -77,6 +77,9 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
         uint32_t right
         uint32_t merged
 
+    # true: stop
+    ctypedef cbool (*IdSink)(void* context, const uint32_t* ids, size_t count, size_t bytes_done) noexcept nogil
+
     cdef cppclass Encoder:
         Encoder(
             const vector[uint32_t]& byte_ids,
@@ -84,5 +87,11 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
             const vector[pair[string, uint32_t]]& special_tokens,
             size_t cache_slots,
         ) except +
-        void encode(string_view text, vector[uint32_t]& out) except +
+        size_t encode(string_view text, uint32_t* out) except +
+        void encode_batch(
+            const vector[string_view]& texts, uint32_t* const* outs, size_t* counts, int threads
+        ) except +
+        size_t encode_file(
+            const string& path, int threads, size_t chunk_bytes, IdSink sink, void* context
+        ) except +
         size_t cache_slots()
