@@ -137,10 +137,23 @@ public:
     static_assert(sizeof(Slot) == 64, "a cache slot is meant to fill one 64-byte cache line");
     static_assert(kInlineBytes == sizeof(Slot::key), "the inline key holds kInlineBytes bytes");
 
+    // A word of 2 to kSmallBytes bytes giving one or two ids, four to a 64-byte set: most lookups
+    // are of these, and one cache line answers them.
+    struct SmallSlot {
+        uint64_t key;     // the word's bytes, then its size in the top byte; 0: empty
+        uint32_t ids[2];  // ids[1] == kNoId: one id
+    };
+    static_assert(sizeof(SmallSlot) * kWays == 64, "a set of small slots is meant to fill one cache line");
+
     // `slots`: a power of two, at least kWays.
     explicit WordCache(size_t slots) {
         slots_ = static_cast<Slot*>(aligned_zeroed(slots * sizeof(Slot), kWays * sizeof(Slot), &slots_memory_));
         set_mask_ = slots / kWays - 1;
+        const size_t small_slots = 2 * slots;  // at least two sets: the shift stays below 64
+        small_ = static_cast<SmallSlot*>(
+            aligned_zeroed(small_slots * sizeof(SmallSlot), kWays * sizeof(SmallSlot), &small_memory_));
+        small_shift_ = 64;
+        for (size_t sets = small_slots / kWays; sets > 1; sets >>= 1) --small_shift_;
 
         // The long-word side gets 8 bytes per slot: 6 of arena, 2 of index.
         index_size_ = std::max<size_t>(16, slots / 4);
@@ -157,6 +170,11 @@ public:
     WordCache& operator=(const WordCache&) = delete;
 
     Slot* set_of(uint64_t hash) const { return slots_ + size_t(hash & set_mask_) * kWays; }
+
+    // Fibonacci hashing of the key: one multiply, the top bits choose the set.
+    SmallSlot* small_set_of(uint64_t key) const {
+        return small_ + size_t((key * 0x9E3779B97F4A7C15ULL) >> small_shift_) * kWays;
+    }
 
     // The ids of a long word (or of a short word of many ids), or nullptr.
     const uint32_t* find_long(const unsigned char* word, size_t size, uint64_t hash, size_t& count) const {
@@ -196,6 +214,7 @@ public:
 private:
     void release() {
         std::free(slots_memory_);
+        std::free(small_memory_);
         std::free(index_);
         std::free(arena_);
     }
@@ -203,6 +222,9 @@ private:
     Slot* slots_ = nullptr;
     void* slots_memory_ = nullptr;
     size_t set_mask_ = 0;
+    SmallSlot* small_ = nullptr;
+    void* small_memory_ = nullptr;
+    int small_shift_ = 64;
     uint64_t* index_ = nullptr;  // tag << 32 | (arena offset + 1); 0: empty
     size_t index_size_ = 0;
     size_t index_used_ = 0;
@@ -219,6 +241,7 @@ struct Encoder::PendingWord {
     uint64_t key[3];
     uint64_t hash;
     WordCache::Slot* set;
+    WordCache::SmallSlot* small_set;  // for words of 2..kSmallBytes bytes; their key is key[0]
 };
 
 class Encoder::CacheLease {
@@ -288,7 +311,7 @@ size_t Encoder::encode(std::string_view text, uint32_t* out) {
 
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
     const size_t before = out.size();
-    out.resize(before + text.size());
+    out.resize(before + text.size() + 1);
     out.resize(before + encode(text, out.data() + before));
 }
 
@@ -325,9 +348,9 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
         const size_t count = std::min(window, chunks - first);
         for (size_t i = 0; i < count; ++i) {
             const size_t size = cuts[first + i + 1] - cuts[first + i];
-            if (capacities[i] < size) {
-                buffers[i].reset(new uint32_t[size]);
-                capacities[i] = size;
+            if (capacities[i] < size + 1) {
+                buffers[i].reset(new uint32_t[size + 1]);
+                capacities[i] = size + 1;
             }
             invalid[i] = kValidUtf8;
         }
@@ -361,45 +384,75 @@ size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cac
     return size_t(end - out);
 }
 
+// How many words ahead of the one being encoded are scanned and their cache slots prefetched:
+// enough that a slot arrives from memory before it is needed.
+constexpr size_t kQueue = 64;
+
 uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const {
     // Cache slots are scattered over megabytes, so most lookups miss the CPU caches. Words are
     // therefore handled in batches: hash the whole batch and prefetch its slots first, so the
     // memory fetches overlap instead of each lookup waiting for its own.
-    constexpr size_t kBatch = 16;
-    PendingWord batch[kBatch];
-    size_t pending = 0;
+    PendingWord queue[kQueue];
+    size_t queued = 0;     // words seen
+    size_t processed = 0;  // words encoded; the rest wait in queue[index % kQueue]
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
     const unsigned char* const end = base + text.size();
+    // A word found in its small set is taken here, inline; everything else in encode_word.
+    const auto take = [&](const PendingWord& word) {
+        if (WordCache::SmallSlot* const set = word.small_set) {
+            for (size_t way = 0; way < WordCache::kWays; ++way) {
+                const WordCache::SmallSlot slot = set[way];
+                if (slot.key != word.key[0]) continue;
+                out[0] = slot.ids[0];
+                out[1] = slot.ids[1];  // the spare id of room makes this safe for one id too
+                out += slot.ids[1] == kNoRank ? 1 : 2;
+                if (way > 0) {  // to the front: the most recently used is found first
+                    std::memmove(set + 1, set, way * sizeof(slot));
+                    set[0] = slot;
+                }
+                return;
+            }
+        }
+        out = encode_word(word, out, cache);
+    };
     const size_t invalid = for_each_pretoken(text.data(), text.size(), [&](size_t begin, size_t stop) {
-        PendingWord& word = batch[pending++];
-        word.data = base + begin;
-        word.size = stop - begin;
-        if (cache != nullptr && word.size > 1 && word.size <= kInlineBytes) {
-            uint64_t words[3];
-            if (size_t(end - word.data) >= kInlineBytes) {
-                for (size_t i = 0; i < 3; ++i) words[i] = detail::load_little_endian64(word.data + 8 * i);
+        PendingWord& word = queue[queued++ % kQueue];
+        const unsigned char* const data = base + begin;
+        const size_t size = stop - begin;
+        word.data = data;
+        word.size = size;
+        word.small_set = nullptr;
+        if (cache != nullptr && size <= kSmallBytes) {
+            uint64_t first;
+            if (end - data >= 8) {
+                first = detail::load_little_endian64(data);
             } else {  // near the end of the text: read no byte past it
+                unsigned char padded[8] = {};
+                std::memcpy(padded, data, size);
+                first = detail::load_little_endian64(padded);
+            }
+            word.key[0] = first_bytes(first, size) | (uint64_t(size) << 56);
+            word.small_set = cache->small_set_of(word.key[0]);
+            prefetch(word.small_set);
+        } else if (cache != nullptr && size <= kInlineBytes) {
+            uint64_t words[3];
+            if (size_t(end - data) >= kInlineBytes) {
+                for (size_t i = 0; i < 3; ++i) words[i] = detail::load_little_endian64(data + 8 * i);
+            } else {
                 unsigned char padded[kInlineBytes] = {};
-                std::memcpy(padded, word.data, word.size);
+                std::memcpy(padded, data, size);
                 for (size_t i = 0; i < 3; ++i) words[i] = detail::load_little_endian64(padded + 8 * i);
             }
-            const size_t size = word.size;
             word.key[0] = first_bytes(words[0], size);
             word.key[1] = size > 8 ? first_bytes(words[1], size - 8) : 0;
             word.key[2] = size > 16 ? first_bytes(words[2], size - 16) : 0;
             word.hash = mix(word.key[0] ^ mix(word.key[1] ^ (word.key[2] * 0x9E3779B97F4A7C15ULL) ^ size));
             word.set = cache->set_of(word.hash);
-            prefetch(word.set);
-            prefetch(word.set + 1);
-            prefetch(word.set + 2);
-            prefetch(word.set + 3);
+            for (size_t way = 0; way < WordCache::kWays; ++way) prefetch(word.set + way);
         }
-        if (pending == kBatch) {
-            for (size_t i = 0; i < kBatch; ++i) out = encode_word(batch[i], out, cache);
-            pending = 0;
-        }
+        if (queued - processed == kQueue) take(queue[processed++ % kQueue]);
     });
-    for (size_t i = 0; i < pending; ++i) out = encode_word(batch[i], out, cache);
+    while (processed < queued) take(queue[processed++ % kQueue]);
     if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
     return out;
 }
@@ -407,17 +460,36 @@ uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_
 uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const {
     using Slot = WordCache::Slot;
     const size_t size = word.size;
+    WordCache::SmallSlot* const small_set = word.small_set;  // not there (take() looked)
+    const auto keep_small = [&](uint32_t first, uint32_t second) {
+        std::memmove(small_set + 1, small_set, (WordCache::kWays - 1) * sizeof(WordCache::SmallSlot));
+        small_set[0].key = word.key[0];
+        small_set[0].ids[0] = first;
+        small_set[0].ids[1] = second;
+    };
     if (size == 1) {
         *out = byte_ids_[*word.data];
+        if (small_set != nullptr) keep_small(*out, kNoRank);
         return out + 1;
     }
     Slot* set = nullptr;
-    if (cache != nullptr && size <= kInlineBytes) {
+    uint64_t key[3];
+    uint64_t hash = 0;
+    if (small_set != nullptr) {
+        // Perhaps a small word of more ids, kept with the longer words.
+        key[0] = word.key[0] & ~(uint64_t(0xFF) << 56);
+        key[1] = key[2] = 0;
+        hash = mix(key[0] ^ mix(key[1] ^ (key[2] * 0x9E3779B97F4A7C15ULL) ^ size));
+        set = cache->set_of(hash);
+    } else if (cache != nullptr && size <= kInlineBytes) {
+        std::memcpy(key, word.key, sizeof(key));
+        hash = word.hash;
         set = word.set;
+    }
+    if (set != nullptr) {
         for (size_t way = 0; way < WordCache::kWays; ++way) {
             const Slot& slot = set[way];
-            if (slot.size == size && slot.key[0] == word.key[0] && slot.key[1] == word.key[1] &&
-                slot.key[2] == word.key[2]) {
+            if (slot.size == size && slot.key[0] == key[0] && slot.key[1] == key[1] && slot.key[2] == key[2]) {
                 for (size_t i = 0; i < slot.count; ++i) out[i] = slot.ids[i];
                 out += slot.count;
                 if (way > 0) {  // to the front: the most recently used is found first
@@ -431,7 +503,7 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
     }
     uint64_t long_hash = 0;
     if (cache != nullptr) {
-        long_hash = set != nullptr ? word.hash : hash_bytes(word.data, size);
+        long_hash = set != nullptr ? hash : hash_bytes(word.data, size);
         size_t count;
         if (const uint32_t* ids = cache->find_long(word.data, size, long_hash, count)) {
             std::memcpy(out, ids, count * sizeof(uint32_t));
@@ -447,10 +519,12 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
         for (size_t i = 0; i < size; ++i) out[i] = byte_ids_[word.data[i]];
         count = merge_short(out, size);
     }
-    if (set != nullptr && count <= kInlineIds) {
+    if (small_set != nullptr && count <= 2) {
+        keep_small(out[0], count == 2 ? out[1] : kNoRank);
+    } else if (set != nullptr && count <= kInlineIds) {
         std::memmove(set + 1, set, (WordCache::kWays - 1) * sizeof(Slot));  // the least recently used goes
         Slot& slot = set[0];
-        std::memcpy(slot.key, word.key, sizeof(slot.key));
+        std::memcpy(slot.key, key, sizeof(slot.key));
         slot.size = uint8_t(size);
         slot.count = uint8_t(count);
         std::memcpy(slot.ids, out, count * sizeof(uint32_t));

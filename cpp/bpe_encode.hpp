@@ -55,6 +55,7 @@ using IdSink = bool (*)(void* context, const uint32_t* ids, size_t count, size_t
 
 class Encoder {
 public:
+    static constexpr size_t kSmallBytes = 7;
     static constexpr size_t kInlineBytes = 24;
     static constexpr size_t kInlineIds = 9;
     static constexpr size_t kShortWord = 48;
@@ -70,8 +71,9 @@ public:
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
 
-    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() ids (no token is
-    // shorter than a byte), and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
+    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + 1 ids (no token
+    // is shorter than a byte; the spare one lets a cache hit store two ids unconditionally), and
+    // returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
     // with the offset of the first invalid byte; `out` then holds the ids of the text before it.
     size_t encode(std::string_view text, uint32_t* out);
 
@@ -79,7 +81,7 @@ public:
     void encode(std::string_view text, std::vector<uint32_t>& out);
 
     // encode for each text on `threads` threads (<= 0: OpenMP's default): `outs[i]` has room for
-    // texts[i].size() ids, `counts[i]` receives how many were written.
+    // texts[i].size() + 1 ids, `counts[i]` receives how many were written.
     void encode_batch(const std::vector<std::string_view>& texts, uint32_t* const* outs, size_t* counts,
                       int threads);
 

@@ -11,6 +11,10 @@ import os
 
 cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.long cimport PyLong_FromUnsignedLong
+from cpython.ref cimport Py_INCREF
+from libc.stdlib cimport free, malloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.errno cimport errno
 from libc.stdint cimport uint16_t, uint32_t
@@ -27,6 +31,8 @@ cdef array UINT32_ARRAY = array("I")
 cdef array UINT16_ARRAY = array("H")
 assert UINT32_ARRAY.itemsize == sizeof(uint32_t), "array('I') must hold 32-bit unsigned ints"
 assert UINT16_ARRAY.itemsize == sizeof(uint16_t), "array('H') must hold 16-bit unsigned ints"
+# encode_list shares one int object per id below this (a list of ids then costs no int allocation).
+cdef size_t SHARED_INTS_LIMIT = 1 << 22
 
 
 cdef class _Utf8:
@@ -96,8 +102,12 @@ cdef class NativeEncoder:
     order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of each thread's cache."""
 
     cdef lib.Encoder* encoder
+    cdef list ints  # ints[i] is i, for every id below SHARED_INTS_LIMIT
 
     def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots):
+        largest = max(max(byte_ids), max([merged for _, _, merged in merges], default=0),
+                      max([token_id for _, token_id in special_tokens], default=0))
+        self.ints = list(range(min(largest + 1, SHARED_INTS_LIMIT)))
         cdef vector[uint32_t] c_byte_ids = byte_ids
         cdef vector[lib.MergeRule] c_merges
         cdef lib.MergeRule rule
@@ -117,13 +127,38 @@ cdef class NativeEncoder:
     def encode(self, str text) -> array:
         """The ids of `text`, special tokens included."""
         cdef _Utf8 utf8 = _Utf8(text)
-        # Room for the worst case, one id per byte: pages never written are never touched, and the
-        # resize below gives the rest back.
-        cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>utf8.view.size(), False)
+        # Room for the worst case, one id per byte (and the spare one the C++ asks for): pages never
+        # written are never touched, and the resize below gives the rest back.
+        cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>utf8.view.size() + 1, False)
         cdef size_t count
         with nogil:
             count = self.encoder.encode(utf8.view, <uint32_t*>result.data.as_voidptr)
         resize(result, <Py_ssize_t>count)
+        return result
+
+    def encode_list(self, str text) -> list:
+        """The ids of `text` as a list of ints, each id's int object shared (no allocation per id)."""
+        cdef _Utf8 utf8 = _Utf8(text)
+        cdef uint32_t* ids = <uint32_t*>malloc((utf8.view.size() + 1) * sizeof(uint32_t))
+        if ids == NULL:
+            raise MemoryError()
+        cdef size_t count, i
+        cdef list result
+        cdef object value
+        cdef size_t shared = len(self.ints)
+        try:
+            with nogil:
+                count = self.encoder.encode(utf8.view, ids)
+            result = PyList_New(<Py_ssize_t>count)
+            for i in range(count):
+                if ids[i] < shared:
+                    value = <object>PyList_GET_ITEM(self.ints, <Py_ssize_t>ids[i])
+                else:
+                    value = PyLong_FromUnsignedLong(ids[i])
+                Py_INCREF(value)
+                PyList_SET_ITEM(result, <Py_ssize_t>i, value)
+        finally:
+            free(ids)
         return result
 
     def encode_batch(self, list texts, int num_threads) -> list:
@@ -136,7 +171,7 @@ cdef class NativeEncoder:
         cdef _Utf8 source
         cdef array ids
         for source in sources:
-            ids = clone(UINT32_ARRAY, <Py_ssize_t>source.view.size(), False)
+            ids = clone(UINT32_ARRAY, <Py_ssize_t>source.view.size() + 1, False)
             results.append(ids)
             views.push_back(source.view)
             outs.push_back(<uint32_t*>ids.data.as_voidptr)
