@@ -322,7 +322,7 @@ class Tokenizer:
         path, threads, chunk = self._file_arguments(path, num_threads, chunk_bytes)
         if self._native is None:
             ids = array(self.id_typecode)
-            for piece in self._pieces_of_file(path):
+            for piece in self._pieces_of_file(path, chunk):
                 ids.extend(self.encode(piece))
             return ids
         with _utf8_errors():
@@ -345,7 +345,7 @@ class Tokenizer:
         out.flush()  # the compiled path writes to the file descriptor, after what is buffered
         if self._native is None:
             count = 0
-            for piece in self._pieces_of_file(path, progress):
+            for piece in self._pieces_of_file(path, chunk, progress):
                 ids = array(self.id_typecode, self.encode(piece))
                 ids.tofile(out)
                 count += len(ids)
@@ -363,9 +363,11 @@ class Tokenizer:
         threads = effective_num_threads(num_threads) if self._native is not None else 1
         return path, threads, chunk_bytes or 0
 
-    def _pieces_of_file(self, path: Path, progress: Callable[[int], object] | None = None) -> Iterator[str]:
+    def _pieces_of_file(
+        self, path: Path, block_bytes: int, progress: Callable[[int], object] | None = None
+    ) -> Iterator[str]:
         with open(path, "rb") as file:
-            yield from self.split_stream(_decoded_blocks(file, _FILE_BLOCK_BYTES, progress))
+            yield from self.split_stream(_decoded_blocks(file, block_bytes or _FILE_BLOCK_BYTES, progress))
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily the ids of `"".join(iterable)`, e.g. of a text file, in constant memory.
