@@ -1,9 +1,10 @@
 // The one open-addressing hash table of the native code: 64-bit integer keys (pairs of token ids,
 // left << 32 | right) to small values, in one array of {key, value} slots with linear probing, so
-// a lookup is usually one cache line. Used for the merge loop's pair ids. (The encoder's pair
-// ranks, bpe_encode.cpp, keep a check of the hash instead of the key, to stay in L2; the word counter's table, word_table.hpp, keeps words of any length inline and is built
-// for batched, prefetched lookups; the merge loop's per-merge scratch table, MergeDeltas, is
-// emptied after every merge by the slots it used. Neither fits a general map.)
+// a lookup is usually one cache line. Used for the merge loop's pair ids. (The encoder's pair ranks,
+// bpe_encode.cpp, keep a check of the hash instead of the key, to stay in the L2 cache; the word
+// counter's table, word_table.hpp, keeps words of any length inline and is built for batched,
+// prefetched lookups; the merge loop's per-merge scratch table, MergeDeltas, is emptied after every
+// merge by the slots it used. None fits a general map.)
 #pragma once
 
 #include <cstddef>
