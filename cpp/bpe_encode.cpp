@@ -120,44 +120,32 @@ private:
     int shift_ = 64;
 };
 
-// One thread's pre-token -> ids cache. Words of up to kInlineBytes bytes giving up to kInlineIds ids
-// live in 64-byte slots, four to a set, the most recently used first; the others in an arena of
-// records indexed by hash, emptied whole when full (such words are rare).
+// One thread's pre-token -> ids cache. A word of up to kInlineBytes bytes giving up to kInlineIds
+// ids lives in a 32-byte slot, key inline, four slots to a set (two cache lines), the most recently
+// used first: nearly all lookups are answered there by one code path. Longer words, and words of
+// more ids, go to an arena of records indexed by hash, emptied whole when full.
 class Encoder::WordCache {
 public:
     static constexpr size_t kWays = 4;
 
     struct Slot {
-        uint64_t key[3];  // the word's bytes, zero-padded
+        uint64_t key[2];  // the word's bytes, zero-padded
         uint8_t size;     // 0: empty
         uint8_t count;
         uint16_t unused;
         uint32_t ids[kInlineIds];
     };
-    static_assert(sizeof(Slot) == 64, "a cache slot is meant to fill one 64-byte cache line");
+    static_assert(sizeof(Slot) == 32, "two slots fill a 64-byte cache line");
     static_assert(kInlineBytes == sizeof(Slot::key), "the inline key holds kInlineBytes bytes");
-
-    // A word of 2 to kSmallBytes bytes giving one or two ids, four to a 64-byte set: most lookups
-    // are of these, and one cache line answers them.
-    struct SmallSlot {
-        uint64_t key;     // the word's bytes, then its size in the top byte; 0: empty
-        uint32_t ids[2];  // ids[1] == kNoId: one id
-    };
-    static_assert(sizeof(SmallSlot) * kWays == 64, "a set of small slots is meant to fill one cache line");
 
     // `slots`: a power of two, at least kWays.
     explicit WordCache(size_t slots) {
         slots_ = static_cast<Slot*>(aligned_zeroed(slots * sizeof(Slot), kWays * sizeof(Slot), &slots_memory_));
-        set_mask_ = slots / kWays - 1;
-        const size_t small_slots = 2 * slots;  // at least two sets: the shift stays below 64
-        small_ = static_cast<SmallSlot*>(
-            aligned_zeroed(small_slots * sizeof(SmallSlot), kWays * sizeof(SmallSlot), &small_memory_));
-        small_shift_ = 64;
-        for (size_t sets = small_slots / kWays; sets > 1; sets >>= 1) --small_shift_;
-
-        // The long-word side gets 8 bytes per slot: 6 of arena, 2 of index.
-        index_size_ = std::max<size_t>(16, slots / 4);
-        arena_words_ = slots * 3 / 2;
+        shift_ = 64;
+        for (size_t sets = slots / kWays; sets > 1; sets >>= 1) --shift_;
+        // The arena side gets 16 bytes per slot: 12 of arena, 4 of index.
+        index_size_ = std::max<size_t>(16, slots / 2);
+        arena_words_ = slots * 3;
         index_ = static_cast<uint64_t*>(std::calloc(index_size_, sizeof(uint64_t)));
         arena_ = static_cast<uint32_t*>(std::malloc(std::max<size_t>(arena_words_, 1) * sizeof(uint32_t)));
         if (index_ == nullptr || arena_ == nullptr) {
@@ -169,11 +157,10 @@ public:
     WordCache(const WordCache&) = delete;
     WordCache& operator=(const WordCache&) = delete;
 
-    Slot* set_of(uint64_t hash) const { return slots_ + size_t(hash & set_mask_) * kWays; }
-
-    // Fibonacci hashing of the key: one multiply, the top bits choose the set.
-    SmallSlot* small_set_of(uint64_t key) const {
-        return small_ + size_t((key * 0x9E3779B97F4A7C15ULL) >> small_shift_) * kWays;
+    // Multiplicative hashing of the key: the top bits choose the set.
+    Slot* set_of(uint64_t first, uint64_t second, size_t size) const {
+        const uint64_t hash = ((first ^ (second * 0xC2B2AE3D27D4EB4FULL) ^ size) * 0x9E3779B97F4A7C15ULL);
+        return shift_ == 64 ? slots_ : slots_ + size_t(hash >> shift_) * kWays;
     }
 
     // The ids of a long word (or of a short word of many ids), or nullptr.
@@ -214,17 +201,13 @@ public:
 private:
     void release() {
         std::free(slots_memory_);
-        std::free(small_memory_);
         std::free(index_);
         std::free(arena_);
     }
 
     Slot* slots_ = nullptr;
     void* slots_memory_ = nullptr;
-    size_t set_mask_ = 0;
-    SmallSlot* small_ = nullptr;
-    void* small_memory_ = nullptr;
-    int small_shift_ = 64;
+    int shift_ = 64;
     uint64_t* index_ = nullptr;  // tag << 32 | (arena offset + 1); 0: empty
     size_t index_size_ = 0;
     size_t index_used_ = 0;
@@ -233,15 +216,13 @@ private:
     size_t arena_used_ = 0;
 };
 
-// A pre-token waiting in encode_ordinary's batch; `key`, `hash` and `set` are set when it is short
-// enough for an inline cache slot and there is a cache.
+// A pre-token waiting in encode_ordinary's queue; `key` and `set` are set when there is a cache and
+// it is short enough for an inline slot.
 struct Encoder::PendingWord {
     const unsigned char* data;
     size_t size;
-    uint64_t key[3];
-    uint64_t hash;
+    uint64_t key[2];
     WordCache::Slot* set;
-    WordCache::SmallSlot* small_set;  // for words of 2..kSmallBytes bytes; their key is key[0]
 };
 
 class Encoder::CacheLease {
@@ -311,7 +292,7 @@ size_t Encoder::encode(std::string_view text, uint32_t* out) {
 
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
     const size_t before = out.size();
-    out.resize(before + text.size() + 1);
+    out.resize(before + text.size() + 2);
     out.resize(before + encode(text, out.data() + before));
 }
 
@@ -348,9 +329,9 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
         const size_t count = std::min(window, chunks - first);
         for (size_t i = 0; i < count; ++i) {
             const size_t size = cuts[first + i + 1] - cuts[first + i];
-            if (capacities[i] < size + 1) {
-                buffers[i].reset(new uint32_t[size + 1]);
-                capacities[i] = size + 1;
+            if (capacities[i] < size + 2) {
+                buffers[i].reset(new uint32_t[size + 2]);
+                capacities[i] = size + 2;
             }
             invalid[i] = kValidUtf8;
         }
@@ -397,18 +378,19 @@ uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_
     size_t processed = 0;  // words encoded; the rest wait in queue[index % kQueue]
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
     const unsigned char* const end = base + text.size();
-    // A word found in its small set is taken here, inline; everything else in encode_word.
+    // A word found in its set is taken here, inline; everything else in encode_word.
     const auto take = [&](const PendingWord& word) {
-        if (WordCache::SmallSlot* const set = word.small_set) {
+        if (WordCache::Slot* const set = word.set) {
             for (size_t way = 0; way < WordCache::kWays; ++way) {
-                const WordCache::SmallSlot slot = set[way];
-                if (slot.key != word.key[0]) continue;
-                out[0] = slot.ids[0];
-                out[1] = slot.ids[1];  // the spare id of room makes this safe for one id too
-                out += slot.ids[1] == kNoRank ? 1 : 2;
+                const WordCache::Slot& slot = set[way];
+                if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1] || slot.size != word.size) continue;
+                // All kInlineIds, whatever the count: the caller's spare room makes that safe.
+                for (size_t i = 0; i < kInlineIds; ++i) out[i] = slot.ids[i];
+                out += slot.count;
                 if (way > 0) {  // to the front: the most recently used is found first
-                    std::memmove(set + 1, set, way * sizeof(slot));
-                    set[0] = slot;
+                    const WordCache::Slot found = slot;
+                    std::memmove(set + 1, set, way * sizeof(found));
+                    set[0] = found;
                 }
                 return;
             }
@@ -421,34 +403,23 @@ uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_
         const size_t size = stop - begin;
         word.data = data;
         word.size = size;
-        word.small_set = nullptr;
-        if (cache != nullptr && size <= kSmallBytes) {
-            uint64_t first;
-            if (end - data >= 8) {
+        word.set = nullptr;
+        if (cache != nullptr && size <= kInlineBytes) {
+            uint64_t first, second;
+            if (end - data >= 16) {
                 first = detail::load_little_endian64(data);
+                second = detail::load_little_endian64(data + 8);
             } else {  // near the end of the text: read no byte past it
-                unsigned char padded[8] = {};
+                unsigned char padded[16] = {};
                 std::memcpy(padded, data, size);
                 first = detail::load_little_endian64(padded);
+                second = detail::load_little_endian64(padded + 8);
             }
-            word.key[0] = first_bytes(first, size) | (uint64_t(size) << 56);
-            word.small_set = cache->small_set_of(word.key[0]);
-            prefetch(word.small_set);
-        } else if (cache != nullptr && size <= kInlineBytes) {
-            uint64_t words[3];
-            if (size_t(end - data) >= kInlineBytes) {
-                for (size_t i = 0; i < 3; ++i) words[i] = detail::load_little_endian64(data + 8 * i);
-            } else {
-                unsigned char padded[kInlineBytes] = {};
-                std::memcpy(padded, data, size);
-                for (size_t i = 0; i < 3; ++i) words[i] = detail::load_little_endian64(padded + 8 * i);
-            }
-            word.key[0] = first_bytes(words[0], size);
-            word.key[1] = size > 8 ? first_bytes(words[1], size - 8) : 0;
-            word.key[2] = size > 16 ? first_bytes(words[2], size - 16) : 0;
-            word.hash = mix(word.key[0] ^ mix(word.key[1] ^ (word.key[2] * 0x9E3779B97F4A7C15ULL) ^ size));
-            word.set = cache->set_of(word.hash);
-            for (size_t way = 0; way < WordCache::kWays; ++way) prefetch(word.set + way);
+            word.key[0] = first_bytes(first, size);
+            word.key[1] = size > 8 ? first_bytes(second, size - 8) : 0;
+            word.set = cache->set_of(word.key[0], word.key[1], size);
+            prefetch(word.set);
+            prefetch(word.set + 2);
         }
         if (queued - processed == kQueue) take(queue[processed++ % kQueue]);
     });
@@ -458,60 +429,21 @@ uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_
 }
 
 uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const {
-    using Slot = WordCache::Slot;
     const size_t size = word.size;
-    WordCache::SmallSlot* const small_set = word.small_set;  // not there (take() looked)
-    const auto keep_small = [&](uint32_t first, uint32_t second) {
-        std::memmove(small_set + 1, small_set, (WordCache::kWays - 1) * sizeof(WordCache::SmallSlot));
-        small_set[0].key = word.key[0];
-        small_set[0].ids[0] = first;
-        small_set[0].ids[1] = second;
-    };
-    if (size == 1) {
+    if (size == 1 && cache == nullptr) {
         *out = byte_ids_[*word.data];
-        if (small_set != nullptr) keep_small(*out, kNoRank);
         return out + 1;
     }
-    Slot* set = nullptr;
-    uint64_t key[3];
+    // Not in its set (take() looked): perhaps in the arena, else merged now.
     uint64_t hash = 0;
-    if (small_set != nullptr) {
-        // Perhaps a small word of more ids, kept with the longer words.
-        key[0] = word.key[0] & ~(uint64_t(0xFF) << 56);
-        key[1] = key[2] = 0;
-        hash = mix(key[0] ^ mix(key[1] ^ (key[2] * 0x9E3779B97F4A7C15ULL) ^ size));
-        set = cache->set_of(hash);
-    } else if (cache != nullptr && size <= kInlineBytes) {
-        std::memcpy(key, word.key, sizeof(key));
-        hash = word.hash;
-        set = word.set;
-    }
-    if (set != nullptr) {
-        for (size_t way = 0; way < WordCache::kWays; ++way) {
-            const Slot& slot = set[way];
-            if (slot.size == size && slot.key[0] == key[0] && slot.key[1] == key[1] && slot.key[2] == key[2]) {
-                for (size_t i = 0; i < slot.count; ++i) out[i] = slot.ids[i];
-                out += slot.count;
-                if (way > 0) {  // to the front: the most recently used is found first
-                    const Slot found = slot;
-                    std::memmove(set + 1, set, way * sizeof(Slot));
-                    set[0] = found;
-                }
-                return out;
-            }
-        }
-    }
-    uint64_t long_hash = 0;
     if (cache != nullptr) {
-        long_hash = set != nullptr ? hash : hash_bytes(word.data, size);
+        hash = hash_bytes(word.data, size);
         size_t count;
-        if (const uint32_t* ids = cache->find_long(word.data, size, long_hash, count)) {
+        if (const uint32_t* ids = cache->find_long(word.data, size, hash, count)) {
             std::memcpy(out, ids, count * sizeof(uint32_t));
             return out + count;
         }
     }
-
-    // A miss: merge.
     size_t count;
     if (size > kShortWord) {
         count = size_t(merge_long(word.data, size, out) - out);
@@ -519,17 +451,17 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
         for (size_t i = 0; i < size; ++i) out[i] = byte_ids_[word.data[i]];
         count = merge_short(out, size);
     }
-    if (small_set != nullptr && count <= 2) {
-        keep_small(out[0], count == 2 ? out[1] : kNoRank);
-    } else if (set != nullptr && count <= kInlineIds) {
-        std::memmove(set + 1, set, (WordCache::kWays - 1) * sizeof(Slot));  // the least recently used goes
-        Slot& slot = set[0];
-        std::memcpy(slot.key, key, sizeof(slot.key));
+    if (word.set != nullptr && count <= kInlineIds) {
+        WordCache::Slot* const set = word.set;
+        std::memmove(set + 1, set, (WordCache::kWays - 1) * sizeof(WordCache::Slot));  // the least recent goes
+        WordCache::Slot& slot = set[0];
+        slot.key[0] = word.key[0];
+        slot.key[1] = word.key[1];
         slot.size = uint8_t(size);
         slot.count = uint8_t(count);
         std::memcpy(slot.ids, out, count * sizeof(uint32_t));
     } else if (cache != nullptr) {
-        cache->insert_long(word.data, size, long_hash, out, count);
+        cache->insert_long(word.data, size, hash, out, count);
     }
     return out + count;
 }

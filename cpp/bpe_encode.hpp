@@ -9,24 +9,23 @@
 //
 // Performance notes (the measurements are in docs/PERFORMANCE.md, "Encoding"):
 // - Pre-tokens repeat, so their ids are cached (WordCache): a word of up to kInlineBytes bytes that
-//   gives up to kInlineIds ids sits in a 64-byte slot, key inline, in a four-way set-associative
-//   table (most recently used first); longer words, or words of more ids, go to a small arena that
-//   is emptied when full. Merging is what costs (each pair-rank lookup a likely cache miss), so a
-//   miss costs some 20 hits.
-// - Cache lookups are batched: a batch of pre-tokens is hashed and its slots prefetched before any
-//   is looked up, so their memory fetches overlap.
+//   gives up to kInlineIds ids (over 95% of the pre-tokens of mixed text) sits in a 32-byte slot,
+//   key inline, four to a set (most recently used first), and every such lookup takes the same
+//   branch-poor path, inlined into the scan loop; other words go to an arena emptied when full.
+//   Merging is what costs (each pair-rank lookup a likely cache miss): a miss costs some 20 hits.
+// - Lookups trail the scanner by kQueue pre-tokens, whose slots are prefetched when scanned, so
+//   their memory fetches overlap instead of each lookup waiting for its own.
 // - Misses merge short words on a small array, looking up again only pairs next to a merged token,
-//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges: it stays in the L2 cache). Words
-//   longer than kShortWord use a heap of candidate pairs with lazy deletion, so a megabyte without a
-//   space is O(n log n) instead of O(n^2).
+//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges). Words longer than kShortWord
+//   use a heap of candidate pairs with lazy deletion, so a megabyte without a space is O(n log n).
 // - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
 //   no copy of the result, and untouched pages of the buffer are never faulted in.
 // - Each thread encodes with its own cache. The caches are taken with try_lock: a second caller
 //   encoding with the same Encoder at the same time runs uncached instead of waiting.
 //
-// Memory: every cache reserves its address space when created and never grows: cache_slots * 64
-// bytes of slots plus cache_slots * 8 bytes of long-word arena, resident as it is used. encode uses
-// one; encode_batch and encode_file one per thread.
+// Memory: a cache reserves its address space when created and never grows: cache_slots * 32 bytes
+// of slots plus cache_slots * 16 bytes of arena and index, resident as it is used. encode uses one;
+// encode_batch and encode_file one per thread, made on first use and kept.
 #pragma once
 
 #include <cstddef>
@@ -55,14 +54,13 @@ using IdSink = bool (*)(void* context, const uint32_t* ids, size_t count, size_t
 
 class Encoder {
 public:
-    static constexpr size_t kSmallBytes = 7;
-    static constexpr size_t kInlineBytes = 24;
-    static constexpr size_t kInlineIds = 9;
+    static constexpr size_t kInlineBytes = 16;
+    static constexpr size_t kInlineIds = 3;
     static constexpr size_t kShortWord = 48;
 
     // `byte_ids[b]` is the id of the single byte b (256 entries); `merges` in rank order (a pair that
     // repeats keeps its first rank); `special_tokens` as (UTF-8 bytes, id), any order, none empty;
-    // `cache_slots` is rounded up to a multiple of four, a power of two (0 disables the caches).
+    // `cache_slots` is rounded up to a power of two, at least four (0 disables the caches).
     // Throws std::invalid_argument on malformed arguments, std::bad_alloc if the cache cannot be
     // reserved.
     Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
@@ -71,9 +69,9 @@ public:
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
 
-    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + 1 ids (no token
-    // is shorter than a byte; the spare one lets a cache hit store two ids unconditionally), and
-    // returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
+    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + 2 ids (no token
+    // is shorter than a byte; the two spare let a cache hit copy kInlineIds ids unconditionally),
+    // and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
     // with the offset of the first invalid byte; `out` then holds the ids of the text before it.
     size_t encode(std::string_view text, uint32_t* out);
 
@@ -81,7 +79,7 @@ public:
     void encode(std::string_view text, std::vector<uint32_t>& out);
 
     // encode for each text on `threads` threads (<= 0: OpenMP's default): `outs[i]` has room for
-    // texts[i].size() + 1 ids, `counts[i]` receives how many were written.
+    // texts[i].size() + 2 ids, `counts[i]` receives how many were written.
     void encode_batch(const std::vector<std::string_view>& texts, uint32_t* const* outs, size_t* counts,
                       int threads);
 

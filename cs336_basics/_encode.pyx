@@ -127,9 +127,9 @@ cdef class NativeEncoder:
     def encode(self, str text) -> array:
         """The ids of `text`, special tokens included."""
         cdef _Utf8 utf8 = _Utf8(text)
-        # Room for the worst case, one id per byte (and the spare one the C++ asks for): pages never
+        # Room for the worst case, one id per byte (and the two spare the C++ asks for): pages never
         # written are never touched, and the resize below gives the rest back.
-        cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>utf8.view.size() + 1, False)
+        cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>utf8.view.size() + 2, False)
         cdef size_t count
         with nogil:
             count = self.encoder.encode(utf8.view, <uint32_t*>result.data.as_voidptr)
@@ -139,7 +139,7 @@ cdef class NativeEncoder:
     def encode_list(self, str text) -> list:
         """The ids of `text` as a list of ints, each id's int object shared (no allocation per id)."""
         cdef _Utf8 utf8 = _Utf8(text)
-        cdef uint32_t* ids = <uint32_t*>malloc((utf8.view.size() + 1) * sizeof(uint32_t))
+        cdef uint32_t* ids = <uint32_t*>malloc((utf8.view.size() + 2) * sizeof(uint32_t))
         if ids == NULL:
             raise MemoryError()
         cdef size_t count, i
@@ -171,7 +171,7 @@ cdef class NativeEncoder:
         cdef _Utf8 source
         cdef array ids
         for source in sources:
-            ids = clone(UINT32_ARRAY, <Py_ssize_t>source.view.size() + 1, False)
+            ids = clone(UINT32_ARRAY, <Py_ssize_t>source.view.size() + 2, False)
             results.append(ids)
             views.push_back(source.view)
             outs.push_back(<uint32_t*>ids.data.as_voidptr)

@@ -49,7 +49,7 @@ from .serialization import load_tokenizer_files
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
 DEFAULT_CACHE_SIZE = 1 << 12
-# Slots of the native encoder's cache, per thread: 104 bytes each (see Tokenizer), so 26 MiB of
+# Slots of the native encoder's cache, per thread: 48 bytes each (see Tokenizer), so 12 MiB of
 # address space, resident as used.
 DEFAULT_NATIVE_CACHE_SLOTS = 1 << 18
 # encode_file's pure path reads the file in blocks of this many bytes.
@@ -100,10 +100,10 @@ class Tokenizer:
     Special tokens missing from `vocab` are added with the next free ids. `native=None` uses the
     compiled encoder when it is available, `False` forces the pure-Python path, `True` requires the
     compiled one. `cache_size` bounds the pure path's pre-token cache (entries), `native_cache_slots`
-    the compiled one's, per thread: it reserves `104 * native_cache_slots` bytes of address space
-    (64-byte slots for words of up to 24 bytes, half as many 16-byte pairs of slots for words of up
-    to 7 bytes, and 8 bytes per slot of arena for longer words), which is its peak memory; pages
-    become resident as the cache fills. The default, 2**18 slots, is 26 MiB per thread. The calling
+    the compiled one's, per thread: it reserves `48 * native_cache_slots` bytes of address space
+    (32-byte slots for words of up to 16 bytes and 3 ids, 16 bytes per slot of arena and index for
+    the others), which is its peak memory; pages become resident as the cache fills. The default,
+    2**18 slots, is 12 MiB per thread. The calling
     thread's cache is reserved here, so that `encode` allocates no cache memory later; encode_batch
     and encode_file reserve one more per extra thread on first use, kept for later calls. 0 disables
     caching (every pre-token is merged anew).

@@ -438,9 +438,9 @@ def test_native_matches_pure_on_corpus_sample(native_tok: Tokenizer) -> None:
     assert native_tok.encode(text) == gpt2_tokenizer("pure").encode(text)
 
 
-# Cache sizes from none through sizes where almost every word evicts another (4 slots: one set of
-# each kind) to a comfortable one; the long-word arena is 1.5 words per slot, so it refuses every
-# record at 4 slots and empties itself often at 4096.
+# Cache sizes from none through sizes where almost every word evicts another (4 slots: one set) to
+# a comfortable one; the arena for longer words is 3 words per slot, so it refuses every record at
+# 4 slots and empties itself often at 4096.
 CACHE_SLOTS = [0, 4, 64, 4096]
 # Pre-tokens of more than 24 bytes, and short ones of many ids: the long-word arena's share.
 LONG_WORDS = " ".join(
