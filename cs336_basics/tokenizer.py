@@ -83,6 +83,11 @@ def native_available() -> bool:
     return _native_module() is not None
 
 
+def _check_text(text: object) -> None:
+    if not isinstance(text, str):
+        raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+
+
 def _unencodable_error(text: str) -> BPEInputError:
     try:
         text.encode("utf-8")
@@ -252,14 +257,8 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`."""
         if self._native is not None:
-            if not isinstance(text, str):
-                raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
-            try:
-                return self._native.encode_list(text)
-            except UnicodeEncodeError:
-                raise _unencodable_error(text) from None
-        if not isinstance(text, str):
-            raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+            return self._compiled(self._native.encode_list, text)
+        _check_text(text)
         ids: list[int] = []
         try:
             if self._special_regex is None:
@@ -280,10 +279,14 @@ class Tokenizer:
         compiled path (`numpy.frombuffer(result, numpy.uint32)` views it without a copy)."""
         if self._native is None:
             return array("I", self.encode(text))
-        if not isinstance(text, str):
-            raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+        return self._compiled(self._native.encode, text)
+
+    @staticmethod
+    def _compiled(method: Callable[[str], object], text: str):
+        """`method(text)` of the compiled encoder, the argument checked and errors worded."""
+        _check_text(text)
         try:
-            return self._native.encode(text)
+            return method(text)
         except UnicodeEncodeError:
             raise _unencodable_error(text) from None
 
