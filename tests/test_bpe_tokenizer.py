@@ -700,6 +700,42 @@ def test_tiny_vocab_encodes_everything() -> None:
 # scripts/encode_dataset.py
 
 
+WITHOUT_NUMPY_CHILD = textwrap.dedent(
+    """
+    import runpy, sys
+    sys.modules["numpy"] = None  # importing numpy now fails
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    """
+)
+
+
+@pytest.mark.parametrize("options", [["--threads", "1"], ["--threads", "2", "--block-mb", "0.002"], ["--pure"]])
+def test_encode_dataset_without_numpy(gpt2: None, tmp_path: Path, options: list[str]) -> None:
+    """The script writes the .npy itself; numpy is only needed to read it. Read here by hand."""
+    data = require_fixture("tinystories_sample.txt")
+    out = tmp_path / "ids.npy"
+    script = REPO_ROOT / "scripts" / "encode_dataset.py"
+    arguments = [str(data), str(out), "--vocab", str(FIXTURES / "gpt2_vocab.json")]
+    arguments += ["--merges", str(FIXTURES / "gpt2_merges.txt"), "--special-token", ENDOFTEXT, "--quiet", *options]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_NUMPY_CHILD, str(script), *arguments],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    contents = out.read_bytes()
+    header_size = int.from_bytes(contents[8:10], "little")
+    header = contents[10 : 10 + header_size].decode("latin1")
+    ids = array("H")
+    ids.frombytes(contents[10 + header_size :])
+    expected = gpt2_tokenizer("pure").encode(data.read_text(encoding="utf-8"))
+    order = "<" if sys.byteorder == "little" else ">"
+    assert contents.startswith(b"\x93NUMPY\x01\x00") and f"'descr': '{order}u2'" in header
+    assert f"'shape': ({len(expected)},)" in header
+    assert ids.tolist() == expected
+
+
 def test_encode_dataset_script(gpt2: None, tmp_path: Path) -> None:
     np = pytest.importorskip("numpy")
     pytest.importorskip("tqdm")
