@@ -299,6 +299,7 @@ void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
 void Encoder::encode_batch(const std::vector<std::string_view>& texts, uint32_t* const* outs, size_t* counts,
                            int threads) {
     threads = threads > 0 ? threads : omp_default_threads();
+    threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(texts.size(), 1)));  // no more caches than texts
     const CacheLease lease(*this, threads);
     parallel_for(texts.size(), threads, [&](size_t index) {
         counts[index] = encode_with(texts[index], outs[index], lease.get(omp_thread_id()));
@@ -316,6 +317,7 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
     }
     const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads);
     const size_t chunks = cuts.size() - 1;
+    threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
     const CacheLease lease(*this, threads);
 
     // Chunks go in windows of a few per thread; each window's ids are handed on in order.

@@ -108,10 +108,9 @@ class Tokenizer:
     the compiled one's, per thread: it reserves `48 * native_cache_slots` bytes of address space
     (32-byte slots for words of up to 16 bytes and 3 ids, 16 bytes per slot of arena and index for
     the others), which is its peak memory; pages become resident as the cache fills. The default,
-    2**18 slots, is 12 MiB per thread. The calling
-    thread's cache is reserved here, so that `encode` allocates no cache memory later; encode_batch
-    and encode_file reserve one more per extra thread on first use, kept for later calls. 0 disables
-    caching (every pre-token is merged anew).
+    2**18 slots, is 12 MiB per thread. The calling thread's cache is reserved here, so that `encode`
+    allocates no cache memory later; encode_batch and encode_file reserve one more per extra thread
+    on first use, kept for later calls. 0 disables caching (every pre-token is merged anew).
     """
 
     def __init__(
@@ -309,7 +308,7 @@ class Tokenizer:
     @property
     def id_typecode(self) -> str:
         """The `array` typecode encode_file uses: "H" (uint16) when every id is below 65,536, else
-        "I" (uint32). `numpy.frombuffer(ids, numpy.uint16)` (or uint32) views such an array."""
+        "I" (uint32)."""
         return "H" if max(self._vocab) < 1 << 16 else "I"
 
     def encode_file(
@@ -321,7 +320,7 @@ class Tokenizer:
         cuts it), and the pieces, of about `chunk_bytes` each (None: automatic), are encoded on
         `num_threads` threads (None: every core) with the GIL released; the ids are the same for
         every setting. Pure Python: the file is read in blocks and encoded piece by piece
-        (`split_stream`)."""
+        (`split_stream`). With numpy, `numpy.asarray(ids)` views the result without a copy."""
         path, threads, chunk = self._file_arguments(path, num_threads, chunk_bytes)
         if self._native is None:
             ids = array(self.id_typecode)
