@@ -11,9 +11,9 @@ import os
 
 cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
-from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_New
 from cpython.long cimport PyLong_FromUnsignedLong
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport PyObject
 from libc.stdlib cimport free, malloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.errno cimport errno
@@ -26,6 +26,12 @@ from libcpp.vector cimport vector
 from posix.unistd cimport write
 
 from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
+
+# Raw list access, without Cython's reference counting of each item: encode_list stores millions.
+cdef extern from "Python.h":
+    PyObject** PySequence_Fast_ITEMS(object sequence)
+    void Py_INCREF(PyObject* value)
+    PyObject* PyLong_FromUnsignedLong_raw "PyLong_FromUnsignedLong"(unsigned long value)
 
 cdef array UINT32_ARRAY = array("I")
 cdef array UINT16_ARRAY = array("H")
@@ -144,19 +150,24 @@ cdef class NativeEncoder:
             raise MemoryError()
         cdef size_t count, i
         cdef list result
-        cdef object value
+        cdef PyObject** shared_ints = PySequence_Fast_ITEMS(self.ints)
         cdef size_t shared = len(self.ints)
+        cdef PyObject** items
+        cdef PyObject* value
         try:
             with nogil:
                 count = self.encoder.encode(utf8.view, ids)
             result = PyList_New(<Py_ssize_t>count)
+            items = PySequence_Fast_ITEMS(result)
             for i in range(count):
                 if ids[i] < shared:
-                    value = <object>PyList_GET_ITEM(self.ints, <Py_ssize_t>ids[i])
+                    value = shared_ints[ids[i]]
+                    Py_INCREF(value)
                 else:
-                    value = PyLong_FromUnsignedLong(ids[i])
-                Py_INCREF(value)
-                PyList_SET_ITEM(result, <Py_ssize_t>i, value)
+                    value = PyLong_FromUnsignedLong_raw(ids[i])
+                    if value == NULL:  # out of memory: the list so far is freed with `result`
+                        raise MemoryError()
+                items[i] = value  # the list owns the reference
         finally:
             free(ids)
         return result
