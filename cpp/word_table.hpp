@@ -44,11 +44,11 @@ inline uint64_t mix(uint64_t h) {
     return h;
 }
 
-// Words of up to 16 bytes are hashed from their bytes, zero-padded, as two integers; those of up
-// to 15 bytes (English averages about five) are also kept that way, inline in the table slot, with
-// their length in the last byte, so a lookup compares two integers instead of chasing a pointer.
-constexpr size_t kHashedInline = 16;
-constexpr size_t kInlineBytes = 15;
+// Words of up to 15 bytes (English averages about five) are kept inline in the table slot as two
+// integers, zero-padded, with their length in the last byte, so a lookup compares two integers
+// instead of chasing a pointer.
+constexpr size_t kPackedBytes = 16;
+constexpr size_t kInlineBytes = kPackedBytes - 1;
 
 // A word as the table compares it: `packed` is the same in a key and in a table slot.
 //   inline word (1-15 bytes): the bytes zero-padded, in memory order, the length in byte 15;
@@ -84,9 +84,9 @@ inline void pack_short(const char* p, size_t n, uint64_t packed[2]) {
 }
 #else
 inline void pack_short(const char* p, size_t n, uint64_t packed[2]) {
-    char padded[kHashedInline] = {};
+    char padded[kPackedBytes] = {};
     std::memcpy(padded, p, n);
-    std::memcpy(packed, padded, kHashedInline);
+    std::memcpy(packed, padded, kPackedBytes);
 }
 #endif
 
@@ -103,9 +103,9 @@ inline uint64_t hash_long(const char* p, size_t length) {
 #if defined(BPE_LITTLE_ENDIAN)
 // kKeep.masks[n]: the first n bytes of a 16-byte little-endian load.
 struct KeepMasks {
-    uint64_t masks[kHashedInline + 1][2];
+    uint64_t masks[kPackedBytes + 1][2];
     constexpr KeepMasks() : masks() {
-        for (size_t n = 0; n <= kHashedInline; ++n) {
+        for (size_t n = 0; n <= kPackedBytes; ++n) {
             masks[n][0] = n >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * n)) - 1;
             masks[n][1] = n <= 8 ? 0 : n == 16 ? ~uint64_t(0) : (uint64_t(1) << (8 * (n - 8))) - 1;
         }
@@ -154,19 +154,19 @@ inline size_t inline_length(uint64_t packed_high) {
 inline uint64_t address_field(const char* address) { return uint64_t(reinterpret_cast<uintptr_t>(address)); }
 inline const char* address_of(uint64_t field) { return reinterpret_cast<const char*>(uintptr_t(field)); }
 
-// The canonical hash of a word (it orders count_words' output): of the two padded integers for
-// words of up to 16 bytes, else of all the bytes.
-inline uint64_t hash_padded(uint64_t low, uint64_t high, size_t length) {
-    return mix((low * 0xc4ceb9fe1a85ec53ULL) ^ (high + length) * 0xff51afd7ed558ccdULL);
+// The canonical hash of an inline word (it orders count_words' output; long words: hash_long):
+// its check (top 32 bits) depends on every bit of both integers, and it costs two multiplications.
+inline uint64_t hash_inline(uint64_t low, uint64_t high) {
+    return (low * 0xc4ceb9fe1a85ec53ULL) ^ (high * 0xff51afd7ed558ccdULL);
 }
 
 // `readable_end`: bytes before it may be read past the word's end, so that a short word can be
 // packed with two whole loads and two masks, without branching on its length. `length` >= 1.
 inline WordKey make_key(const char* data, size_t length, const char* readable_end) {
     WordKey key;
-    if (length <= kHashedInline) {
+    if (length <= kInlineBytes) {
 #if defined(BPE_LITTLE_ENDIAN)
-        if (readable_end - data >= ptrdiff_t(kHashedInline)) {
+        if (readable_end - data >= ptrdiff_t(kPackedBytes)) {
             key.packed[0] = load64(data) & kKeep.masks[length][0];
             key.packed[1] = load64(data + 8) & kKeep.masks[length][1];
         } else {
@@ -176,16 +176,13 @@ inline WordKey make_key(const char* data, size_t length, const char* readable_en
         (void)readable_end;
         pack_short(data, length, key.packed);
 #endif
-        key.hash = hash_padded(key.packed[0], key.packed[1], length);
-        if (length <= kInlineBytes) {
-            key.packed[1] |= inline_length_tag(length);
-            return key;
-        }
+        key.packed[1] |= inline_length_tag(length);
+        key.hash = hash_inline(key.packed[0], key.packed[1]);
     } else {
         key.hash = hash_long(data, length);
+        key.packed[0] = address_field(data);
+        key.packed[1] = long_length_field(length);
     }
-    key.packed[0] = address_field(data);
-    key.packed[1] = long_length_field(length);
     return key;
 }
 
