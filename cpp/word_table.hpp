@@ -430,7 +430,7 @@ private:
 // of a batch overlap each other and the scanning of the next batch.
 // Aligned so that two threads' hot fields never share a cache line.
 struct alignas(64) ThreadCounts {
-    static constexpr size_t kBatch = 32;
+    static constexpr size_t kBatch = 64;  // measured against 16 to 256: docs/PERFORMANCE.md
 
     Arena arena;
     WordTable table;
