@@ -225,6 +225,7 @@ struct WordSlot {
     }
     std::string_view view() const { return {bytes(), size()}; }
 };
+static_assert(sizeof(WordSlot) == 32, "two slots per cache line");
 
 inline uint32_t check_of(uint64_t hash) { return uint32_t(hash >> 32); }
 
