@@ -313,7 +313,7 @@ class WordTable {
 public:
     WordTable() : WordTable(kInitialBits) {}
 
-    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[home(check_of(hash))]); }
+    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[check_of(hash) >> shift_]); }
 
     // Adds one occurrence of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
@@ -321,12 +321,12 @@ public:
         while (10 * (size_ + count) > 7 * home_slots()) grow();
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
-        Probe probe{&slots_[0], slots_.size(), 32 - bits_, 0};
+        Probe probe{&slots_[0], slots_.size(), shift_, 0};
         for (size_t i = 0; i < count; ++i) {
             while (!probe.try_add(keys[i], 1, arena)) {
                 size_ += std::exchange(probe.added, 0);
                 grow();
-                probe = Probe{&slots_[0], slots_.size(), 32 - bits_, 0};
+                probe = Probe{&slots_[0], slots_.size(), shift_, 0};
             }
         }
         size_ += probe.added;
@@ -355,10 +355,11 @@ private:
     static constexpr unsigned kInitialBits = 4;
     static constexpr size_t kSpareSlots = 1024;
 
-    explicit WordTable(unsigned bits) : bits_(bits), slots_((size_t(1) << bits) + kSpareSlots) {}
+    explicit WordTable(unsigned bits)
+        : bits_(bits), shift_(32 - bits), slots_((size_t(1) << bits) + kSpareSlots) {}
 
     size_t home_slots() const { return size_t(1) << bits_; }
-    size_t home(uint32_t check) const { return size_t(check >> (32 - bits_)); }
+    size_t home(uint32_t check) const { return size_t(check >> shift_); }
 
     // The table's slots as one lookup sees them.
     struct Probe {
@@ -406,6 +407,7 @@ private:
             if (!slot.empty()) bigger.insert_new(slot);
         }
         bits_ = bigger.bits_;
+        shift_ = bigger.shift_;
         slots_ = std::move(bigger.slots_);
     }
 
@@ -422,6 +424,7 @@ private:
     }
 
     unsigned bits_;
+    unsigned shift_;  // home slot = check >> shift_, kept rather than computed for every word
     SlotBuffer slots_;
     size_t size_ = 0;
 };
