@@ -124,22 +124,40 @@ WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
 }
 
 size_t word_slice(std::string_view word, size_t num_slices) {
-    uint64_t hash = 14695981039346656037ull;
-    for (const char byte : word) {
-        hash = (hash ^ static_cast<unsigned char>(byte)) * 1099511628211ull;
-    }
-    return static_cast<size_t>((hash >> 32) % num_slices);
+    // The high half (add_word_counts places words by the low bits of the same hash), scaled to
+    // [0, num_slices) by a multiply instead of a division.
+    return static_cast<size_t>(((hash_word(word) >> 32) * num_slices) >> 32);
 }
 
 std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_slices) {
-    if (num_slices == 0) throw std::invalid_argument("word-count table: 0 slices");
+    if (num_slices == 0 || num_slices > std::numeric_limits<uint32_t>::max()) {
+        throw std::invalid_argument("word-count table: the number of slices must be in [1, 2**32)");
+    }
+    // Two passes: every word's slice and the slices' sizes, then one copy into tables of exact size.
+    std::vector<uint32_t> slice_of(words.size());
+    std::vector<size_t> slice_words(num_slices, 0), slice_bytes(num_slices, 0);
+    for (size_t index = 0; index < words.size(); ++index) {
+        const std::string_view word = word_at(words, index);
+        const size_t slice = word_slice(word, num_slices);
+        slice_of[index] = static_cast<uint32_t>(slice);
+        ++slice_words[slice];
+        slice_bytes[slice] += word.size();
+    }
     std::vector<WordCounts> slices(num_slices);
-    for (WordCounts& slice : slices) {
-        slice.reserve(words.size() / num_slices + 16, words.bytes.size() / num_slices + 64);
+    std::vector<char*> next_byte(num_slices);
+    for (size_t slice = 0; slice < num_slices; ++slice) {
+        slices[slice].bytes.resize(slice_bytes[slice]);
+        slices[slice].offsets.reserve(slice_words[slice] + 1);
+        slices[slice].counts.reserve(slice_words[slice]);
+        next_byte[slice] = slices[slice].bytes.data();
     }
     for (size_t index = 0; index < words.size(); ++index) {
         const std::string_view word = word_at(words, index);
-        slices[word_slice(word, num_slices)].add(word.data(), word.size(), words.counts[index]);
+        WordCounts& slice = slices[slice_of[index]];
+        std::memcpy(next_byte[slice_of[index]], word.data(), word.size());
+        next_byte[slice_of[index]] += word.size();
+        slice.offsets.push_back(slice.offsets.back() + word.size());
+        slice.counts.push_back(words.counts[index]);
     }
     return slices;
 }

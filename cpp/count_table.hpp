@@ -18,8 +18,8 @@ namespace bpe {
 // negative count, std::overflow_error when a sum does not fit in int64.
 WordCounts add_word_counts(const std::vector<const WordCounts*>& tables);
 
-// Which of `num_slices` slices a word belongs to, the same on every machine and in the Python
-// fallback (word_counts.word_slice): FNV-1a, 64-bit, high half modulo `num_slices`.
+// Which of `num_slices` (at most 2**32) slices a word belongs to: the same for every table and in
+// every process of one build.
 size_t word_slice(std::string_view word, size_t num_slices);
 
 // `words` cut into `num_slices` tables by word_slice, each keeping the order of `words`: tables

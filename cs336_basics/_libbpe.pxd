@@ -73,7 +73,6 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
 # count_table.hpp: whole word-count tables: sums, the count file's order and arrays.
 cdef extern from "count_table.hpp" namespace "bpe" nogil:
     WordCounts add_word_counts(const vector[const WordCounts*]& tables) except +
-    size_t word_slice(string_view word, size_t num_slices)
     vector[WordCounts] split_into_slices(const WordCounts& words, size_t num_slices) except +
     WordCounts concatenate_word_counts(const vector[const WordCounts*]& tables) except +
     WordCounts sorted_by_bytes(const WordCounts& words) except +

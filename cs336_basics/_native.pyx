@@ -271,8 +271,8 @@ cdef class NativeWordCounts:
         return word_counts_from_arrays, self.to_arrays()
 
     def split_into_slices(self, num_slices: int) -> list:
-        """These words cut into `num_slices` tables by `word_slice` (tables summed slice by slice share
-        no word: their sums concatenate)."""
+        """These words cut into `num_slices` tables by a hash of the word, the same for every table
+        (tables summed slice by slice share no word: their sums concatenate)."""
         if num_slices < 1:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
         cdef vector[lib.WordCounts] slices
@@ -314,13 +314,6 @@ def word_counts_from_arrays(
     with nogil:
         table = lib.word_counts_from_arrays(blob.data(), blob.size(), length_data, count_data, size)
     return wrap_table(table)
-
-
-def word_slice(const unsigned char[::1] word not None, num_slices: int) -> int:
-    """The slice of `num_slices` that `word` (bytes) belongs to (see split_into_slices)."""
-    if num_slices < 1:
-        raise ValueError(f"num_slices must be positive, got {num_slices!r}")
-    return lib.word_slice(view_of(word), num_slices)
 
 
 cdef vector[const lib.WordCounts*] table_pointers(list held):

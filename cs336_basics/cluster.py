@@ -43,7 +43,7 @@ from .word_counts import (
     CountTask,
     WordCounts,
     add_tables,
-    concatenate_tables,
+    concatenate_slices,
     count_task,
     plan_count_tasks,
     split_table,
@@ -177,7 +177,7 @@ def count_words_on_cluster(
                 if future.status == "error":
                     future.result()  # raises the task's error, after its retries
                 bar.update(sizes[future.key])
-        table = concatenate_tables([unpack_table(packed) for packed in client.gather(tops)])
+        table = concatenate_slices([unpack_table(packed) for packed in client.gather(tops)])
     except BaseException:
         # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
         # the scheduler).

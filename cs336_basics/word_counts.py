@@ -78,12 +78,11 @@ __all__ = [
     "WordCounts",
     "add_count_tables",
     "add_tables",
-    "concatenate_tables",
+    "concatenate_slices",
     "count_task",
     "count_words",
     "plan_count_tasks",
     "split_table",
-    "word_slice",
 ]
 
 MAGIC = b"CS336WC\x00"
@@ -141,37 +140,25 @@ def add_tables(tables: Sequence[CountTable]) -> CountTable:
     return total
 
 
-_FNV_OFFSET, _FNV_PRIME, _MASK64 = 14695981039346656037, 1099511628211, (1 << 64) - 1
-
-
-def word_slice(word: bytes, num_slices: int) -> int:
-    """Which of `num_slices` slices `word` belongs to: FNV-1a (64-bit), high half modulo `num_slices`,
-    as the native `word_slice` computes it, so native and dict tables are sliced alike."""
-    hash_value = _FNV_OFFSET
-    for byte in word:
-        hash_value = ((hash_value ^ byte) * _FNV_PRIME) & _MASK64
-    return (hash_value >> 32) % num_slices
-
-
 def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
-    """A count table cut into `num_slices` by `word_slice`: tables summed slice by slice share no word,
-    so the slices' sums concatenate (`concatenate_tables`) into the whole sum."""
+    """A count table cut into `num_slices` by a hash of the word, the same for every table of its kind
+    (native tables by the C++ word_slice, dicts by CRC-32): native tables summed slice by slice
+    share no word, so `concatenate_slices` only has to put their sums one after the other."""
     if not isinstance(table, dict):
         return table.split_into_slices(num_slices)
     slices: list[dict[bytes, int]] = [{} for _ in range(num_slices)]
     for word, count in table.items():
-        slices[word_slice(word, num_slices)][word] = count
+        slices[zlib.crc32(word) % num_slices][word] = count
     return slices
 
 
-def concatenate_tables(tables: Sequence[CountTable]) -> CountTable:
-    """Count tables that share no word (slices, see `split_table`) as one new table."""
+def concatenate_slices(tables: Sequence[CountTable]) -> CountTable:
+    """The sum of the slice sums of `split_table` as one new table: concatenated in C++ when all are
+    native (all were sliced alike, so no word is in two); added as dicts otherwise (a dict may be a
+    mix of tables sliced by different hashes, when workers differ)."""
     if tables and all(not isinstance(table, dict) for table in tables):
         return _native_module().concatenate_word_counts(tables)
-    total: dict[bytes, int] = {}
-    for table in tables:
-        total.update(table if isinstance(table, dict) else table.to_dict())
-    return total
+    return add_tables(tables)
 
 
 class WordCounts:
@@ -578,12 +565,18 @@ def plan_count_tasks(
 def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask]:
     """Consecutive tasks joined while they fit in `task_bytes`: the tasks tile the stream in order,
     so a run of them is a stretch between two safe cuts, and counting it whole is exact. Many small
-    files then make a few tasks instead of one or two each (each task costs a count table)."""
+    files then make a few tasks instead of one or two each (each task costs a count table).
+
+    A task that is one range of at least a quarter of `task_bytes` stays alone: counted in place
+    (memory-mapped), while a task of several ranges is read and joined first, a copy that costs
+    more than the extra count table of a tiny task between two large ones."""
     groups: list[list[Segment]] = []
     group_size = 0
+    alone = False  # the last group is a task that stays alone
     for task in tasks:
         size = task_size(task)
-        if not groups or group_size + size > task_bytes:
+        stays_alone = len(task) == 1 and size >= task_bytes // 4
+        if not groups or alone or stays_alone or group_size + size > task_bytes:
             groups.append([])
             group_size = 0
         group = groups[-1]
@@ -593,6 +586,7 @@ def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask
             else:
                 group.append(segment)
         group_size += size
+        alone = stays_alone
     return [tuple(group) for group in groups]
 
 
