@@ -10,6 +10,7 @@ offset counted in bytes from the start of the input; running out of memory raise
 
 import os
 from collections.abc import Callable, Iterable
+from pickle import PickleBuffer
 
 cimport cs336_basics._libbpe as lib
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -266,9 +267,13 @@ cdef class NativeWordCounts:
             lib.word_counts_to_arrays(self.words, length_data, count_data)
         return <bytes>self.words.bytes, lengths, counts
 
-    def __reduce__(self):
-        # Pickled as three flat arrays: a few copies of memory, no object per word.
-        return word_counts_from_arrays, self.to_arrays()
+    def __reduce_ex__(self, protocol):
+        # Pickled as three flat arrays: a few copies of memory, no object per word. With protocol 5
+        # (Dask's) they go out of band: sent as they are, not copied into the pickle stream.
+        arrays = self.to_arrays()
+        if protocol >= 5:
+            arrays = tuple(PickleBuffer(array) for array in arrays)
+        return word_counts_from_arrays, arrays
 
     def split_into_slices(self, num_slices: int) -> list:
         """These words cut into `num_slices` tables by a hash of the word, the same for every table
