@@ -6,7 +6,8 @@ Splits CORPUS into --files files at document boundaries (special-token starts) i
 directory, then times, best of --repeat rounds (each round runs every method once, so that all see
 the same changes of load on a shared machine):
   v7 whole file    bpe_v7.pretokenize_and_count on CORPUS with --workers threads (counts stay in C++)
-  v7 + to_dict     the same, plus turning the counts into a Python dict (what a count file needs)
+  v7 + to_dict     the same, plus turning the counts into a Python dict (what the Dask path once
+                   paid for every table)
   local, N files   word_counts.count_words on the files, --workers threads
   dask, N files    cluster.count_words_on_cluster on a LocalCluster of --workers single-threaded
                    worker processes (started once, outside the timing; its start-up time is printed),
