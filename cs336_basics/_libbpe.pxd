@@ -70,6 +70,19 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
     ) except +
 
 
+# count_table.hpp: whole word-count tables: sums, the count file's order and arrays.
+cdef extern from "count_table.hpp" namespace "bpe" nogil:
+    WordCounts add_word_counts(const vector[const WordCounts*]& tables) except +
+    vector[WordCounts] split_into_slices(const WordCounts& words, size_t num_slices) except +
+    WordCounts concatenate_word_counts(const vector[const WordCounts*]& tables) except +
+    WordCounts sorted_by_bytes(const WordCounts& words) except +
+    size_t first_unordered_word(const WordCounts& words)
+    WordCounts word_counts_from_arrays(
+        const char* blob, size_t blob_size, const void* lengths, const void* counts, size_t num_words
+    ) except +
+    void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
+
+
 # bpe_encode.hpp: encoding text with a trained vocabulary (the tokenizer).
 cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
     cdef struct MergeRule:
