@@ -34,12 +34,15 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
 // greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
 // fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
-// `num_threads` threads count the initial pairs (when built with OpenMP; the merges themselves run
-// on the calling thread). Once more than `prune_pairs` pairs are tracked, the pairs that count too
-// little to matter are pruned (see bpe_merge.cpp). The result depends on neither.
+// `num_threads` threads (when built with OpenMP) count the initial pairs, and rewrite the words of
+// every merge that touches at least `parallel_words` words; one thread is the serial loop. Once
+// more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
+// (see bpe_merge.cpp). The result depends on none of these.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 22;
+constexpr size_t kDefaultParallelWords = 1024;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
-                                int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs);
+                                int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
+                                size_t parallel_words = kDefaultParallelWords);
 
 }  // namespace bpe
