@@ -385,55 +385,48 @@ private:
         heap_size_after_build_ = 0;
     }
 
-    // Each changed pair's record once: its id, its count, the heap, then the words it gained (in
+    // Each changed pair's record once: its id, its count, the heap, and the words it gained (in
     // word order). A pair that gains is new (it holds new_token), born now with the most it will
-    // ever count; below the birth floor it is not tracked. A pair that loses never gains in the same
-    // merge, so a count that reaches 0 here stays 0. Every change is a different pair, so `shares`
-    // threads can update records side by side; only new pairs (the map and the table grow) and the
-    // heap are handled on one thread, in change order, as one thread would.
+    // ever count; below the birth floor it is not tracked. New pairs come first, on one thread in
+    // change order (the map and the table grow). A pair that loses never gains in the same merge,
+    // so a count that reaches 0 stays 0. The losing pairs are all different, so `shares` threads
+    // look them up and update them side by side, each a share of the changes, and list the words
+    // of the new pairs in their own blocks of pair ids: one parallel region per merge.
     // Perf: map slots and records are cache misses, fetched a few changes ahead.
     void apply_changes(MergeDeltas& deltas, size_t shares) {
         std::vector<MergeDeltas::Change>& changes = deltas.changes();
-        const size_t num_changes = changes.size();
-        const auto share_range = [&](size_t share, auto&& visit) {
-            const size_t last = num_changes * (share + 1) / shares;
-            for (size_t at = num_changes * share / shares; at < last; ++at) visit(at, last);
-        };
-        parallel_for(shares, int(shares), [&](size_t share) {
-            share_range(share, [&](size_t at, size_t last) {
-                if (at + kPrefetchDistance < last) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
-                if (changes[at].delta < 0) changes[at].pair = pair_ids_.find(changes[at].key);
-            });
-        });
         for (MergeDeltas::Change& change : changes) {
             if (change.delta < 0) continue;
             change.pair = change.delta >= birth_floor_ ? pair_id(key_left(change.key), key_right(change.key))
                                                        : PairIdMap::kMissing;
+            if (change.pair == PairIdMap::kMissing) continue;
+            pairs_[change.pair].count = change.delta;
+            if (change.delta > bar_) push(change.pair);
         }
+        const size_t num_changes = changes.size();
         parallel_for(shares, int(shares), [&](size_t share) {
-            std::vector<PairId>& contenders = contenders_[share];
-            share_range(share, [&](size_t at, size_t last) {
-                if (at + kPrefetchDistance < last && changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
+            const size_t first = num_changes * share / shares;
+            const size_t last = num_changes * (share + 1) / shares;
+            for (size_t at = first; at < last; ++at) {
+                if (at + kPrefetchDistance < last) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
+                if (changes[at].delta < 0) changes[at].pair = pair_ids_.find(changes[at].key);
+            }
+            for (size_t at = first; at < last; ++at) {
+                if (at + kPrefetchDistance < last && changes[at + kPrefetchDistance].delta < 0 &&
+                    changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
                     prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
                 }
-                const PairId pair = changes[at].pair;
-                if (pair == PairIdMap::kMissing) return;
-                PairRecord& record = pairs_[pair];
-                record.count += changes[at].delta;
+                const MergeDeltas::Change& change = changes[at];
+                if (change.delta > 0 || change.pair == PairIdMap::kMissing) continue;
+                PairRecord& record = pairs_[change.pair];
+                record.count += change.delta;
                 if (record.count > bar_) {
-                    contenders.push_back(pair);
+                    contenders_[share].push_back(change.pair);
                 } else if (record.count == 0) {
                     record.clear_words();  // dead for good: free its word list
                 }
-            });
-        });
-        for (size_t share = 0; share < shares; ++share) {
-            for (const PairId pair : contenders_[share]) push(pair);
-            contenders_[share].clear();
-        }
-        // Each thread lists the words of its own pairs (blocks of 64 records, so that no two
-        // threads write to one cache line), every pair's in listing order.
-        parallel_for(shares, int(shares), [&](size_t share) {
+            }
+            // Blocks of 64 records, so that no two threads write to one cache line.
             for (const MergeDeltas::Listing& listing : deltas.listings()) {
                 const PairId pair = changes[listing.change].pair;
                 if (pair != PairIdMap::kMissing && (size_t(pair) >> 6) % shares == share) {
@@ -441,6 +434,10 @@ private:
                 }
             }
         });
+        for (size_t share = 0; share < shares; ++share) {
+            for (const PairId pair : contenders_[share]) push(pair);
+            contenders_[share].clear();
+        }
     }
 
     // merge_word on the words [first, last) of a list.
