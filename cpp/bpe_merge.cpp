@@ -5,6 +5,7 @@
 #include "bpe_merge.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -71,6 +72,41 @@ inline uint32_t find_pair(const TokenId* symbols, uint32_t from, uint32_t length
     return length;
 }
 
+// Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
+// merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
+// shows the threads faster per word. On a busy machine a parallel merge waits for a descheduled
+// thread at every join and was measured many times slower than one thread (docs/PERFORMANCE.md).
+// Every kExploreEvery-th eligible merge takes the other path, to notice when the load changes.
+// The merges do not depend on the choice.
+class ParallelChoice {
+public:
+    ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
+
+    bool parallel(size_t num_words) {
+        if (threads_ <= 1) return false;
+        if (min_words_ == 0) return true;
+        if (num_words < min_words_) return false;
+        const bool threads_faster = parallel_cost_ <= serial_cost_;
+        return ++eligible_ % kExploreEvery == 0 ? !threads_faster : threads_faster;
+    }
+
+    // Seconds per word of an eligible merge, averaged over the last few merges of each path.
+    void record(bool parallel, size_t num_words, double seconds) {
+        if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
+        double& cost = parallel ? parallel_cost_ : serial_cost_;
+        const double sample = seconds / double(num_words);
+        cost = cost < 0 ? sample : cost + (sample - cost) / 8;
+    }
+
+private:
+    static constexpr size_t kExploreEvery = 32;
+    size_t threads_;
+    size_t min_words_;
+    size_t eligible_ = 0;
+    double parallel_cost_ = -1;  // unknown until measured: the first eligible merges try both
+    double serial_cost_ = -1;
+};
+
 // Each time the heap runs dry it admits the pairs counting at least this fraction of the highest
 // count left out (see lower_bar).
 constexpr int64_t kAdmissionStep = 4;
@@ -99,7 +135,7 @@ public:
     Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
         : deltas_(size_t(std::max(1, num_threads))),
           contenders_(deltas_.size()),
-          parallel_words_(std::max<size_t>(parallel_words, 1)),
+          parallel_choice_(deltas_.size(), parallel_words),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {}
 
@@ -225,7 +261,9 @@ public:
         // and the listings in word order: the result does not depend on the thread count. A word
         // is listed at most once under a pair, so no two threads rewrite the same word.
         const size_t num_words = merged_record.num_words;
-        const size_t shares = num_words >= parallel_words_ ? deltas_.size() : 1;
+        const auto started = std::chrono::steady_clock::now();
+        const bool parallel = parallel_choice_.parallel(num_words);
+        const size_t shares = parallel ? deltas_.size() : 1;
         parallel_for(shares, int(shares), [&](size_t share) {
             rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left, right,
                           new_token, deltas_[share]);
@@ -236,6 +274,8 @@ public:
 
         apply_changes(deltas, shares);
         deltas.clear();
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+        parallel_choice_.record(parallel, num_words, took.count());
     }
 
     // Prunes the pairs once too many are tracked, else compacts the heap once stale entries abound.
@@ -518,7 +558,7 @@ private:
     size_t heap_size_after_build_ = 0;
     std::vector<MergeDeltas> deltas_;          // one per thread
     std::vector<std::vector<PairId>> contenders_;  // per thread: pairs to push on the heap
-    size_t parallel_words_;            // merges touching fewer words run on one thread
+    ParallelChoice parallel_choice_;
 
     // Pairs born below the birth floor are not tracked (see kBirthFloorDivisor); the pairs are
     // pruned when more than prune_at_ are tracked.

@@ -35,11 +35,12 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
 // fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
 // `num_threads` threads (when built with OpenMP) count the initial pairs, and rewrite the words of
-// every merge that touches at least `parallel_words` words; one thread is the serial loop. Once
+// a merge that touches at least `parallel_words` words while that proves faster than one thread
+// (timed as it runs; 0: every merge, for tests); one thread is the serial loop. Once
 // more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
 // (see bpe_merge.cpp). The result depends on none of these.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 22;
-constexpr size_t kDefaultParallelWords = 1024;
+constexpr size_t kDefaultParallelWords = 4096;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
