@@ -44,15 +44,20 @@ inline uint64_t mix(uint64_t h) {
     return h;
 }
 
-// Most words fit in 16 bytes (English averages about five); those are kept inline in the table
-// slot, zero-padded, so a lookup compares two integers instead of chasing a pointer.
-constexpr size_t kInlineBytes = 16;
+// Words of up to 15 bytes (English averages about five) are kept inline in the table slot as two
+// integers, zero-padded, with their length in the last byte, so a lookup compares two integers
+// instead of chasing a pointer.
+constexpr size_t kPackedBytes = 16;
+constexpr size_t kInlineBytes = kPackedBytes - 1;
 
+// A word as the table compares it: `packed` is the same in a key and in a table slot.
+//   inline word (1-15 bytes): the bytes zero-padded, in memory order, the length in byte 15;
+//   long word (16 bytes or more): packed[0] the address of its bytes, packed[1] the length
+//   (byte 15 zero: the length is below 2^56).
+// No word is empty, so packed[1] is never 0; an empty slot has packed[1] == 0.
 struct WordKey {
     uint64_t hash;
-    uint64_t packed[2];  // the bytes of a short word, zero-padded, in memory order
-    const char* data;
-    size_t length;
+    uint64_t packed[2];
 };
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -79,9 +84,9 @@ inline void pack_short(const char* p, size_t n, uint64_t packed[2]) {
 }
 #else
 inline void pack_short(const char* p, size_t n, uint64_t packed[2]) {
-    char padded[kInlineBytes] = {};
+    char padded[kPackedBytes] = {};
     std::memcpy(padded, p, n);
-    std::memcpy(packed, padded, kInlineBytes);
+    std::memcpy(packed, padded, kPackedBytes);
 }
 #endif
 
@@ -98,9 +103,9 @@ inline uint64_t hash_long(const char* p, size_t length) {
 #if defined(BPE_LITTLE_ENDIAN)
 // kKeep.masks[n]: the first n bytes of a 16-byte little-endian load.
 struct KeepMasks {
-    uint64_t masks[kInlineBytes + 1][2];
+    uint64_t masks[kPackedBytes + 1][2];
     constexpr KeepMasks() : masks() {
-        for (size_t n = 0; n <= kInlineBytes; ++n) {
+        for (size_t n = 0; n <= kPackedBytes; ++n) {
             masks[n][0] = n >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * n)) - 1;
             masks[n][1] = n <= 8 ? 0 : n == 16 ? ~uint64_t(0) : (uint64_t(1) << (8 * (n - 8))) - 1;
         }
@@ -109,15 +114,59 @@ struct KeepMasks {
 inline constexpr KeepMasks kKeep{};
 #endif
 
+// The length of an inline word, placed in byte 15 of `packed`.
+inline uint64_t inline_length_tag(size_t length) {
+#if defined(BPE_LITTLE_ENDIAN)
+    return uint64_t(length) << 56;
+#else
+    return uint64_t(length);
+#endif
+}
+
+inline bool is_inline(uint64_t packed_high) { return (packed_high & inline_length_tag(0xFF)) != 0; }
+
+// A long word's length as packed[1] holds it (byte 15 zero), and back.
+inline uint64_t long_length_field(size_t length) {
+#if defined(BPE_LITTLE_ENDIAN)
+    return uint64_t(length);
+#else
+    return uint64_t(length) << 8;
+#endif
+}
+
+inline size_t long_length(uint64_t packed_high) {
+#if defined(BPE_LITTLE_ENDIAN)
+    return size_t(packed_high);
+#else
+    return size_t(packed_high >> 8);
+#endif
+}
+
+inline size_t inline_length(uint64_t packed_high) {
+#if defined(BPE_LITTLE_ENDIAN)
+    return size_t(packed_high >> 56);
+#else
+    return size_t(packed_high & 0xFF);
+#endif
+}
+
+// A long word's address as packed[0] holds it, and back.
+inline uint64_t address_field(const char* address) { return uint64_t(reinterpret_cast<uintptr_t>(address)); }
+inline const char* address_of(uint64_t field) { return reinterpret_cast<const char*>(uintptr_t(field)); }
+
+// The canonical hash of an inline word (it orders count_words' output; long words: hash_long):
+// its check (top 32 bits) depends on every bit of both integers, and it costs two multiplications.
+inline uint64_t hash_inline(uint64_t low, uint64_t high) {
+    return (low * 0xc4ceb9fe1a85ec53ULL) ^ (high * 0xff51afd7ed558ccdULL);
+}
+
 // `readable_end`: bytes before it may be read past the word's end, so that a short word can be
-// packed with two whole loads and two masks, without branching on its length.
+// packed with two whole loads and two masks, without branching on its length. `length` >= 1.
 inline WordKey make_key(const char* data, size_t length, const char* readable_end) {
     WordKey key;
-    key.data = data;
-    key.length = length;
     if (length <= kInlineBytes) {
 #if defined(BPE_LITTLE_ENDIAN)
-        if (readable_end - data >= ptrdiff_t(kInlineBytes)) {
+        if (readable_end - data >= ptrdiff_t(kPackedBytes)) {
             key.packed[0] = load64(data) & kKeep.masks[length][0];
             key.packed[1] = load64(data + 8) & kKeep.masks[length][1];
         } else {
@@ -127,11 +176,12 @@ inline WordKey make_key(const char* data, size_t length, const char* readable_en
         (void)readable_end;
         pack_short(data, length, key.packed);
 #endif
-        key.hash = mix((key.packed[0] * 0xc4ceb9fe1a85ec53ULL) ^
-                       (key.packed[1] + length) * 0xff51afd7ed558ccdULL);
+        key.packed[1] |= inline_length_tag(length);
+        key.hash = hash_inline(key.packed[0], key.packed[1]);
     } else {
-        key.packed[0] = key.packed[1] = 0;
         key.hash = hash_long(data, length);
+        key.packed[0] = address_field(data);
+        key.packed[1] = long_length_field(length);
     }
     return key;
 }
@@ -164,35 +214,20 @@ private:
 
 // 32 bytes, two per cache line; all zero is an empty slot.
 struct WordSlot {
-    uint32_t check;   // high half of the hash: picks the slot (top bits) and filters lookups
-    uint32_t length;  // saturated; a long word's exact length is in `long_word`
-    int64_t count;    // 0 marks an empty slot
-    union {
-        uint64_t packed[2];
-        struct {
-            const char* data;
-            uint64_t length;
-        } long_word;
-    };
+    uint64_t packed[2];  // as in WordKey; a long word's address points into the table's arena
+    uint32_t check;      // high half of the hash: picks the slot (top bits) and orders the output
+    int64_t count;
 
-    size_t size() const { return length <= kInlineBytes ? length : size_t(long_word.length); }
+    bool empty() const { return packed[1] == 0; }
+    size_t size() const { return is_inline(packed[1]) ? inline_length(packed[1]) : long_length(packed[1]); }
     const char* bytes() const {
-        return length <= kInlineBytes ? reinterpret_cast<const char*>(packed) : long_word.data;
+        return is_inline(packed[1]) ? reinterpret_cast<const char*>(packed) : address_of(packed[0]);
     }
     std::string_view view() const { return {bytes(), size()}; }
 };
+static_assert(sizeof(WordSlot) == 32, "two slots per cache line");
 
 inline uint32_t check_of(uint64_t hash) { return uint32_t(hash >> 32); }
-
-inline uint32_t saturated_length(size_t length) {
-    return length < UINT32_MAX ? uint32_t(length) : UINT32_MAX;
-}
-
-inline bool same_word(const WordSlot& slot, const WordKey& key) {
-    if (slot.check != check_of(key.hash) || slot.length != saturated_length(key.length)) return false;
-    if (key.length <= kInlineBytes) return slot.packed[0] == key.packed[0] && slot.packed[1] == key.packed[1];
-    return slot.long_word.length == key.length && std::memcmp(slot.long_word.data, key.data, key.length) == 0;
-}
 
 inline void prefetch_for_write(const void* address) {
 #if defined(__GNUC__)
@@ -278,15 +313,23 @@ class WordTable {
 public:
     WordTable() : WordTable(kInitialBits) {}
 
-    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[home(check_of(hash))]); }
+    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[check_of(hash) >> shift_]); }
 
     // Adds one occurrence of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
     void add_each_once(const WordKey* keys, size_t count, Arena& arena) {
         while (10 * (size_ + count) > 7 * home_slots()) grow();
+        // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
+        // the compiler would reload them for every word.
+        Probe probe{&slots_[0], slots_.size(), shift_, 0};
         for (size_t i = 0; i < count; ++i) {
-            while (!try_add(keys[i], 1, arena)) grow();
+            while (!probe.try_add(keys[i], 1, arena)) {
+                size_ += std::exchange(probe.added, 0);
+                grow();
+                probe = Probe{&slots_[0], slots_.size(), shift_, 0};
+            }
         }
+        size_ += probe.added;
     }
 
     size_t size() const { return size_; }
@@ -300,7 +343,7 @@ public:
         const size_t last = ((partition + 1) << bits_) >> kPartitionBits;
         for (size_t index = first; index < slots_.size(); ++index) {
             const WordSlot& slot = slots_[index];
-            if (slot.count == 0) {
+            if (slot.empty()) {
                 if (index >= last) break;
                 continue;
             }
@@ -312,37 +355,48 @@ private:
     static constexpr unsigned kInitialBits = 4;
     static constexpr size_t kSpareSlots = 1024;
 
-    explicit WordTable(unsigned bits) : bits_(bits), slots_((size_t(1) << bits) + kSpareSlots) {}
+    explicit WordTable(unsigned bits)
+        : bits_(bits), shift_(32 - bits), slots_((size_t(1) << bits) + kSpareSlots) {}
 
     size_t home_slots() const { return size_t(1) << bits_; }
-    size_t home(uint32_t check) const { return size_t(check >> (32 - bits_)); }
+    size_t home(uint32_t check) const { return size_t(check >> shift_); }
 
-    bool try_add(const WordKey& key, int64_t count, Arena& arena) {
-        // Slot writes may alias the size (both are 64-bit integers): read it once.
-        const size_t num_slots = slots_.size();
-        for (size_t index = home(check_of(key.hash)); index < num_slots; ++index) {
-            WordSlot& slot = slots_[index];
-            if (slot.count == 0) {
-                slot.check = check_of(key.hash);
-                slot.length = saturated_length(key.length);
-                slot.count = count;
-                if (key.length <= kInlineBytes) {
+    // The table's slots as one lookup sees them.
+    struct Probe {
+        WordSlot* slots;
+        size_t num_slots;
+        unsigned shift;  // home slot = check >> shift
+        size_t added;    // new words, not yet in size_
+
+        bool try_add(const WordKey& key, int64_t count, Arena& arena) {
+            for (size_t index = check_of(key.hash) >> shift; index < num_slots; ++index) {
+                WordSlot& slot = slots[index];
+                if (slot.packed[1] == key.packed[1]) {  // the same length
+                    // An inline word is its two integers; a long word's address is the text's in the
+                    // key and the arena's in the slot, so its bytes are compared.
+                    if (slot.packed[0] == key.packed[0] ||
+                        (!is_inline(key.packed[1]) && slot.check == check_of(key.hash) &&
+                         std::memcmp(address_of(slot.packed[0]), address_of(key.packed[0]),
+                                     long_length(key.packed[1])) == 0)) {
+                        slot.count += count;
+                        return true;
+                    }
+                } else if (slot.empty()) {
                     slot.packed[0] = key.packed[0];
                     slot.packed[1] = key.packed[1];
-                } else {
-                    slot.long_word.data = arena.store(key.data, key.length);
-                    slot.long_word.length = key.length;
+                    if (!is_inline(key.packed[1])) {
+                        slot.packed[0] = address_field(
+                            arena.store(address_of(key.packed[0]), long_length(key.packed[1])));
+                    }
+                    slot.check = check_of(key.hash);
+                    slot.count = count;
+                    ++added;
+                    return true;
                 }
-                ++size_;
-                return true;
             }
-            if (same_word(slot, key)) {
-                slot.count += count;
-                return true;
-            }
+            return false;
         }
-        return false;
-    }
+    };
 
     void grow() {
         // The slot index is taken from the 32-bit check, so 2^32 home slots (128 GiB) is the limit.
@@ -350,15 +404,16 @@ private:
         WordTable bigger(bits_ + 1);
         for (size_t index = 0; index < slots_.size(); ++index) {
             const WordSlot& slot = slots_[index];
-            if (slot.count != 0) bigger.insert_new(slot);
+            if (!slot.empty()) bigger.insert_new(slot);
         }
         bits_ = bigger.bits_;
+        shift_ = bigger.shift_;
         slots_ = std::move(bigger.slots_);
     }
 
     void insert_new(const WordSlot& slot) {
         for (size_t index = home(slot.check); index < slots_.size(); ++index) {
-            if (slots_[index].count == 0) {
+            if (slots_[index].empty()) {
                 slots_[index] = slot;
                 ++size_;
                 return;
@@ -369,55 +424,56 @@ private:
     }
 
     unsigned bits_;
+    unsigned shift_;  // home slot = check >> shift_, kept rather than computed for every word
     SlotBuffer slots_;
     size_t size_ = 0;
 };
 
-// One thread's counts. Words are queued a batch at a time and go through two stages: when a batch
-// is full its keys are made and their slots prefetched, and they are looked up when the next batch
-// is full, so the cache misses of a batch overlap each other and the scanning of the next batch.
-// Queuing is two stores, cheap enough to inline into the scanner's visitor.
+// One thread's counts. Each word's key is made and its slot prefetched as the scanner finds it;
+// a full batch of keys waits while the next batch fills and is then looked up, so the cache misses
+// of a batch overlap each other and the scanning of the next batch.
 // Aligned so that two threads' hot fields never share a cache line.
 struct alignas(64) ThreadCounts {
-    static constexpr size_t kBatch = 32;
+    static constexpr size_t kBatch = 64;  // measured against 16 to 256: docs/PERFORMANCE.md
 
     Arena arena;
     WordTable table;
-    const char* queued_data[kBatch];
-    size_t queued_length[kBatch];
-    size_t num_queued = 0;
-    WordKey prefetched[kBatch];
-    size_t num_prefetched = 0;
+    WordKey batches[2][kBatch];
+    WordKey* filling = batches[0];
+    WordKey* waiting = batches[1];
+    uint32_t num_filling = 0;  // not size_t: key stores could alias it
+    uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
 
+    // `filling` and `waiting` point into the object itself.
+    ThreadCounts() = default;
+    ThreadCounts(const ThreadCounts&) = delete;
+    ThreadCounts& operator=(const ThreadCounts&) = delete;
+
     void add(const char* word, size_t length) {
-        queued_data[num_queued] = word;
-        queued_length[num_queued] = length;
-        if (++num_queued == kBatch) advance();
+        WordKey& key = filling[num_filling];
+        key = make_key(word, length, readable_end);
+        table.prefetch_slot(key.hash);
+        if (++num_filling == kBatch) advance();
     }
 
-    // Must run before the queued words' bytes go away (at the end of a chunk).
+    // Must run before the batches' long words' bytes go away (at the end of a chunk).
     void flush() {
         advance();
-        const size_t ready = num_prefetched;
-        num_prefetched = 0;
-        table.add_each_once(prefetched, ready, arena);
+        advance();
     }
 
 private:
-    // Both stages are emptied before the lookups, so a lookup that throws (out of memory) cannot
-    // leave a stage full.
+    // The batches are swapped before the lookups, so a lookup that throws (out of memory) cannot
+    // leave the filling batch full.
     void advance() {
-        const size_t ready = num_prefetched;
-        const size_t queued = num_queued;
-        num_prefetched = 0;
-        num_queued = 0;
-        table.add_each_once(prefetched, ready, arena);
-        for (size_t i = 0; i < queued; ++i) {
-            prefetched[i] = make_key(queued_data[i], queued_length[i], readable_end);
-            table.prefetch_slot(prefetched[i].hash);
-        }
-        num_prefetched = queued;
+        WordKey* const ready = waiting;
+        const size_t num_ready = num_waiting;
+        waiting = filling;
+        num_waiting = num_filling;
+        filling = ready;
+        num_filling = 0;
+        table.add_each_once(ready, num_ready, arena);
     }
 };
 

@@ -349,6 +349,29 @@ def test_many_distinct_words(tmp_path: Path) -> None:
     assert all(result == results[0] for result in results)
 
 
+@pytest.mark.parametrize("ending", ["", " ", "\n", ENDOFTEXT])
+def test_words_at_every_length_around_the_inline_limit(ending: str) -> None:
+    # The table keeps words of up to 15 bytes inline, with their length in the last byte, and
+    # longer ones by address: runs of one character at every length from 1 to 40, of NUL bytes
+    # (which pad an inline word, so only the length tells "\0" * 3 from "\0" * 4), of letters, and
+    # of a 2-byte character, some repeated; each text ends with one of them, at the end of the
+    # buffer or of a piece, where a word cannot be loaded in whole 16-byte reads.
+    rng = random.Random(15)
+    runs = [char * length for char in ["\0", "x", " y", "é"] for length in range(1, 41)]
+    words = [run for run in runs for _ in range(rng.choice([1, 1, 2, 7]))]
+    rng.shuffle(words)
+    for last in [runs[14], runs[15], runs[40 + 15], runs[-1]]:
+        data = (" ".join(words) + " " + last + ending).encode("utf-8")
+        expected = python_counts(data, [ENDOFTEXT])
+        first = None
+        for threads in THREADS:
+            for chunk_bytes in CHUNK_BYTES:
+                counts = native.count_words_in_buffer(data, [ENDOFTEXT], threads, chunk_bytes)
+                assert counts.to_dict() == expected, (threads, chunk_bytes)
+                first = first or ordered(counts)
+                assert ordered(counts) == first
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_progress_adds_up_to_the_file_size(tmp_path: Path, threads: int) -> None:
     path = tmp_path / "progress.txt"
