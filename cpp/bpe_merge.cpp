@@ -1,7 +1,8 @@
-// The BPE merge loop (bpe_v6, and bpe_v7 after its counting): bpe_v4's algorithm -- incremental pair
-// counts, an inverted index pair -> words, a max-heap with lazy deletion -- on tables laid out for
-// the cache (merge_tables.hpp). The whole algorithm is train_merges at the end of this file; see
-// bpe_merge.hpp for the contract and cs336_basics/bpe_v4.py for the same algorithm in Python.
+// The BPE merge loop (bpe_v6 on one thread, bpe_v7 on its threads): bpe_v4's algorithm -- incremental
+// pair counts, an inverted index pair -> words, a max-heap with lazy deletion -- on tables laid out
+// for the cache (merge_tables.hpp), with the words of a large merge rewritten on several threads.
+// The whole algorithm is train_merges at the end of this file; see bpe_merge.hpp for the contract
+// and cs336_basics/bpe_v4.py for the same algorithm in Python.
 #include "bpe_merge.hpp"
 
 #include <algorithm>
