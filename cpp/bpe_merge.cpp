@@ -76,9 +76,10 @@ inline uint32_t find_pair(const TokenId* symbols, uint32_t from, uint32_t length
 // Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
 // merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
 // shows the threads faster per word. On a busy machine a parallel merge waits for a descheduled
-// thread at every join and was measured many times slower than one thread (docs/PERFORMANCE.md).
-// Every kExploreEvery-th eligible merge takes the other path, to notice when the load changes.
-// The merges do not depend on the choice.
+// thread at every join and was measured up to 30 times slower per word than one thread
+// (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
+// load changes: every kExploreEvery-th while the threads win, and ever more rarely (the interval
+// doubles each time) while they lose. The merges do not depend on the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -88,7 +89,10 @@ public:
         if (min_words_ == 0) return true;
         if (num_words < min_words_) return false;
         const bool threads_faster = parallel_cost_ <= serial_cost_;
-        return ++eligible_ % kExploreEvery == 0 ? !threads_faster : threads_faster;
+        if (++eligible_ < next_exploration_) return threads_faster;
+        next_exploration_ = eligible_ + (threads_faster ? kExploreEvery : (explore_interval_ *= 2));
+        if (threads_faster) explore_interval_ = kExploreEvery;
+        return !threads_faster;
     }
 
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
@@ -104,7 +108,10 @@ private:
     size_t threads_;
     size_t min_words_;
     size_t eligible_ = 0;
-    double parallel_cost_ = -1;  // unknown until measured: the first eligible merges try both
+    size_t next_exploration_ = kExploreEvery;
+    size_t explore_interval_ = kExploreEvery;
+    // Unknown until measured: the first eligible merge takes the threads, the second one thread.
+    double parallel_cost_ = -1;
     double serial_cost_ = -1;
 };
 
