@@ -52,6 +52,15 @@ public:
         return value;
     }
 
+    // Starts loading the slot where a lookup of `key` begins, so a lookup a little later does not wait.
+    void prefetch(uint64_t key) const {
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(&slots_[home(key)]);
+#else
+        (void)key;
+#endif
+    }
+
     size_t size() const { return size_; }
 
 private:

@@ -29,11 +29,12 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
 
     ctypedef pair[string, string] Merge
     size_t kDefaultPrunePairs
+    size_t kDefaultParallelWords
     ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop
 
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-        int num_threads, size_t prune_pairs
+        int num_threads, size_t prune_pairs, size_t parallel_words
     ) except +
 
 

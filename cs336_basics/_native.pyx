@@ -233,14 +233,19 @@ cdef class NativeWordCounts:
         return result
 
     def merge(
-        self, num_merges: int, progress: Callable[[int], object] | None = None, *, prune_pairs: int | None = None
+        self,
+        num_merges: int,
+        progress: Callable[[int], object] | None = None,
+        *,
+        prune_pairs: int | None = None,
+        parallel_words: int | None = None,
     ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
-        creation order, run by the C++ merge loop without the GIL (the initial pairs counted on the
-        threads the words were counted on). `progress`, if given, is called now and then with the
-        merges done since its previous call (so `tqdm.update` fits). `prune_pairs` as for
+        creation order, run by the C++ merge loop without the GIL on the threads the words were
+        counted on. `progress`, if given, is called now and then with the merges done since its
+        previous call (so `tqdm.update` fits). `prune_pairs` and `parallel_words` as for
         `_merge_cpp.merge`."""
-        return train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs)
+        return train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs, parallel_words)
 
     def total_count(self) -> int:
         """The counts added up: how many words were counted."""
