@@ -13,6 +13,9 @@
 #include <new>
 #include <stdexcept>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -53,25 +56,55 @@ inline void prefetch(const void* address) {
 }
 
 // The first occurrence of (left, right) in symbols[from, length) as the index of its left symbol,
-// or `length` if there is none. SSE2 (x86-64's baseline) compares four positions at once.
-inline uint32_t find_pair(const TokenId* symbols, uint32_t from, uint32_t length, TokenId left, TokenId right) {
+// or `length` if there is none. SSE2 (x86-64's baseline) compares four 32-bit or eight 16-bit
+// positions at once.
+template <typename Symbol>
+inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length, TokenId left, TokenId right) {
     uint32_t at = from;
 #if defined(__SSE2__)
-    const __m128i lefts = _mm_set1_epi32(left);
-    const __m128i rights = _mm_set1_epi32(right);
-    for (; at + 4 < length; at += 4) {  // reads symbols[at, at + 5)
+    constexpr uint32_t kLanes = 16 / sizeof(Symbol);
+    const bool narrow = sizeof(Symbol) == 2;
+    const __m128i lefts = narrow ? _mm_set1_epi16(int16_t(left)) : _mm_set1_epi32(left);
+    const __m128i rights = narrow ? _mm_set1_epi16(int16_t(right)) : _mm_set1_epi32(right);
+    for (; at + kLanes < length; at += kLanes) {  // reads symbols[at, at + kLanes + 1)
         const __m128i here = _mm_loadu_si128(reinterpret_cast<const __m128i*>(symbols + at));
         const __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(symbols + at + 1));
-        const __m128i both = _mm_and_si128(_mm_cmpeq_epi32(here, lefts), _mm_cmpeq_epi32(next, rights));
-        const int found = _mm_movemask_ps(_mm_castsi128_ps(both));
-        if (found != 0) return at + uint32_t(__builtin_ctz(unsigned(found)));
+        const __m128i both = narrow ? _mm_and_si128(_mm_cmpeq_epi16(here, lefts), _mm_cmpeq_epi16(next, rights))
+                                    : _mm_and_si128(_mm_cmpeq_epi32(here, lefts), _mm_cmpeq_epi32(next, rights));
+        const int found = _mm_movemask_epi8(both);  // sizeof(Symbol) bits per position
+        if (found != 0) return at + uint32_t(__builtin_ctz(unsigned(found))) / uint32_t(sizeof(Symbol));
     }
 #endif
     for (; at + 1 < length; ++at) {
-        if (symbols[at] == left && symbols[at + 1] == right) return at;
+        if (TokenId(symbols[at]) == left && TokenId(symbols[at + 1]) == right) return at;
     }
     return length;
 }
+
+// A fixed-size array of trivial values on transparent huge pages where the system offers them on
+// request: randomly visited, a large table costs a TLB miss (a page walk) per visit on 4 KiB pages.
+template <typename Value>
+class HugeArray {
+public:
+    HugeArray() = default;
+    explicit HugeArray(size_t size) {
+        constexpr size_t kHugePage = size_t(1) << 21;
+        const size_t bytes = std::max<size_t>(kHugePage, (size * sizeof(Value) + kHugePage - 1) / kHugePage * kHugePage);
+        data_.reset(static_cast<Value*>(std::aligned_alloc(kHugePage, bytes)));
+        if (!data_) throw std::bad_alloc();
+#if defined(MADV_HUGEPAGE)
+        madvise(data_.get(), bytes, MADV_HUGEPAGE);  // a hint: without it the pages are small
+#endif
+    }
+    Value* data() { return data_.get(); }
+    const Value* data() const { return data_.get(); }
+
+private:
+    struct Free {
+        void operator()(Value* data) const { std::free(data); }
+    };
+    std::unique_ptr<Value, Free> data_;
+};
 
 // Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
 // merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
@@ -138,6 +171,9 @@ constexpr size_t kCompactionSlack = 1 << 16;
 // gigabytes of tables, so the tables are laid out for the cache and touched as little as possible.
 // The steps are called in order by train_merges below; how each choice was measured is in
 // docs/PERFORMANCE.md.
+// Symbol: a token id as stored in the words, uint16_t when every token fits (half the memory to
+// read per word visit), else uint32_t.
+template <typename Symbol>
 class Trainer {
 public:
     Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
@@ -155,24 +191,35 @@ public:
             throw std::invalid_argument(
                 "WordCounts: offsets must hold size() + 1 entries, from 0 to bytes.size()");
         }
-        symbols_.reserve(words.bytes.size());
-        for (size_t word = 0; word < num_words; ++word) {
+        const auto kept = [&](size_t word) {
             const uint64_t begin = words.offsets[word];
             const uint64_t end = words.offsets[word + 1];
             const int64_t count = words.counts[word];
             if (end < begin) throw std::invalid_argument("WordCounts: offsets must not decrease");
             if (count < 0) throw std::invalid_argument("WordCounts: counts must not be negative");
-            if (end - begin < 2 || count == 0) continue;
-            if (end - begin > UINT32_MAX) {
-                throw std::invalid_argument("WordCounts: a word longer than 4 GiB");
-            }
-            words_.push_back({symbols_.size(), count, static_cast<uint32_t>(end - begin)});
-            for (uint64_t at = begin; at < end; ++at) {
-                symbols_.push_back(static_cast<unsigned char>(words.bytes[at]));
-            }
+            if (end - begin > UINT32_MAX) throw std::invalid_argument("WordCounts: a word longer than 4 GiB");
+            return end - begin >= 2 && count != 0;
+        };
+        size_t units = 0;
+        for (size_t word = 0; word < num_words; ++word) {
+            if (kept(word)) units += word_units(uint32_t(words.offsets[word + 1] - words.offsets[word]));
         }
-        if (words_.size() > static_cast<size_t>(INT32_MAX)) {
-            throw std::invalid_argument("WordCounts: more than 2^31 distinct words");
+        if (units > static_cast<size_t>(INT32_MAX)) {
+            throw std::invalid_argument("WordCounts: more than 16 GiB of distinct words");
+        }
+        arena_ = HugeArray<uint64_t>(units);
+        word_ids_.reserve(num_words);
+        size_t unit = 0;
+        for (size_t word = 0; word < num_words; ++word) {
+            if (!kept(word)) continue;
+            const uint64_t begin = words.offsets[word];
+            const auto length = uint32_t(words.offsets[word + 1] - begin);
+            word_ids_.push_back(WordId(unit));
+            WordHeader& header = this->header(WordId(unit));
+            header = {words.counts[word], length, length};
+            Symbol* symbols = this->symbols(WordId(unit));
+            for (uint32_t at = 0; at < length; ++at) symbols[at] = static_cast<unsigned char>(words.bytes[begin + at]);
+            unit += word_units(length);
         }
     }
 
@@ -183,13 +230,13 @@ public:
     // same for every thread count (lists in word order).
     void count_initial_pairs(int num_threads) {
         constexpr size_t kBytePairs = 1 << 16;
-        const size_t num_words = words_.size();
+        const size_t num_words = word_ids_.size();
         const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
         struct Share {
-            std::vector<int64_t> counts = std::vector<int64_t>(kBytePairs, 0);
-            std::vector<uint32_t> listed = std::vector<uint32_t>(kBytePairs, 0);  // then: offset in the list
+            std::vector<int64_t> counts;
+            std::vector<uint32_t> listed;  // then: offset in the list
         };
-        std::vector<Share> shares(threads);
+        std::vector<Share> shares(threads, {std::vector<int64_t>(kBytePairs, 0), std::vector<uint32_t>(kBytePairs, 0)});
         const auto first_word = [&](size_t share) { return num_words * share / threads; };
         // Calls visit(byte_pair, word) once per word that holds the pair, and counts every occurrence.
         const auto scan = [&](size_t share, std::vector<int64_t>* counts, auto&& visit) {
@@ -296,14 +343,16 @@ public:
     }
 
 private:
-    // Calls visit(left, right, word count, word) for each adjacent pair of words [first, last).
+    // Calls visit(left, right, word count, word) for each adjacent pair of words [first, last) (in
+    // load order).
     template <typename Visit>
     void for_each_pair(size_t first, size_t last, Visit&& visit) const {
-        for (size_t word = first; word < last; ++word) {
-            const Word& info = words_[word];
-            const TokenId* symbols = symbols_.data() + info.begin;
+        for (size_t index = first; index < last; ++index) {
+            const WordId word = word_ids_[index];
+            const WordHeader& info = header(word);
+            const Symbol* symbols = this->symbols(word);
             for (uint32_t at = 0; at + 1 < info.length; ++at) {
-                visit(symbols[at], symbols[at + 1], info.count, WordId(word));
+                visit(TokenId(symbols[at]), TokenId(symbols[at + 1]), info.count, word);
             }
         }
     }
@@ -419,7 +468,7 @@ private:
         pairs_.clear();
         pair_ids_ = PairIdMap();
         birth_floor_ = 1;
-        for_each_pair(0, words_.size(), [this](TokenId left, TokenId right, int64_t count, WordId word) {
+        for_each_pair(0, word_ids_.size(), [this](TokenId left, TokenId right, int64_t count, WordId word) {
             PairRecord& record = pairs_[pair_id(left, right)];
             record.count += count;
             record.list_word(word);
@@ -495,10 +544,7 @@ private:
                        MergeDeltas& deltas) {
         const size_t num_words = size_t(last - first);
         for (size_t at = 0; at < num_words; ++at) {
-            if (at + 2 * kPrefetchDistance < num_words) prefetch(&words_[first[at + 2 * kPrefetchDistance]]);
-            if (at + kPrefetchDistance < num_words) {
-                prefetch(symbols_.data() + words_[first[at + kPrefetchDistance]].begin);
-            }
+            if (at + kPrefetchDistance < num_words) prefetch(&header(first[at + kPrefetchDistance]));
             merge_word(first[at], left, right, new_token, deltas);
         }
     }
@@ -515,8 +561,8 @@ private:
     // found four symbols at a time (find_pair); the words are long on average (35 symbols on the
     // OWT-like corpus) and a merge usually occurs once in them.
     void merge_word(WordId word, TokenId left, TokenId right, TokenId new_token, MergeDeltas& deltas) {
-        Word& info = words_[word];
-        TokenId* symbols = symbols_.data() + info.begin;
+        WordHeader& info = header(word);
+        Symbol* symbols = this->symbols(word);
         const uint32_t length = info.length;
         uint32_t at = find_pair(symbols, 0, length, left, right);
         if (at == length) return;
@@ -530,16 +576,18 @@ private:
             // before at - 1, so these are still the old symbols.
             const uint32_t first = std::max(next_unsubtracted, at == 0 ? 0u : at - 1);
             const uint32_t last = std::min(at + 1, length - 2);  // pair index j covers s[j], s[j + 1]
-            for (uint32_t j = first; j <= last; ++j) deltas.add(pair_key(symbols[j], symbols[j + 1]), -count);
+            for (uint32_t j = first; j <= last; ++j) {
+                deltas.add(pair_key(TokenId(symbols[j]), TokenId(symbols[j + 1])), -count);
+            }
             next_unsubtracted = last + 1;
-            if (written > 0) gain(symbols[written - 1], new_token);
-            symbols[written++] = new_token;
+            if (written > 0) gain(TokenId(symbols[written - 1]), new_token);
+            symbols[written++] = Symbol(new_token);
             // Non-overlapping: "a a a" with (a, a) merges only the first two.
             const uint32_t gap = at + 2;
             at = find_pair(symbols, gap, length, left, right);
             if (gap < at) {  // old symbols up to the next occurrence (or the end) move left
-                gain(new_token, symbols[gap]);
-                std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(TokenId));
+                gain(new_token, TokenId(symbols[gap]));
+                std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(Symbol));
                 written += at - gap;
             }
         }
@@ -548,15 +596,25 @@ private:
 
     TokenTable tokens_;
 
-    // Word w is symbols_[words_[w].begin, + words_[w].length); a merge shortens it in place and
-    // leaves its tail unused.
-    struct Word {
-        uint64_t begin;
+    // Each word is a header and its symbols, back to back in one arena (one cache miss to start a
+    // word, not two), padded to 8 bytes; its WordId is where it starts, in 8-byte units. A merge
+    // shortens the word in place and leaves its tail unused.
+    struct WordHeader {
         int64_t count;
-        uint32_t length;
+        uint32_t length;    // symbols now
+        uint32_t capacity;  // symbols at load, which sets the word's size in the arena
     };
-    std::vector<TokenId> symbols_;
-    std::vector<Word> words_;
+    static_assert(sizeof(WordHeader) % sizeof(uint64_t) == 0, "symbols start on a unit");
+    static size_t word_units(uint32_t capacity) {
+        return (sizeof(WordHeader) + size_t(capacity) * sizeof(Symbol) + sizeof(uint64_t) - 1) / sizeof(uint64_t);
+    }
+    WordHeader& header(WordId word) { return *reinterpret_cast<WordHeader*>(arena_.data() + word); }
+    const WordHeader& header(WordId word) const { return *reinterpret_cast<const WordHeader*>(arena_.data() + word); }
+    Symbol* symbols(WordId word) { return reinterpret_cast<Symbol*>(&header(word) + 1); }
+    const Symbol* symbols(WordId word) const { return reinterpret_cast<const Symbol*>(&header(word) + 1); }
+
+    HugeArray<uint64_t> arena_;
+    std::vector<WordId> word_ids_;  // in load order
 
     PairIdMap pair_ids_;
     PairTable pairs_;
@@ -575,13 +633,12 @@ private:
     size_t prune_at_;
 };
 
-}  // namespace
 
 // The whole algorithm (bpe_v4's, cs336_basics/bpe_v4.py, with the tables above).
-std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
-                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
-    if (num_merges == 0) return {};
-    Trainer trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs);
+template <typename Symbol>
+std::vector<Merge> run_merges(const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+                              int num_threads, size_t prune_pairs, size_t parallel_words) {
+    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs);
     trainer.load_words(words);                 // every word as its bytes, once
     trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
     std::vector<Merge> merges;
@@ -595,6 +652,18 @@ std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, Merg
         if (progress != nullptr && progress(context, merges.size())) break;  // asked to stop
     }
     return merges;
+}
+
+}  // namespace
+
+std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
+                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
+    if (num_merges == 0) return {};
+    // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
+    if (num_merges <= (size_t(1) << 16) - 256) {
+        return run_merges<uint16_t>(words, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
+    }
+    return run_merges<uint32_t>(words, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
 }
 
 }  // namespace bpe

@@ -347,6 +347,25 @@ def test_threads_report_progress_and_stop() -> None:
         _merge_cpp.merge(word_counts, 450, interrupt, num_threads=2, parallel_words=0)
 
 
+# (g) symbol width: the C++ loop stores tokens in 16 bits up to 65,280 merges (256 bytes + merges
+# <= 65,536 tokens) and in 32 bits beyond.
+
+
+@pytest.mark.parametrize("threads", [{}, PARALLEL_EVERYWHERE], ids=["one-thread", "threads"])
+def test_both_symbol_widths_give_the_same_merges(threads: dict) -> None:
+    native_or_skip()
+    from cs336_basics import _merge_cpp
+
+    rng = random.Random(13)
+    word_counts = {bytes(rng.choices(b"etaoinshrdlu", k=rng.randint(4, 14))): rng.randint(1, 3) for _ in range(40_000)}
+    narrow_limit = 65_536 - 256
+    narrow = _merge_cpp.merge(word_counts, narrow_limit, **threads)
+    wide = _merge_cpp.merge(word_counts, narrow_limit + 1000, **threads)
+    assert len(narrow) == narrow_limit and len(wide) == narrow_limit + 1000  # tokens past 65,535 in use
+    assert wide[:narrow_limit] == narrow
+    assert _merge_cpp.merge(word_counts, 3000) == bpe_v4.merge(word_counts, 3000)
+
+
 @pytest.mark.parametrize(("option", "value"), [("num_threads", 0), ("num_threads", True), ("parallel_words", -1)])
 def test_bad_thread_options(option: str, value: object) -> None:
     native_or_skip()
