@@ -177,8 +177,9 @@ template <typename Symbol>
 class Trainer {
 public:
     Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
-        : deltas_(size_t(std::max(1, num_threads))),
-          contenders_(deltas_.size()),
+        : list_pools_(size_t(std::max(1, num_threads))),
+          deltas_(list_pools_.size()),
+          contenders_(list_pools_.size()),
           parallel_choice_(deltas_.size(), parallel_words),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {}
@@ -268,7 +269,7 @@ public:
             if (listed == 0) continue;
             PairRecord& record = pairs_[pair_id(TokenId(byte_pair >> 8), TokenId(byte_pair & 0xFF))];
             record.count = count;
-            lists[byte_pair] = record.resize_words(listed);
+            lists[byte_pair] = record.resize_words(listed, list_pools_[0]);
         }
         parallel_for(threads, num_threads, [&](size_t share) {
             std::vector<uint32_t>& next = shares[share].listed;
@@ -325,7 +326,7 @@ public:
         });
         for (size_t share = 1; share < shares; ++share) deltas_[0].absorb(deltas_[share]);
         MergeDeltas& deltas = deltas_[0];
-        merged_record.clear_words();  // spent: its count drops to 0 below, and a pair never comes back
+        merged_record.clear_words(list_pools_[0]);  // spent: its count drops to 0 below, and a pair never comes back
 
         apply_changes(deltas, shares);
         deltas.clear();
@@ -450,7 +451,7 @@ private:
         for (size_t id = 0; id < pairs_.size(); ++id) {
             PairRecord& record = pairs_[PairId(id)];
             if (record.count < birth_floor_) {
-                record.clear_words();
+                record.clear_words(list_pools_[0]);
                 continue;
             }
             kept_ids.find_or_insert(pair_key(record.left, record.right), PairId(kept.size()));
@@ -466,12 +467,13 @@ private:
     // Tracks every pair again, counted from the words as they are now: the birth floor back to 1.
     void recount_pairs() {
         pairs_.clear();
+        for (WordListPool& pool : list_pools_) pool.reset();
         pair_ids_ = PairIdMap();
         birth_floor_ = 1;
         for_each_pair(0, word_ids_.size(), [this](TokenId left, TokenId right, int64_t count, WordId word) {
             PairRecord& record = pairs_[pair_id(left, right)];
             record.count += count;
-            record.list_word(word);
+            record.list_word(word, list_pools_[0]);
         });
         restart_heap();
     }
@@ -520,14 +522,14 @@ private:
                 if (record.count > bar_) {
                     contenders_[share].push_back(change.pair);
                 } else if (record.count == 0) {
-                    record.clear_words();  // dead for good: free its word list
+                    record.clear_words(list_pools_[share]);  // dead for good: free its word list
                 }
             }
             // Blocks of 64 records, so that no two threads write to one cache line.
             for (const MergeDeltas::Listing& listing : deltas.listings()) {
                 const PairId pair = changes[listing.change].pair;
                 if (pair != PairIdMap::kMissing && (size_t(pair) >> 6) % shares == share) {
-                    pairs_[pair].list_word(listing.word);
+                    pairs_[pair].list_word(listing.word, list_pools_[share]);
                 }
             }
         });
@@ -618,6 +620,7 @@ private:
 
     PairIdMap pair_ids_;
     PairTable pairs_;
+    std::vector<WordListPool> list_pools_;  // one per thread
 
     std::vector<HeapEntry> heap_;
     int64_t bar_ = INT64_MAX;  // pairs counting more are in the heap; the first pop lowers it

@@ -118,11 +118,75 @@ private:
     IntegerMap<PairId> ids_{size_t(1) << 15};
 };
 
+// Word lists longer than a pair record holds inline, in blocks of 4, 8, 16, ... word ids carved
+// from large chunks, with a free list per block size: a list that grows or dies hands its block to
+// the next list of that size, so no list costs a malloc and a free (they were a tenth of the merge
+// loop, docs/PERFORMANCE.md). Blocks live until the pool is reset or destroyed; a block may go back
+// to another pool than the one it came from (one pool per thread).
+class WordListPool {
+public:
+    static constexpr uint32_t kSmallestBlock = 4;
+
+    static uint32_t block_size(uint32_t num_words) {
+        uint32_t size = kSmallestBlock;
+        while (size < num_words) size *= 2;
+        return size;
+    }
+
+    // A block of `size` word ids, a power of two of at least kSmallestBlock.
+    WordId* allocate(uint32_t size) {
+        FreeBlock*& free = free_[size_class(size)];
+        if (free != nullptr) {
+            FreeBlock* block = free;
+            free = block->next;
+            return reinterpret_cast<WordId*>(block);
+        }
+        const size_t bytes = size_t(size) * sizeof(WordId);
+        if (bytes > kChunkBytes / 4) return new_chunk(bytes);  // a long list: a chunk of its own
+        if (bytes > chunk_left_) {
+            chunk_next_ = new_chunk(kChunkBytes);
+            chunk_left_ = kChunkBytes;
+        }
+        WordId* block = chunk_next_;
+        chunk_next_ += size;
+        chunk_left_ -= bytes;
+        return block;
+    }
+
+    void release(WordId* block, uint32_t size) {
+        auto* freed = reinterpret_cast<FreeBlock*>(block);
+        freed->next = free_[size_class(size)];
+        free_[size_class(size)] = freed;
+    }
+
+    // Frees every block at once.
+    void reset() { *this = WordListPool(); }
+
+private:
+    struct FreeBlock {
+        FreeBlock* next;
+    };
+    static_assert(sizeof(FreeBlock) <= kSmallestBlock * sizeof(WordId), "a free block holds its link");
+    static constexpr size_t kChunkBytes = size_t(1) << 20;
+
+    static size_t size_class(uint32_t size) { return size_t(__builtin_ctz(size)); }
+
+    WordId* new_chunk(size_t bytes) {
+        chunks_.emplace_back(new uint64_t[(bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t)]);
+        return reinterpret_cast<WordId*>(chunks_.back().get());
+    }
+
+    std::vector<std::unique_ptr<uint64_t[]>> chunks_;  // 8-byte aligned, for the free links
+    WordId* chunk_next_ = nullptr;
+    size_t chunk_left_ = 0;
+    FreeBlock* free_[32] = {};
+};
+
 // One pair's record: its tokens, its count, and the words listed under it (the inverted index,
 // which may hold words that have lost the pair since). 32 bytes, so a count change and a listing
 // touch one cache line.
 // Memory: most pairs are born late, occur in a word or two and are never merged, so the first two
-// word ids live inline and only longer lists allocate.
+// word ids live inline and only longer lists take a block from a WordListPool.
 struct PairRecord {
     int64_t count;
     TokenId left;
@@ -130,7 +194,7 @@ struct PairRecord {
     uint32_t num_words;  // words listed: inline while at most kInlineWords, else in `spilled`
     union {
         WordId inline_words[2];
-        WordId* spilled;  // capacity max(4, bit_ceil(num_words)), from malloc
+        WordId* spilled;  // a block of WordListPool::block_size(num_words)
     };
 
     static constexpr uint32_t kInlineWords = 2;
@@ -138,41 +202,37 @@ struct PairRecord {
     const WordId* words() const { return num_words <= kInlineWords ? inline_words : spilled; }
 
     // A word gains a pair only while it is being rewritten, so if it is listed already it is last.
-    void list_word(WordId word) {
+    void list_word(WordId word, WordListPool& pool) {
         if (num_words > 0 && words()[num_words - 1] == word) return;
         if (num_words < kInlineWords) {
             inline_words[num_words++] = word;
             return;
         }
         if (num_words == kInlineWords) {
-            auto* moved = static_cast<WordId*>(std::malloc(4 * sizeof(WordId)));
-            if (moved == nullptr) throw std::bad_alloc();
+            WordId* moved = pool.allocate(WordListPool::kSmallestBlock);
             std::memcpy(moved, inline_words, sizeof(inline_words));
             spilled = moved;
-        } else if (num_words >= 4 && (num_words & (num_words - 1)) == 0) {
-            auto* grown = static_cast<WordId*>(std::realloc(spilled, 2 * size_t(num_words) * sizeof(WordId)));
-            if (grown == nullptr) throw std::bad_alloc();
+        } else if (num_words == WordListPool::block_size(num_words)) {  // full
+            WordId* grown = pool.allocate(2 * num_words);
+            std::memcpy(grown, spilled, size_t(num_words) * sizeof(WordId));
+            pool.release(spilled, num_words);
             spilled = grown;
         }
         spilled[num_words++] = word;
     }
 
-    void clear_words() {
-        if (num_words > kInlineWords) std::free(spilled);
+    void clear_words(WordListPool& pool) {
+        if (num_words > kInlineWords) pool.release(spilled, WordListPool::block_size(num_words));
         num_words = 0;
     }
 
     // Replaces the list by `size` words for the caller to fill in; returns where they go.
-    WordId* resize_words(uint32_t size) {
-        clear_words();
-        if (size > kInlineWords) {
-            uint32_t capacity = 4;
-            while (capacity < size) capacity *= 2;
-            spilled = static_cast<WordId*>(std::malloc(size_t(capacity) * sizeof(WordId)));
-            if (spilled == nullptr) throw std::bad_alloc();
-        }
+    WordId* resize_words(uint32_t size, WordListPool& pool) {
+        clear_words(pool);
         num_words = size;
-        return size > kInlineWords ? spilled : inline_words;
+        if (size <= kInlineWords) return inline_words;
+        spilled = pool.allocate(WordListPool::block_size(size));
+        return spilled;
     }
 };
 static_assert(sizeof(PairRecord) == 32, "a pair record should stay half a cache line");
@@ -185,10 +245,8 @@ public:
     PairTable() = default;
     PairTable(const PairTable&) = delete;
     PairTable& operator=(const PairTable&) = delete;
-    ~PairTable() { clear(); }
-
+    // The word lists stay with their pool.
     void clear() {
-        for (size_t id = 0; id < size_; ++id) (*this)[PairId(id)].clear_words();
         blocks_.clear();
         size_ = 0;
     }
