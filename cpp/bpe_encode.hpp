@@ -104,11 +104,15 @@ private:
     size_t encode_with(std::string_view text, uint32_t* out, WordCache* cache) const;
     uint32_t* encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const;
     uint32_t* encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const;
-    size_t merge_short(uint32_t* ids, size_t count) const;
+    size_t merge_short(const unsigned char* word, size_t size, uint32_t* ids) const;
+    uint32_t byte_pair_rank(unsigned char left, unsigned char right) const {
+        return byte_pair_ranks_[size_t(left) * 256 + right];
+    }
     uint32_t* merge_long(const unsigned char* word, size_t size, uint32_t* out) const;
 
     uint32_t byte_ids_[256];
     std::unique_ptr<PairTable> pairs_;
+    std::vector<uint32_t> byte_pair_ranks_;  // [left byte * 256 + right byte]: the rank of their ids' pair
     SpecialTokens specials_;
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
 
