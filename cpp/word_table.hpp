@@ -322,8 +322,9 @@ public:
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
         Probe probe{&slots_[0], slots_.size(), shift_, 0};
-        for (size_t i = 0; i < count; ++i) {
-            while (!probe.try_add(keys[i], 1, arena)) {
+        // A pointer to the end, not a counter: the counter was kept in memory (registers run short).
+        for (const WordKey* const end = keys + count; keys != end; ++keys) {
+            while (!probe.try_add(*keys, 1, arena)) {
                 size_ += std::exchange(probe.added, 0);
                 grow();
                 probe = Probe{&slots_[0], slots_.size(), shift_, 0};
