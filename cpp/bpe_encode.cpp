@@ -8,7 +8,10 @@
 #include <new>
 #include <stdexcept>
 
+#include "chunking.hpp"
 #include "integer_map.hpp"
+#include "mapped_file.hpp"
+#include "omp_shim.hpp"
 #include "pretokenize.hpp"
 
 namespace bpe {
@@ -18,26 +21,32 @@ namespace {
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 constexpr uint32_t kNoNode = std::numeric_limits<uint32_t>::max();
 
+// MurmurHash3's finalizer: every input bit reaches every output bit.
 inline uint64_t mix(uint64_t value) {
     value ^= value >> 33;
     value *= 0xff51afd7ed558ccdULL;
     value ^= value >> 33;
+    value *= 0xc4ceb9fe1a85ec53ULL;
+    value ^= value >> 33;
     return value;
 }
 
-// Eight bytes at a time: the words we cache are at most Encoder::kCachedBytes long.
+// Eight bytes at a time, for words of any length.
 inline uint64_t hash_bytes(const unsigned char* data, size_t size) {
     uint64_t hash = 0x9E3779B97F4A7C15ULL * (size + 1);
     while (size >= 8) {
-        uint64_t chunk;
-        std::memcpy(&chunk, data, 8);
-        hash = mix(hash ^ chunk);
+        hash = mix(hash ^ detail::load_little_endian64(data));
         data += 8;
         size -= 8;
     }
     uint64_t tail = 0;
-    std::memcpy(&tail, data, size);
+    for (size_t i = 0; i < size; ++i) tail |= uint64_t(data[i]) << (8 * i);
     return mix(hash ^ tail);
+}
+
+// The first `count` (0..8) bytes of a little-endian word, the others zero.
+inline uint64_t first_bytes(uint64_t word, size_t count) {
+    return count >= 8 ? word : word & ((uint64_t(1) << (8 * count)) - 1);
 }
 
 inline void prefetch(const void* address) {
@@ -48,36 +57,189 @@ inline void prefetch(const void* address) {
 #endif
 }
 
+// Zeroed memory aligned to `alignment` (a power of two), resident only once touched (calloc of a
+// large block maps fresh pages). Released with std::free(*raw).
+void* aligned_zeroed(size_t bytes, size_t alignment, void** raw) {
+    *raw = std::calloc(1, bytes + alignment);
+    if (*raw == nullptr) throw std::bad_alloc();
+    const uintptr_t address = (reinterpret_cast<uintptr_t>(*raw) + alignment - 1) & ~uintptr_t(alignment - 1);
+    return reinterpret_cast<void*>(address);
+}
+
 }  // namespace
 
-// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the map's short
-// probe runs matter more than its size.
+// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge) and each is a likely
+// cache miss, so the table is small: 8-byte slots holding a check of the pair's hash and the rank,
+// the pair itself verified in the rule the rank names.
 class Encoder::PairTable {
 public:
-    explicit PairTable(const std::vector<MergeRule>& merges) : ranks_(merges.size()) {
-        merged_by_rank_.reserve(merges.size());
-        for (const MergeRule& merge : merges) {
-            const uint32_t rank = uint32_t(merged_by_rank_.size());
-            merged_by_rank_.push_back(merge.merged);
-            ranks_.find_or_insert(pair_key(merge.left, merge.right), rank);  // a repeated pair keeps its first rank
+    explicit PairTable(const std::vector<MergeRule>& merges) : rules_(merges) {
+        size_t capacity = 16;
+        while (capacity < 2 * merges.size()) capacity *= 2;
+        slots_.assign(capacity, Slot{0, kNoRank});
+        mask_ = capacity - 1;
+        shift_ = 64;
+        for (size_t c = capacity; c > 1; c >>= 1) --shift_;
+        for (uint32_t rank = 0; rank < merges.size(); ++rank) {
+            const MergeRule& rule = merges[rank];
+            const uint64_t hash = mix(pair_key(rule.left, rule.right));
+            size_t slot = size_t(hash >> shift_);
+            bool present = false;  // a repeated pair keeps its first rank
+            for (; slots_[slot].rank != kNoRank; slot = (slot + 1) & mask_) {
+                if (same_pair(slots_[slot].rank, rule.left, rule.right)) present = true;
+            }
+            if (!present) slots_[slot] = Slot{uint32_t(hash), rank};
         }
     }
 
-    uint32_t rank(uint32_t left, uint32_t right) const { return ranks_.find(pair_key(left, right), kNoRank); }
+    uint32_t rank(uint32_t left, uint32_t right) const {
+        const uint64_t hash = mix(pair_key(left, right));
+        const uint32_t check = uint32_t(hash);
+        for (size_t slot = size_t(hash >> shift_);; slot = (slot + 1) & mask_) {
+            const Slot entry = slots_[slot];
+            if (entry.rank == kNoRank) return kNoRank;
+            if (entry.check == check && same_pair(entry.rank, left, right)) return entry.rank;
+        }
+    }
 
-    uint32_t merged(uint32_t rank) const { return merged_by_rank_[rank]; }
+    uint32_t merged(uint32_t rank) const { return rules_[rank].merged; }
 
 private:
-    IntegerMap<uint32_t> ranks_;
-    std::vector<uint32_t> merged_by_rank_;
+    struct Slot {
+        uint32_t check;  // low half of the pair's hash (the high bits chose the slot)
+        uint32_t rank;   // kNoRank: empty
+    };
+
+    bool same_pair(uint32_t rank, uint32_t left, uint32_t right) const {
+        return rules_[rank].left == left && rules_[rank].right == right;
+    }
+
+    std::vector<MergeRule> rules_;
+    std::vector<Slot> slots_;
+    size_t mask_ = 0;
+    int shift_ = 64;
 };
 
-struct Encoder::CacheSlot {
-    uint32_t hash;  // high half of the word's hash (the low bits chose the slot)
-    uint8_t size;   // 0: empty
-    uint8_t count;
-    unsigned char bytes[kCachedBytes];
-    uint32_t ids[kCachedIds];
+// One thread's pre-token -> ids cache. A word of up to kInlineBytes bytes giving up to kInlineIds
+// ids lives in a 32-byte slot, key inline, four slots to a set (two cache lines), the most recently
+// used first: nearly all lookups are answered there by one code path. Longer words, and words of
+// more ids, go to an arena of records indexed by hash, emptied whole when full.
+class Encoder::WordCache {
+public:
+    static constexpr size_t kWays = 4;
+
+    struct Slot {
+        uint64_t key[2];  // the word's bytes, zero-padded
+        uint8_t size;     // 0: empty
+        uint8_t count;
+        uint16_t unused;
+        uint32_t ids[kInlineIds];
+    };
+    static_assert(sizeof(Slot) == 32, "two slots fill a 64-byte cache line");
+    static_assert(kInlineBytes == sizeof(Slot::key), "the inline key holds kInlineBytes bytes");
+
+    // `slots`: a power of two, at least kWays.
+    explicit WordCache(size_t slots) {
+        slots_ = static_cast<Slot*>(aligned_zeroed(slots * sizeof(Slot), kWays * sizeof(Slot), &slots_memory_));
+        shift_ = 64;
+        for (size_t sets = slots / kWays; sets > 1; sets >>= 1) --shift_;
+        // The arena side gets 16 bytes per slot: 12 of arena, 4 of index.
+        index_size_ = std::max<size_t>(16, slots / 2);
+        arena_words_ = slots * 3;
+        index_ = static_cast<uint64_t*>(std::calloc(index_size_, sizeof(uint64_t)));
+        arena_ = static_cast<uint32_t*>(std::malloc(std::max<size_t>(arena_words_, 1) * sizeof(uint32_t)));
+        if (index_ == nullptr || arena_ == nullptr) {
+            release();
+            throw std::bad_alloc();
+        }
+    }
+    ~WordCache() { release(); }
+    WordCache(const WordCache&) = delete;
+    WordCache& operator=(const WordCache&) = delete;
+
+    // Multiplicative hashing of the key: the top bits choose the set.
+    Slot* set_of(uint64_t first, uint64_t second, size_t size) const {
+        const uint64_t hash = ((first ^ (second * 0xC2B2AE3D27D4EB4FULL) ^ size) * 0x9E3779B97F4A7C15ULL);
+        return shift_ == 64 ? slots_ : slots_ + size_t(hash >> shift_) * kWays;
+    }
+
+    // The ids of a long word (or of a short word of many ids), or nullptr.
+    const uint32_t* find_long(const unsigned char* word, size_t size, uint64_t hash, size_t& count) const {
+        const uint32_t tag = uint32_t(hash >> 32);
+        for (size_t index = size_t(hash) & (index_size_ - 1); index_[index] != 0;
+             index = (index + 1) & (index_size_ - 1)) {
+            if (uint32_t(index_[index] >> 32) != tag) continue;
+            const uint32_t* record = arena_ + (uint32_t(index_[index]) - 1);
+            if (record[0] == size && std::memcmp(record + 2, word, size) == 0) {
+                count = record[1];
+                return record + 2 + (size + 3) / 4;
+            }
+        }
+        return nullptr;
+    }
+
+    void insert_long(const unsigned char* word, size_t size, uint64_t hash, const uint32_t* ids, size_t count) {
+        const size_t record_words = 2 + (size + 3) / 4 + count;
+        if (record_words > arena_words_ / 16) return;  // one word must not flush the rest
+        if (arena_used_ + record_words > arena_words_ || 2 * (index_used_ + 1) > index_size_) {
+            std::memset(index_, 0, index_size_ * sizeof(uint64_t));
+            arena_used_ = 0;
+            index_used_ = 0;
+        }
+        uint32_t* record = arena_ + arena_used_;
+        record[0] = uint32_t(size);
+        record[1] = uint32_t(count);
+        std::memcpy(record + 2, word, size);
+        std::memcpy(record + 2 + (size + 3) / 4, ids, count * sizeof(uint32_t));
+        size_t index = size_t(hash) & (index_size_ - 1);
+        while (index_[index] != 0) index = (index + 1) & (index_size_ - 1);
+        index_[index] = (uint64_t(uint32_t(hash >> 32)) << 32) | (arena_used_ + 1);
+        arena_used_ += record_words;
+        ++index_used_;
+    }
+
+private:
+    void release() {
+        std::free(slots_memory_);
+        std::free(index_);
+        std::free(arena_);
+    }
+
+    Slot* slots_ = nullptr;
+    void* slots_memory_ = nullptr;
+    int shift_ = 64;
+    uint64_t* index_ = nullptr;  // tag << 32 | (arena offset + 1); 0: empty
+    size_t index_size_ = 0;
+    size_t index_used_ = 0;
+    uint32_t* arena_ = nullptr;  // records: size, count, the word's bytes (padded to 4), the ids
+    size_t arena_words_ = 0;
+    size_t arena_used_ = 0;
+};
+
+// A pre-token waiting in encode_ordinary's queue; `key` and `set` are set when there is a cache and
+// it is short enough for an inline slot.
+struct Encoder::PendingWord {
+    const unsigned char* data;
+    size_t size;
+    uint64_t key[2];
+    WordCache::Slot* set;
+};
+
+class Encoder::CacheLease {
+public:
+    CacheLease(Encoder& encoder, int threads) : lock_(encoder.caches_mutex_, std::try_to_lock) {
+        if (!lock_.owns_lock() || encoder.cache_slots_ == 0) return;
+        while (encoder.caches_.size() < size_t(std::max(threads, 1))) {
+            encoder.caches_.push_back(std::make_unique<WordCache>(encoder.cache_slots_));
+        }
+        caches_ = &encoder.caches_;
+    }
+
+    WordCache* get(int thread) const { return caches_ != nullptr ? (*caches_)[size_t(thread)].get() : nullptr; }
+
+private:
+    std::unique_lock<std::mutex> lock_;
+    const std::vector<std::unique_ptr<WordCache>>* caches_ = nullptr;
 };
 
 Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
@@ -87,7 +249,6 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
           for (const auto& special : special_tokens) tokens.push_back(special.first);
           return tokens;
       }()) {
-    static_assert(sizeof(CacheSlot) == 64, "a cache slot is meant to fill one 64-byte cache line");
     if (byte_ids.size() != 256) throw std::invalid_argument("byte_ids must have 256 entries");
     const auto check_id = [](uint32_t id) {
         if (id == std::numeric_limits<uint32_t>::max()) throw std::invalid_argument("token ids must be below 2**32 - 1");
@@ -115,96 +276,196 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     }
 
     if (cache_slots > 0) {
-        size_t sets = 1;
-        while (2 * sets < cache_slots) sets <<= 1;
-        // calloc: zeroed (every slot empty) by the OS on first touch, so resident memory grows with
-        // use, while the address space is reserved now, before any encode.
-        cache_.reset(static_cast<CacheSlot*>(std::calloc(2 * sets, sizeof(CacheSlot))));
-        if (!cache_) throw std::bad_alloc();
-        cache_mask_ = sets - 1;
+        cache_slots_ = WordCache::kWays;
+        while (cache_slots_ < cache_slots) cache_slots_ <<= 1;
+        // The calling thread's cache now, so that encode never reserves memory.
+        caches_.push_back(std::make_unique<WordCache>(cache_slots_));
     }
 }
 
 Encoder::~Encoder() = default;
 
-void Encoder::FreeDeleter::operator()(void* memory) const { std::free(memory); }
-
-void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
-    std::unique_lock<std::mutex> lock(cache_mutex_, std::try_to_lock);
-    CacheSlot* cache = lock.owns_lock() ? cache_.get() : nullptr;
-    specials_.for_each_part(
-        text,
-        [&](size_t begin, size_t end) {
-            if (end > begin) encode_ordinary_with(text.substr(begin, end - begin), begin, out, cache);
-        },
-        [&](size_t token) { out.push_back(special_ids_[token]); });
+size_t Encoder::encode(std::string_view text, uint32_t* out) {
+    const CacheLease lease(*this, 1);
+    return encode_with(text, out, lease.get(0));
 }
 
-void Encoder::encode_ordinary_with(std::string_view text, size_t offset, std::vector<uint32_t>& out,
-                                   CacheSlot* cache) {
+void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
+    const size_t before = out.size();
+    out.resize(before + text.size() + 2);
+    out.resize(before + encode(text, out.data() + before));
+}
+
+void Encoder::encode_batch(const std::vector<std::string_view>& texts, uint32_t* const* outs, size_t* counts,
+                           int threads) {
+    threads = threads > 0 ? threads : omp_default_threads();
+    threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(texts.size(), 1)));  // no more caches than texts
+    const CacheLease lease(*this, threads);
+    parallel_for(texts.size(), threads, [&](size_t index) {
+        counts[index] = encode_with(texts[index], outs[index], lease.get(omp_thread_id()));
+    });
+}
+
+size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_bytes, IdSink sink,
+                            void* context) {
+    const MappedFile file(path);
+    const std::string_view text = file.view();
+    threads = threads > 0 ? threads : omp_default_threads();
+    if (chunk_bytes == 0) {
+        // Enough chunks to balance the threads, small enough that the ids in flight stay modest.
+        chunk_bytes = std::clamp<size_t>(text.size() / (size_t(threads) * 8) + 1, size_t(1) << 18, size_t(8) << 20);
+    }
+    const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads);
+    const size_t chunks = cuts.size() - 1;
+    threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
+    const CacheLease lease(*this, threads);
+
+    // Chunks go in windows of a few per thread; each window's ids are handed on in order.
+    const size_t window = 4 * size_t(threads);
+    std::vector<std::unique_ptr<uint32_t[]>> buffers(window);
+    std::vector<size_t> capacities(window, 0);
+    std::vector<size_t> counts(window, 0);
+    std::vector<size_t> invalid(window, kValidUtf8);
+    size_t total = 0;
+    for (size_t first = 0; first < chunks; first += window) {
+        const size_t count = std::min(window, chunks - first);
+        for (size_t i = 0; i < count; ++i) {
+            const size_t size = cuts[first + i + 1] - cuts[first + i];
+            if (capacities[i] < size + 2) {
+                buffers[i].reset(new uint32_t[size + 2]);
+                capacities[i] = size + 2;
+            }
+            invalid[i] = kValidUtf8;
+        }
+        parallel_for(count, threads, [&](size_t i) {
+            const size_t begin = cuts[first + i];
+            const std::string_view chunk = text.substr(begin, cuts[first + i + 1] - begin);
+            try {
+                counts[i] = encode_with(chunk, buffers[i].get(), lease.get(omp_thread_id()));
+            } catch (const InvalidUtf8Error& error) {
+                invalid[i] = begin + error.offset();
+            }
+            file.release(chunk.data(), chunk.size());
+        });
+        for (size_t i = 0; i < count; ++i) {
+            if (invalid[i] != kValidUtf8) throw InvalidUtf8Error(invalid[i]);
+            total += counts[i];
+            if (sink(context, buffers[i].get(), counts[i], cuts[first + i + 1])) return total;
+        }
+    }
+    return total;
+}
+
+size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cache) const {
+    uint32_t* end = out;
+    specials_.for_each_part(
+        text,
+        [&](size_t begin, size_t stop) {
+            if (stop > begin) end = encode_ordinary(text.substr(begin, stop - begin), begin, end, cache);
+        },
+        [&](size_t token) { *end++ = special_ids_[token]; });
+    return size_t(end - out);
+}
+
+// How many words ahead of the one being encoded are scanned and their cache slots prefetched:
+// enough that a slot arrives from memory before it is needed.
+constexpr size_t kQueue = 64;
+
+uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const {
     // Cache slots are scattered over megabytes, so most lookups miss the CPU caches. Words are
     // therefore handled in batches: hash the whole batch and prefetch its slots first, so the
     // memory fetches overlap instead of each lookup waiting for its own.
-    PendingWord batch[kBatch];
-    size_t pending = 0;
-    const auto flush = [&] {
-        for (size_t i = 0; i < pending; ++i) encode_word(batch[i], out, cache);
-        pending = 0;
-    };
+    PendingWord queue[kQueue];
+    size_t queued = 0;     // words seen
+    size_t processed = 0;  // words encoded; the rest wait in queue[index % kQueue]
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
-    const size_t invalid = for_each_pretoken(text.data(), text.size(), [&](size_t begin, size_t end) {
-        PendingWord& word = batch[pending++];
-        word.data = base + begin;
-        word.size = end - begin;
-        if (cache != nullptr && word.size > 1 && word.size <= kCachedBytes) {
-            word.hash = hash_bytes(word.data, word.size);
-            const CacheSlot* set = &cache[(word.hash & cache_mask_) * 2];
-            prefetch(set);
-            prefetch(set + 1);
-        }
-        if (pending == kBatch) flush();
-    });
-    flush();
-    if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
-}
-
-void Encoder::encode_word(const PendingWord& word, std::vector<uint32_t>& out, CacheSlot* cache) {
-    const size_t size = word.size;
-    if (size == 1) {
-        out.push_back(byte_ids_[*word.data]);
-        return;
-    }
-    CacheSlot* set = nullptr;  // two slots, the most recently used first
-    uint32_t tag = 0;
-    if (cache != nullptr && size <= kCachedBytes) {
-        set = &cache[(word.hash & cache_mask_) * 2];
-        tag = uint32_t(word.hash >> 32);
-        for (size_t way = 0; way < 2; ++way) {
-            const CacheSlot& slot = set[way];
-            if (slot.size == size && slot.hash == tag && std::memcmp(slot.bytes, word.data, size) == 0) {
-                out.insert(out.end(), slot.ids, slot.ids + slot.count);
-                if (way == 1) std::swap(set[0], set[1]);
+    const unsigned char* const end = base + text.size();
+    // A word found in its set is taken here, inline; everything else in encode_word.
+    const auto take = [&](const PendingWord& word) {
+        if (WordCache::Slot* const set = word.set) {
+            for (size_t way = 0; way < WordCache::kWays; ++way) {
+                const WordCache::Slot& slot = set[way];
+                if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1] || slot.size != word.size) continue;
+                // All kInlineIds, whatever the count: the caller's spare room makes that safe.
+                for (size_t i = 0; i < kInlineIds; ++i) out[i] = slot.ids[i];
+                out += slot.count;
+                if (way > 0) {  // to the front: the most recently used is found first
+                    const WordCache::Slot found = slot;
+                    std::memmove(set + 1, set, way * sizeof(found));
+                    set[0] = found;
+                }
                 return;
             }
         }
+        out = encode_word(word, out, cache);
+    };
+    const size_t invalid = for_each_pretoken(text.data(), text.size(), [&](size_t begin, size_t stop) {
+        PendingWord& word = queue[queued++ % kQueue];
+        const unsigned char* const data = base + begin;
+        const size_t size = stop - begin;
+        word.data = data;
+        word.size = size;
+        word.set = nullptr;
+        if (cache != nullptr && size <= kInlineBytes) {
+            uint64_t first, second;
+            if (end - data >= 16) {
+                first = detail::load_little_endian64(data);
+                second = detail::load_little_endian64(data + 8);
+            } else {  // near the end of the text: read no byte past it
+                unsigned char padded[16] = {};
+                std::memcpy(padded, data, size);
+                first = detail::load_little_endian64(padded);
+                second = detail::load_little_endian64(padded + 8);
+            }
+            word.key[0] = first_bytes(first, size);
+            word.key[1] = size > 8 ? first_bytes(second, size - 8) : 0;
+            word.set = cache->set_of(word.key[0], word.key[1], size);
+            prefetch(word.set);
+            prefetch(word.set + 2);
+        }
+        if (queued - processed == kQueue) take(queue[processed++ % kQueue]);
+    });
+    while (processed < queued) take(queue[processed++ % kQueue]);
+    if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
+    return out;
+}
+
+uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const {
+    const size_t size = word.size;
+    if (size == 1 && cache == nullptr) {
+        *out = byte_ids_[*word.data];
+        return out + 1;
     }
+    // Not in its set (take() looked): perhaps in the arena, else merged now.
+    uint64_t hash = 0;
+    if (cache != nullptr) {
+        hash = hash_bytes(word.data, size);
+        size_t count;
+        if (const uint32_t* ids = cache->find_long(word.data, size, hash, count)) {
+            std::memcpy(out, ids, count * sizeof(uint32_t));
+            return out + count;
+        }
+    }
+    size_t count;
     if (size > kShortWord) {
-        merge_long(word.data, size, out);
-        return;
+        count = size_t(merge_long(word.data, size, out) - out);
+    } else {
+        for (size_t i = 0; i < size; ++i) out[i] = byte_ids_[word.data[i]];
+        count = merge_short(out, size);
     }
-    uint32_t ids[kShortWord];
-    for (size_t i = 0; i < size; ++i) ids[i] = byte_ids_[word.data[i]];
-    const size_t count = merge_short(ids, size);
-    out.insert(out.end(), ids, ids + count);
-    if (set != nullptr && count <= kCachedIds) {
-        set[1] = set[0];  // the least recently used of the two goes
-        CacheSlot& slot = set[0];
-        slot.hash = tag;
+    if (word.set != nullptr && count <= kInlineIds) {
+        WordCache::Slot* const set = word.set;
+        std::memmove(set + 1, set, (WordCache::kWays - 1) * sizeof(WordCache::Slot));  // the least recent goes
+        WordCache::Slot& slot = set[0];
+        slot.key[0] = word.key[0];
+        slot.key[1] = word.key[1];
         slot.size = uint8_t(size);
         slot.count = uint8_t(count);
-        std::memcpy(slot.bytes, word.data, size);
-        std::memcpy(slot.ids, ids, count * sizeof(uint32_t));
+        std::memcpy(slot.ids, out, count * sizeof(uint32_t));
+    } else if (cache != nullptr) {
+        cache->insert_long(word.data, size, hash, out, count);
     }
+    return out + count;
 }
 
 // GPT-2's loop on a small array: find the lowest-ranked adjacent pair, merge all its occurrences in
@@ -247,7 +508,7 @@ size_t Encoder::merge_short(uint32_t* ids, size_t count) const {
 // of its first byte), candidate pairs wait in a min-heap keyed (rank, index) and are checked when
 // popped (lazy deletion). All occurrences of the lowest rank are popped, left to right, before the
 // pairs they create are pushed: exactly the short loop's merge-every-occurrence step.
-void Encoder::merge_long(const unsigned char* word, size_t size, std::vector<uint32_t>& out) const {
+uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* out) const {
     if (size >= kNoNode) throw std::length_error("a pre-token of 4 GiB or more");
     std::vector<uint32_t> ids(size);
     std::vector<uint32_t> prev(size);
@@ -292,7 +553,8 @@ void Encoder::merge_long(const unsigned char* word, size_t size, std::vector<uin
             if (next[index] != kNoNode) push(index);
         }
     }
-    for (uint32_t index = 0; index != kNoNode; index = next[index]) out.push_back(ids[index]);
+    for (uint32_t index = 0; index != kNoNode; index = next[index]) *out++ = ids[index];
+    return out;
 }
 
 }  // namespace bpe

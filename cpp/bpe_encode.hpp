@@ -7,22 +7,25 @@
 //
 // Pure C++17 with no Python dependency; cs336_basics/_encode.pyx is the binding.
 //
-// Performance notes (single thread, GPT-2 vocabulary, 50 MB of mixed-language text):
-// - Pre-tokenizing runs at several hundred MB/s; the merge loop is what costs, and it is bound by
-//   memory latency (each pair-rank lookup is a likely cache miss), not by arithmetic.
-// - So most of the work is avoided: pre-tokens repeat, and the ids of one of up to kCachedBytes
-//   bytes that gives up to kCachedIds ids are cached in a fixed two-way set-associative table
-//   (64-byte slots, least recently used of the two replaced). Its address space is reserved by the
-//   constructor; encoding never grows memory beyond its output, which is what lets encode_iterable
-//   run under a tight address-space limit. A bigger table keeps more of the long tail of rare
-//   words: of the 50 MB's cacheable pre-tokens, 2**16 slots miss ~15%, 2**18 ~9.5%.
-// - Cache lookups are batched (kBatch pre-tokens hashed and their slots prefetched before any is
-//   looked up), so their misses overlap: about 20% faster than one lookup at a time.
-// - Short words run the merge loop on a small array; only pairs next to a merged token are looked
-//   up again. Words longer than kShortWord use a heap of candidate pairs with lazy deletion, so a
-//   megabyte without a space is O(n log n) instead of O(n^2).
-// - The cache is taken with try_lock: a second thread encoding with the same Encoder at the same
-//   time runs uncached instead of waiting, so threads never serialize on it.
+// Performance notes (the measurements are in docs/PERFORMANCE.md, "Encoding"):
+// - Pre-tokens repeat, so their ids are cached (WordCache): a word of up to kInlineBytes bytes that
+//   gives up to kInlineIds ids (over 95% of the pre-tokens of mixed text) sits in a 32-byte slot,
+//   key inline, four to a set (most recently used first), and every such lookup takes the same
+//   branch-poor path, inlined into the scan loop; other words go to an arena emptied when full.
+//   Merging is what costs (each pair-rank lookup a likely cache miss): a miss costs some 20 hits.
+// - Lookups trail the scanner by kQueue pre-tokens, whose slots are prefetched when scanned, so
+//   their memory fetches overlap instead of each lookup waiting for its own.
+// - Misses merge short words on a small array, looking up again only pairs next to a merged token,
+//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges). Words longer than kShortWord
+//   use a heap of candidate pairs with lazy deletion, so a megabyte without a space is O(n log n).
+// - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
+//   no copy of the result, and untouched pages of the buffer are never faulted in.
+// - Each thread encodes with its own cache. The caches are taken with try_lock: a second caller
+//   encoding with the same Encoder at the same time runs uncached instead of waiting.
+//
+// Memory: a cache reserves its address space when created and never grows: cache_slots * 32 bytes
+// of slots plus cache_slots * 16 bytes of arena and index, resident as it is used. encode uses one;
+// encode_batch and encode_file one per thread, made on first use and kept.
 #pragma once
 
 #include <cstddef>
@@ -45,56 +48,73 @@ struct MergeRule {
     uint32_t merged;
 };
 
+// Receives the ids of encode_file in file order, with the bytes of the file encoded so far; returns
+// true to stop (a failed write, an interrupt).
+using IdSink = bool (*)(void* context, const uint32_t* ids, size_t count, size_t bytes_done);
+
 class Encoder {
 public:
-    static constexpr size_t kCachedBytes = 26;
-    static constexpr size_t kCachedIds = 8;
+    static constexpr size_t kInlineBytes = 16;
+    static constexpr size_t kInlineIds = 3;
     static constexpr size_t kShortWord = 48;
 
     // `byte_ids[b]` is the id of the single byte b (256 entries); `merges` in rank order (a pair that
     // repeats keeps its first rank); `special_tokens` as (UTF-8 bytes, id), any order, none empty;
-    // `cache_slots` is rounded up to a power of two (0 disables the cache). Throws
-    // std::invalid_argument on malformed arguments, std::bad_alloc if the cache cannot be reserved.
+    // `cache_slots` is rounded up to a power of two, at least four (0 disables the caches).
+    // Throws std::invalid_argument on malformed arguments, std::bad_alloc if the cache cannot be
+    // reserved.
     Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
             const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots);
     ~Encoder();
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
 
-    // Appends the ids of `text` (UTF-8) to `out`. Throws InvalidUtf8Error (pretokenize.hpp) with the
-    // offset of the first invalid byte; `out` then holds the ids of the text before that point.
+    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + 2 ids (no token
+    // is shorter than a byte; the two spare let a cache hit copy kInlineIds ids unconditionally),
+    // and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
+    // with the offset of the first invalid byte; `out` then holds the ids of the text before it.
+    size_t encode(std::string_view text, uint32_t* out);
+
+    // Appends the ids of `text` to `out` (the same, for C++ callers).
     void encode(std::string_view text, std::vector<uint32_t>& out);
 
-    size_t cache_slots() const { return cache_ ? 2 * (cache_mask_ + 1) : 0; }
+    // encode for each text on `threads` threads (<= 0: OpenMP's default): `outs[i]` has room for
+    // texts[i].size() + 2 ids, `counts[i]` receives how many were written.
+    void encode_batch(const std::vector<std::string_view>& texts, uint32_t* const* outs, size_t* counts,
+                      int threads);
+
+    // Encodes the file at `path` (memory-mapped) on `threads` threads, cut into chunks of about
+    // `chunk_bytes` (0: a default) where cutting cannot change the ids (chunking.hpp), and hands the
+    // ids to `sink` chunk by chunk in file order; memory holds the ids of a few chunks per thread.
+    // Returns the number of ids, or stops early when the sink asks to (the returned count is then
+    // what the sink received). Throws InvalidUtf8Error with the file offset (the ids before the
+    // chunk holding it have been delivered), std::ios_base::failure when the file cannot be read.
+    size_t encode_file(const std::string& path, int threads, size_t chunk_bytes, IdSink sink, void* context);
+
+    size_t cache_slots() const { return cache_slots_; }
 
 private:
-    struct CacheSlot;
     class PairTable;
-    // A pre-token waiting in encode_ordinary_with's batch; `hash` is set when it is cacheable.
-    struct PendingWord {
-        const unsigned char* data;
-        size_t size;
-        uint64_t hash;
-    };
-    static constexpr size_t kBatch = 16;
+    class WordCache;
+    struct PendingWord;
 
-    // `offset`: where `text` starts in the caller's text, for error messages.
-    void encode_ordinary_with(std::string_view text, size_t offset, std::vector<uint32_t>& out, CacheSlot* cache);
-    void encode_word(const PendingWord& word, std::vector<uint32_t>& out, CacheSlot* cache);
+    // A batch of caches for `threads` threads, or none (uncached) when another call holds them.
+    class CacheLease;
+
+    size_t encode_with(std::string_view text, uint32_t* out, WordCache* cache) const;
+    uint32_t* encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const;
+    uint32_t* encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const;
     size_t merge_short(uint32_t* ids, size_t count) const;
-    void merge_long(const unsigned char* word, size_t size, std::vector<uint32_t>& out) const;
+    uint32_t* merge_long(const unsigned char* word, size_t size, uint32_t* out) const;
 
     uint32_t byte_ids_[256];
     std::unique_ptr<PairTable> pairs_;
     SpecialTokens specials_;
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
 
-    struct FreeDeleter {
-        void operator()(void* memory) const;
-    };
-    std::unique_ptr<CacheSlot, FreeDeleter> cache_;
-    size_t cache_mask_ = 0;  // number of two-slot sets - 1
-    std::mutex cache_mutex_;
+    size_t cache_slots_ = 0;
+    std::vector<std::unique_ptr<WordCache>> caches_;  // one per thread, made on first use
+    std::mutex caches_mutex_;
 };
 
 }  // namespace bpe

@@ -1,15 +1,21 @@
-// The BPE merge loop (bpe_v6, and bpe_v7 after its counting): bpe_v4's algorithm -- incremental pair
-// counts, an inverted index pair -> words, a max-heap with lazy deletion -- on tables laid out for
-// the cache (merge_tables.hpp). The whole algorithm is train_merges at the end of this file; see
-// bpe_merge.hpp for the contract and cs336_basics/bpe_v4.py for the same algorithm in Python.
+// The BPE merge loop (bpe_v6 on one thread, bpe_v7 on its threads): bpe_v4's algorithm -- incremental
+// pair counts, an inverted index pair -> words, a max-heap with lazy deletion -- on tables laid out
+// for the cache (merge_tables.hpp), with the words of a large merge rewritten on several threads.
+// The whole algorithm is train_merges at the end of this file; see bpe_merge.hpp for the contract
+// and cs336_basics/bpe_v4.py for the same algorithm in Python.
 #include "bpe_merge.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "merge_tables.hpp"
 #include "omp_shim.hpp"
@@ -46,6 +52,69 @@ inline void prefetch(const void* address) {
 #endif
 }
 
+// The first occurrence of (left, right) in symbols[from, length) as the index of its left symbol,
+// or `length` if there is none. SSE2 (x86-64's baseline) compares four positions at once.
+inline uint32_t find_pair(const TokenId* symbols, uint32_t from, uint32_t length, TokenId left, TokenId right) {
+    uint32_t at = from;
+#if defined(__SSE2__)
+    const __m128i lefts = _mm_set1_epi32(left);
+    const __m128i rights = _mm_set1_epi32(right);
+    for (; at + 4 < length; at += 4) {  // reads symbols[at, at + 5)
+        const __m128i here = _mm_loadu_si128(reinterpret_cast<const __m128i*>(symbols + at));
+        const __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(symbols + at + 1));
+        const __m128i both = _mm_and_si128(_mm_cmpeq_epi32(here, lefts), _mm_cmpeq_epi32(next, rights));
+        const int found = _mm_movemask_ps(_mm_castsi128_ps(both));
+        if (found != 0) return at + uint32_t(__builtin_ctz(unsigned(found)));
+    }
+#endif
+    for (; at + 1 < length; ++at) {
+        if (symbols[at] == left && symbols[at + 1] == right) return at;
+    }
+    return length;
+}
+
+// Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
+// merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
+// shows the threads faster per word. On a busy machine a parallel merge waits for a descheduled
+// thread at every join and was measured up to 30 times slower per word than one thread
+// (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
+// load changes: every kExploreEvery-th while the threads win, and ever more rarely (the interval
+// doubles each time) while they lose. The merges do not depend on the choice.
+class ParallelChoice {
+public:
+    ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
+
+    bool parallel(size_t num_words) {
+        if (threads_ <= 1) return false;
+        if (min_words_ == 0) return true;
+        if (num_words < min_words_) return false;
+        const bool threads_faster = parallel_cost_ <= serial_cost_;
+        if (++eligible_ < next_exploration_) return threads_faster;
+        next_exploration_ = eligible_ + (threads_faster ? kExploreEvery : (explore_interval_ *= 2));
+        if (threads_faster) explore_interval_ = kExploreEvery;
+        return !threads_faster;
+    }
+
+    // Seconds per word of an eligible merge, averaged over the last few merges of each path.
+    void record(bool parallel, size_t num_words, double seconds) {
+        if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
+        double& cost = parallel ? parallel_cost_ : serial_cost_;
+        const double sample = seconds / double(num_words);
+        cost = cost < 0 ? sample : cost + (sample - cost) / 8;
+    }
+
+private:
+    static constexpr size_t kExploreEvery = 32;
+    size_t threads_;
+    size_t min_words_;
+    size_t eligible_ = 0;
+    size_t next_exploration_ = kExploreEvery;
+    size_t explore_interval_ = kExploreEvery;
+    // Unknown until measured: the first eligible merge takes the threads, the second one thread.
+    double parallel_cost_ = -1;
+    double serial_cost_ = -1;
+};
+
 // Each time the heap runs dry it admits the pairs counting at least this fraction of the highest
 // count left out (see lower_bar).
 constexpr int64_t kAdmissionStep = 4;
@@ -71,7 +140,12 @@ constexpr size_t kCompactionSlack = 1 << 16;
 // docs/PERFORMANCE.md.
 class Trainer {
 public:
-    explicit Trainer(size_t prune_limit) : prune_limit_(prune_limit), prune_at_(prune_limit) {}
+    Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
+        : deltas_(size_t(std::max(1, num_threads))),
+          contenders_(deltas_.size()),
+          parallel_choice_(deltas_.size(), parallel_words),
+          prune_limit_(prune_limit),
+          prune_at_(prune_limit) {}
 
     // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
     void load_words(const WordCounts& words) {
@@ -189,46 +263,27 @@ public:
         const TokenId left = merged_record.left;
         const TokenId right = merged_record.right;
         const WordId* const words = merged_record.words();
-        // The words are scattered over memory, and waiting for each one's first cache line is most
-        // of the merge time; the list is known in advance, so fetch a few words ahead.
+        // Many words: the threads rewrite consecutive shares of the list, each summing its changes
+        // in a table of its own, and the tables are then summed in share order. That gives the
+        // changes in the order one thread would have found them (so new pairs get the same ids)
+        // and the listings in word order: the result does not depend on the thread count. A word
+        // is listed at most once under a pair, so no two threads rewrite the same word.
         const size_t num_words = merged_record.num_words;
-        for (size_t at = 0; at < num_words; ++at) {
-            if (at + 2 * kPrefetchDistance < num_words) {
-                prefetch(&words_[words[at + 2 * kPrefetchDistance]]);
-            }
-            if (at + kPrefetchDistance < num_words) {
-                prefetch(symbols_.data() + words_[words[at + kPrefetchDistance]].begin);
-            }
-            merge_word(words[at], left, right, new_token);
-        }
+        const auto started = std::chrono::steady_clock::now();
+        const bool parallel = parallel_choice_.parallel(num_words);
+        const size_t shares = parallel ? deltas_.size() : 1;
+        parallel_for(shares, int(shares), [&](size_t share) {
+            rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left, right,
+                          new_token, deltas_[share]);
+        });
+        for (size_t share = 1; share < shares; ++share) deltas_[0].absorb(deltas_[share]);
+        MergeDeltas& deltas = deltas_[0];
         merged_record.clear_words();  // spent: its count drops to 0 below, and a pair never comes back
 
-        // Each changed pair's record once: count, then the words it gained (in word order), then
-        // the heap. A pair that gains is new (it holds new_token), born now with the most it will
-        // ever count; below the birth floor it is not tracked.
-        for (MergeDeltas::Change& change : deltas_.changes()) {
-            if (change.delta > 0) {
-                change.pair = change.delta >= birth_floor_ ? pair_id(key_left(change.key), key_right(change.key))
-                                                           : PairIdMap::kMissing;
-            } else {
-                change.pair = pair_ids_.find(change.key);
-            }
-            if (change.pair != PairIdMap::kMissing) pairs_[change.pair].count += change.delta;
-        }
-        for (const MergeDeltas::Listing& listing : deltas_.listings()) {
-            const PairId pair = deltas_.changes()[listing.change].pair;
-            if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word);
-        }
-        for (const MergeDeltas::Change& change : deltas_.changes()) {
-            if (change.pair == PairIdMap::kMissing) continue;
-            PairRecord& record = pairs_[change.pair];
-            if (record.count > bar_) {
-                push(change.pair);
-            } else if (record.count == 0) {
-                record.clear_words();  // dead for good: free its word list
-            }
-        }
-        deltas_.clear();
+        apply_changes(deltas, shares);
+        deltas.clear();
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+        parallel_choice_.record(parallel, num_words, took.count());
     }
 
     // Prunes the pairs once too many are tracked, else compacts the heap once stale entries abound.
@@ -378,50 +433,114 @@ private:
         heap_size_after_build_ = 0;
     }
 
-    // Rewrites one word in place and records the pair count changes around each occurrence only.
-    // A word listed under a pair may have lost it since (or be listed twice); it then has no
-    // occurrence and is skipped, which makes lazy index entries harmless.
+    // Each changed pair's record once: its id, its count, the heap, and the words it gained (in
+    // word order). A pair that gains is new (it holds new_token), born now with the most it will
+    // ever count; below the birth floor it is not tracked. New pairs come first, on one thread in
+    // change order (the map and the table grow). A pair that loses never gains in the same merge,
+    // so a count that reaches 0 stays 0. The losing pairs are all different, so `shares` threads
+    // look them up and update them side by side, each a share of the changes, and list the words
+    // of the new pairs in their own blocks of pair ids: one parallel region per merge.
+    // Perf: map slots and records are cache misses, fetched a few changes ahead.
+    void apply_changes(MergeDeltas& deltas, size_t shares) {
+        std::vector<MergeDeltas::Change>& changes = deltas.changes();
+        for (MergeDeltas::Change& change : changes) {
+            if (change.delta < 0) continue;
+            change.pair = change.delta >= birth_floor_ ? pair_id(key_left(change.key), key_right(change.key))
+                                                       : PairIdMap::kMissing;
+            if (change.pair == PairIdMap::kMissing) continue;
+            pairs_[change.pair].count = change.delta;
+            if (change.delta > bar_) push(change.pair);
+        }
+        const size_t num_changes = changes.size();
+        parallel_for(shares, int(shares), [&](size_t share) {
+            const size_t first = num_changes * share / shares;
+            const size_t last = num_changes * (share + 1) / shares;
+            for (size_t at = first; at < last; ++at) {
+                if (at + kPrefetchDistance < last) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
+                if (changes[at].delta < 0) changes[at].pair = pair_ids_.find(changes[at].key);
+            }
+            for (size_t at = first; at < last; ++at) {
+                if (at + kPrefetchDistance < last && changes[at + kPrefetchDistance].delta < 0 &&
+                    changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
+                    prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
+                }
+                const MergeDeltas::Change& change = changes[at];
+                if (change.delta > 0 || change.pair == PairIdMap::kMissing) continue;
+                PairRecord& record = pairs_[change.pair];
+                record.count += change.delta;
+                if (record.count > bar_) {
+                    contenders_[share].push_back(change.pair);
+                } else if (record.count == 0) {
+                    record.clear_words();  // dead for good: free its word list
+                }
+            }
+            // Blocks of 64 records, so that no two threads write to one cache line.
+            for (const MergeDeltas::Listing& listing : deltas.listings()) {
+                const PairId pair = changes[listing.change].pair;
+                if (pair != PairIdMap::kMissing && (size_t(pair) >> 6) % shares == share) {
+                    pairs_[pair].list_word(listing.word);
+                }
+            }
+        });
+        for (size_t share = 0; share < shares; ++share) {
+            for (const PairId pair : contenders_[share]) push(pair);
+            contenders_[share].clear();
+        }
+    }
+
+    // merge_word on the words [first, last) of a list.
+    // Perf: the words are scattered over memory, and waiting for each one's first cache line is
+    // most of the time; the list is known in advance, so fetch a few words ahead.
+    void rewrite_words(const WordId* first, const WordId* last, TokenId left, TokenId right, TokenId new_token,
+                       MergeDeltas& deltas) {
+        const size_t num_words = size_t(last - first);
+        for (size_t at = 0; at < num_words; ++at) {
+            if (at + 2 * kPrefetchDistance < num_words) prefetch(&words_[first[at + 2 * kPrefetchDistance]]);
+            if (at + kPrefetchDistance < num_words) {
+                prefetch(symbols_.data() + words_[first[at + kPrefetchDistance]].begin);
+            }
+            merge_word(first[at], left, right, new_token, deltas);
+        }
+    }
+
+    // Rewrites one word in place and records the pair count changes around each occurrence only,
+    // in `deltas`. A word listed under a pair may have lost it since; it then has no occurrence and
+    // is skipped, which makes lazy index entries harmless.
     //
     // Why only neighbourhoods: an old pair (s[j], s[j+1]) changes iff j or j + 1 is inside a merged
     // occurrence; a new pair changes iff it contains new_token. All other pairs map one-to-one
     // between the old and new word. So a pair (x, y) of old tokens never reappears once its count
     // reaches 0, and a word only ever gains pairs that contain new_token.
-    void merge_word(WordId word, TokenId left, TokenId right, TokenId new_token) {
+    // Perf: one pass from the first occurrence on (the symbols before it stay put), occurrences
+    // found four symbols at a time (find_pair); the words are long on average (35 symbols on the
+    // OWT-like corpus) and a merge usually occurs once in them.
+    void merge_word(WordId word, TokenId left, TokenId right, TokenId new_token, MergeDeltas& deltas) {
         Word& info = words_[word];
         TokenId* symbols = symbols_.data() + info.begin;
         const uint32_t length = info.length;
+        uint32_t at = find_pair(symbols, 0, length, left, right);
+        if (at == length) return;
         const int64_t count = info.count;
-
-        // Pass 1, on the old word: subtract each affected pair once. Occurrences can share a
-        // neighbour ("a b a b": the (b, a) between them), hence `next_unsubtracted`.
+        const auto gain = [&](TokenId x, TokenId y) { deltas.list(deltas.add(pair_key(x, y), count), word); };
+        uint32_t written = at;  // the write position never passes the read position
         uint32_t next_unsubtracted = 0;
-        bool found = false;
-        for (uint32_t at = 0; at + 1 < length; ++at) {
-            if (symbols[at] != left || symbols[at + 1] != right) continue;
-            found = true;
+        while (at < length) {
+            // The old pairs around this occurrence, each once: occurrences can share a neighbour
+            // ("a b a b": the (b, a) between them), hence `next_unsubtracted`. Writes so far are all
+            // before at - 1, so these are still the old symbols.
             const uint32_t first = std::max(next_unsubtracted, at == 0 ? 0u : at - 1);
             const uint32_t last = std::min(at + 1, length - 2);  // pair index j covers s[j], s[j + 1]
-            for (uint32_t j = first; j <= last; ++j) deltas_.add(pair_key(symbols[j], symbols[j + 1]), -count);
+            for (uint32_t j = first; j <= last; ++j) deltas.add(pair_key(symbols[j], symbols[j + 1]), -count);
             next_unsubtracted = last + 1;
-            ++at;  // non-overlapping: "a a a" with (a, a) merges only the first two
-        }
-        if (!found) return;
-
-        // Pass 2: rewrite in place (the write position never passes the read position) and add
-        // the pairs that contain the new token.
-        uint32_t written = 0;
-        for (uint32_t at = 0; at < length; ++written) {
-            TokenId symbol;
-            if (at + 1 < length && symbols[at] == left && symbols[at + 1] == right) {
-                symbol = new_token;
-                at += 2;
-            } else {
-                symbol = symbols[at];
-                at += 1;
-            }
-            symbols[written] = symbol;
-            if (written > 0 && (symbol == new_token || symbols[written - 1] == new_token)) {
-                deltas_.list(deltas_.add(pair_key(symbols[written - 1], symbol), count), word);
+            if (written > 0) gain(symbols[written - 1], new_token);
+            symbols[written++] = new_token;
+            // Non-overlapping: "a a a" with (a, a) merges only the first two.
+            const uint32_t gap = at + 2;
+            at = find_pair(symbols, gap, length, left, right);
+            if (gap < at) {  // old symbols up to the next occurrence (or the end) move left
+                gain(new_token, symbols[gap]);
+                std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(TokenId));
+                written += at - gap;
             }
         }
         info.length = written;
@@ -445,7 +564,9 @@ private:
     std::vector<HeapEntry> heap_;
     int64_t bar_ = INT64_MAX;  // pairs counting more are in the heap; the first pop lowers it
     size_t heap_size_after_build_ = 0;
-    MergeDeltas deltas_;
+    std::vector<MergeDeltas> deltas_;          // one per thread
+    std::vector<std::vector<PairId>> contenders_;  // per thread: pairs to push on the heap
+    ParallelChoice parallel_choice_;
 
     // Pairs born below the birth floor are not tracked (see kBirthFloorDivisor); the pairs are
     // pruned when more than prune_at_ are tracked.
@@ -458,9 +579,9 @@ private:
 
 // The whole algorithm (bpe_v4's, cs336_basics/bpe_v4.py, with the tables above).
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
-                                void* context, int num_threads, size_t prune_pairs) {
+                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
     if (num_merges == 0) return {};
-    Trainer trainer(prune_pairs);
+    Trainer trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs);
     trainer.load_words(words);                 // every word as its bytes, once
     trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
     std::vector<Merge> merges;

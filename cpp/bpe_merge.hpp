@@ -1,5 +1,6 @@
-// The BPE merge loop (bpe_v6, and bpe_v7 after its own counting): word counts in, merges out.
-// Pure C++17 with no Python dependency; cs336_basics/_merge_cpp.pyx is the binding.
+// The BPE merge loop (bpe_v6 on one thread, bpe_v7 on its threads after its own counting): word
+// counts in, merges out. Pure C++17 with no Python dependency; cs336_basics/_merge_cpp.pyx (counts
+// in a dict) and _native.pyx (counts in C++) are the bindings.
 #pragma once
 
 #include <cstddef>
@@ -34,12 +35,16 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
 // greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
 // fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
-// `num_threads` threads count the initial pairs (when built with OpenMP; the merges themselves run
-// on the calling thread). Once more than `prune_pairs` pairs are tracked, the pairs that count too
-// little to matter are pruned (see bpe_merge.cpp). The result depends on neither.
+// `num_threads` threads (when built with OpenMP) count the initial pairs, and rewrite the words of
+// a merge that touches at least `parallel_words` words while that proves faster than one thread
+// (timed as it runs; 0: every merge, for tests); one thread is the serial loop. Once
+// more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
+// (see bpe_merge.cpp). The result depends on none of these.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 22;
+constexpr size_t kDefaultParallelWords = 4096;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
-                                int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs);
+                                int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
+                                size_t parallel_words = kDefaultParallelWords);
 
 }  // namespace bpe

@@ -1,9 +1,10 @@
 // The one open-addressing hash table of the native code: 64-bit integer keys (pairs of token ids,
 // left << 32 | right) to small values, in one array of {key, value} slots with linear probing, so
-// a lookup is usually one cache line. Used for the merge loop's pair ids and the encoder's merge
-// ranks. (The word counter's table, word_table.hpp, keeps words of any length inline and is built
-// for batched, prefetched lookups; the merge loop's per-merge scratch table, MergeDeltas, is
-// emptied after every merge by the slots it used. Neither fits a general map.)
+// a lookup is usually one cache line. Used for the merge loop's pair ids. (The encoder's pair ranks,
+// bpe_encode.cpp, keep a check of the hash instead of the key, to stay in the L2 cache; the word
+// counter's table, word_table.hpp, keeps words of any length inline and is built for batched,
+// prefetched lookups; the merge loop's per-merge scratch table, MergeDeltas, is emptied after every
+// merge by the slots it used. None fits a general map.)
 #pragma once
 
 #include <cstddef>
@@ -19,8 +20,8 @@ inline uint64_t pair_key(uint32_t left, uint32_t right) { return (uint64_t(left)
 template <typename Value>
 class IntegerMap {
 public:
-    // The one key that cannot be stored: it marks empty slots. Pairs of token ids below 2^31 (the
-    // merge loop) or below 2^32 - 1 (the encoder) never form it.
+    // The one key that cannot be stored: it marks empty slots. Pairs of token ids below 2^31 never
+    // form it.
     static constexpr uint64_t kEmptyKey = ~uint64_t{0};
 
     // Room for `expected` keys before the first growth.
@@ -49,6 +50,15 @@ public:
         // Load factor at most 1/2 keeps linear-probing runs short.
         if (++size_ * 2 > slots_.size()) resize(slots_.size() * 2);
         return value;
+    }
+
+    // Starts loading the slot where a lookup of `key` begins, so a lookup a little later does not wait.
+    void prefetch(uint64_t key) const {
+#if defined(__GNUC__) || defined(__clang__)
+        __builtin_prefetch(&slots_[home(key)]);
+#else
+        (void)key;
+#endif
     }
 
     size_t size() const { return size_; }

@@ -109,6 +109,7 @@ public:
     static constexpr PairId kMissing = -1;
 
     PairId find(uint64_t key) const { return ids_.find(key, kMissing); }
+    void prefetch(uint64_t key) const { ids_.prefetch(key); }
 
     // The id of `key`, inserting `new_id` first if the key is absent.
     PairId find_or_insert(uint64_t key, PairId new_id) { return ids_.find_or_insert(key, new_id); }
@@ -262,6 +263,18 @@ public:
 
     void list(uint32_t change, WordId word) { listings_.push_back({change, word}); }
 
+    // Adds `other`'s changes and then its listings, as if they had been recorded here after this
+    // table's own; empties `other`.
+    void absorb(MergeDeltas& other) {
+        renumbered_.resize(other.changes_.size());
+        for (size_t index = 0; index < other.changes_.size(); ++index) {
+            renumbered_[index] = add(other.changes_[index].key, other.changes_[index].delta);
+        }
+        listings_.reserve(listings_.size() + other.listings_.size());
+        for (const Listing& listing : other.listings_) listings_.push_back({renumbered_[listing.change], listing.word});
+        other.clear();
+    }
+
     std::vector<Change>& changes() { return changes_; }
     const std::vector<Listing>& listings() const { return listings_; }
 
@@ -291,6 +304,7 @@ private:
     std::vector<Change> changes_;
     std::vector<Listing> listings_;
     std::vector<uint32_t> slots_;  // index + 1 into changes_, 0 when empty
+    std::vector<uint32_t> renumbered_;  // absorb's scratch: another table's change index -> ours
     int shift_;
 };
 

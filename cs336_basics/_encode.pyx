@@ -2,31 +2,118 @@
 """The binding to `bpe::Encoder` (cpp/bpe_encode.hpp), the compiled path of cs336_basics.tokenizer.
 
 It only converts types: the tokenizer's tables into the C++ encoder once, then per call the text's
-UTF-8 bytes in and an `array('I')` of ids out, with the GIL released while the C++ runs. Checks of
-the vocabulary and merges, and the error messages, live in tokenizer.py.
+UTF-8 bytes in and an `array('I')` of ids out (the C++ writes into the array itself), with the GIL
+released while the C++ runs. Checks of the vocabulary and merges, and the error messages, live in
+tokenizer.py.
 """
 
+import os
+
 cimport cs336_basics._libbpe as lib
-from cpython.array cimport array, clone
+from cpython.array cimport array, clone, resize
+from cpython.list cimport PyList_New
+from cpython.long cimport PyLong_FromUnsignedLong
+from cpython.ref cimport PyObject
+from libc.stdlib cimport free, malloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
-from libc.stdint cimport uint32_t
-from libc.string cimport memcpy
+from libc.errno cimport errno
+from libc.stdint cimport uint16_t, uint32_t
+from libcpp cimport bool as cbool
 from libcpp.pair cimport pair
 from libcpp.string cimport string
 from libcpp.string_view cimport string_view
 from libcpp.vector cimport vector
+from posix.unistd cimport write
+
+from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
+
+# Raw list access, without Cython's reference counting of each item: encode_list stores millions.
+cdef extern from "Python.h":
+    PyObject** PySequence_Fast_ITEMS(object sequence)
+    void Py_INCREF(PyObject* value)
+    PyObject* PyLong_FromUnsignedLong_raw "PyLong_FromUnsignedLong"(unsigned long value)
 
 cdef array UINT32_ARRAY = array("I")
+cdef array UINT16_ARRAY = array("H")
 assert UINT32_ARRAY.itemsize == sizeof(uint32_t), "array('I') must hold 32-bit unsigned ints"
+assert UINT16_ARRAY.itemsize == sizeof(uint16_t), "array('H') must hold 16-bit unsigned ints"
+# encode_list shares one int object per id below this (a list of ids then costs no int allocation).
+cdef size_t SHARED_INTS_LIMIT = 1 << 22
+
+
+cdef class _Utf8:
+    """A str's UTF-8 bytes for the C++: CPython's own copy for an ASCII str (no copy made), else a
+    temporary encoding kept alive here (rather than a UTF-8 cache kept alive inside the caller's str)."""
+
+    cdef object owner
+    cdef string_view view
+
+    def __cinit__(self, str text):
+        cdef const char* data
+        cdef Py_ssize_t size
+        if text.isascii():
+            data = PyUnicode_AsUTF8AndSize(text, &size)
+            self.owner = text
+        else:
+            self.owner = text.encode("utf-8")
+            data = self.owner
+            size = len(self.owner)
+        self.view = string_view(data, <size_t>size)
+
+
+cdef struct IdWriter:
+    # Where encode_file's ids go: appended to `collected`, or written to the file descriptor `fd` as
+    # `id_bytes`-byte unsigned ints in the machine's byte order (`narrow` holds the 16-bit copy).
+    vector[uint32_t]* collected
+    vector[uint16_t]* narrow
+    int fd
+    int id_bytes
+    int write_errno  # set when a write failed
+    bint report_progress
+    ProgressRelay relay
+
+
+cdef bint write_all(int fd, const char* data, size_t size, int* failure) noexcept nogil:
+    cdef Py_ssize_t written
+    while size > 0:
+        written = write(fd, data, size)
+        if written < 0:
+            if errno == 4:  # EINTR: a signal arrived; its handler runs at the next progress call
+                continue
+            failure[0] = errno
+            return False
+        data += written
+        size -= <size_t>written
+    return True
+
+
+cdef cbool take_ids(void* context, const uint32_t* ids, size_t count, size_t bytes_done) noexcept nogil:
+    cdef IdWriter* writer = <IdWriter*>context
+    cdef size_t i
+    if writer.collected != NULL:
+        writer.collected.insert(writer.collected.end(), ids, ids + count)
+    elif writer.id_bytes == 2:
+        writer.narrow.resize(count)
+        for i in range(count):
+            writer.narrow[0][i] = <uint16_t>ids[i]
+        if not write_all(writer.fd, <const char*>writer.narrow.data(), count * 2, &writer.write_errno):
+            return True
+    elif not write_all(writer.fd, <const char*>ids, count * 4, &writer.write_errno):
+        return True
+    return writer.report_progress and relay_progress(&writer.relay, bytes_done)
 
 
 cdef class NativeEncoder:
     """`byte_ids`: the id of each byte 0..255; `merges`: (left id, right id, merged id) in rank
-    order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of the word cache."""
+    order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of each thread's cache."""
 
     cdef lib.Encoder* encoder
+    cdef list ints  # ints[i] is i, for every id below SHARED_INTS_LIMIT
 
     def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots):
+        largest = max(max(byte_ids), max([merged for _, _, merged in merges], default=0),
+                      max([token_id for _, token_id in special_tokens], default=0))
+        self.ints = list(range(min(largest + 1, SHARED_INTS_LIMIT)))
         cdef vector[uint32_t] c_byte_ids = byte_ids
         cdef vector[lib.MergeRule] c_merges
         cdef lib.MergeRule rule
@@ -45,22 +132,100 @@ cdef class NativeEncoder:
 
     def encode(self, str text) -> array:
         """The ids of `text`, special tokens included."""
-        cdef bytes utf8
-        cdef const char* data
-        cdef Py_ssize_t size
-        if text.isascii():  # then CPython stores the str as its own UTF-8: no copy
-            data = PyUnicode_AsUTF8AndSize(text, &size)
-        else:  # a temporary copy, rather than a UTF-8 cache kept alive inside the caller's str
-            utf8 = text.encode("utf-8")
-            data = utf8
-            size = len(utf8)
-        cdef vector[uint32_t] ids
+        cdef _Utf8 utf8 = _Utf8(text)
+        # Room for the worst case, one id per byte (and the two spare the C++ asks for): pages never
+        # written are never touched, and the resize below gives the rest back.
+        cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>utf8.view.size() + 2, False)
+        cdef size_t count
         with nogil:
-            # Text runs 2.5 to 4.5 bytes per token; reserving 2 spares the regrowth copies, and the
-            # pages of the part never written are never touched.
-            ids.reserve(<size_t>size // 2 + 16)
-            self.encoder.encode(string_view(data, <size_t>size), ids)
-        cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>ids.size(), False)
-        if ids.size():
-            memcpy(result.data.as_voidptr, ids.data(), ids.size() * sizeof(uint32_t))
+            count = self.encoder.encode(utf8.view, <uint32_t*>result.data.as_voidptr)
+        resize(result, <Py_ssize_t>count)
+        return result
+
+    def encode_list(self, str text) -> list:
+        """The ids of `text` as a list of ints, each id's int object shared (no allocation per id)."""
+        cdef _Utf8 utf8 = _Utf8(text)
+        cdef uint32_t* ids = <uint32_t*>malloc((utf8.view.size() + 2) * sizeof(uint32_t))
+        if ids == NULL:
+            raise MemoryError()
+        cdef size_t count, i
+        cdef list result
+        cdef PyObject** shared_ints = PySequence_Fast_ITEMS(self.ints)
+        cdef size_t shared = len(self.ints)
+        cdef PyObject** items
+        cdef PyObject* value
+        try:
+            with nogil:
+                count = self.encoder.encode(utf8.view, ids)
+            result = PyList_New(<Py_ssize_t>count)
+            items = PySequence_Fast_ITEMS(result)
+            for i in range(count):
+                if ids[i] < shared:
+                    value = shared_ints[ids[i]]
+                    Py_INCREF(value)
+                else:
+                    value = PyLong_FromUnsignedLong_raw(ids[i])
+                    if value == NULL:  # out of memory: the list so far is freed with `result`
+                        raise MemoryError()
+                items[i] = value  # the list owns the reference
+        finally:
+            free(ids)
+        return result
+
+    def encode_batch(self, list texts, int num_threads) -> list:
+        """The ids of each text, encoded on `num_threads` threads (<= 0: OpenMP's default)."""
+        cdef list sources = [_Utf8(text) for text in texts]
+        cdef list results = []
+        cdef vector[string_view] views
+        cdef vector[uint32_t*] outs
+        cdef vector[size_t] counts = vector[size_t](len(sources))
+        cdef _Utf8 source
+        cdef array ids
+        for source in sources:
+            ids = clone(UINT32_ARRAY, <Py_ssize_t>source.view.size() + 2, False)
+            results.append(ids)
+            views.push_back(source.view)
+            outs.push_back(<uint32_t*>ids.data.as_voidptr)
+        with nogil:
+            self.encoder.encode_batch(views, outs.data(), counts.data(), num_threads)
+        for i in range(len(results)):
+            resize(results[i], <Py_ssize_t>counts[i])
+        return results
+
+    def encode_file(self, path, int num_threads, size_t chunk_bytes, int id_bytes, int fd=-1, progress=None):
+        """The ids of the UTF-8 file at `path` as an array of `id_bytes`-byte ints ('H' or 'I'), or,
+        given a file descriptor `fd`, written there in the machine's byte order, returning how many.
+        `progress` (optional) is called with the bytes encoded since its previous call."""
+        cdef string c_path = os.fsencode(path)
+        cdef vector[uint32_t] collected
+        cdef vector[uint16_t] narrow
+        cdef IdWriter writer
+        cdef size_t total
+        errors = []
+        writer.collected = &collected if fd < 0 else NULL
+        writer.narrow = &narrow
+        writer.fd = fd
+        writer.id_bytes = id_bytes
+        writer.write_errno = 0
+        writer.report_progress = progress is not None
+        start_relay(&writer.relay, progress, errors, 1)
+        with nogil:
+            total = self.encoder.encode_file(c_path, num_threads, chunk_bytes, take_ids, &writer)
+        if errors:
+            raise errors[0]
+        if writer.write_errno:
+            raise OSError(writer.write_errno, os.strerror(writer.write_errno))
+        if fd >= 0:
+            return total
+        cdef array result = clone(UINT32_ARRAY if id_bytes == 4 else UINT16_ARRAY, <Py_ssize_t>total, False)
+        cdef uint16_t* narrow_out = <uint16_t*>result.data.as_voidptr
+        cdef uint32_t* wide_out = <uint32_t*>result.data.as_voidptr
+        cdef size_t i
+        with nogil:
+            if id_bytes == 4:
+                for i in range(total):
+                    wide_out[i] = collected[i]
+            else:
+                for i in range(total):
+                    narrow_out[i] = <uint16_t>collected[i]
         return result

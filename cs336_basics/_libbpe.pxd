@@ -29,11 +29,12 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
 
     ctypedef pair[string, string] Merge
     size_t kDefaultPrunePairs
+    size_t kDefaultParallelWords
     ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop
 
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-        int num_threads, size_t prune_pairs
+        int num_threads, size_t prune_pairs, size_t parallel_words
     ) except +
 
 
@@ -70,12 +71,28 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
     ) except +
 
 
+# count_table.hpp: whole word-count tables: sums, the count file's order and arrays.
+cdef extern from "count_table.hpp" namespace "bpe" nogil:
+    WordCounts add_word_counts(const vector[const WordCounts*]& tables) except +
+    vector[WordCounts] split_into_slices(const WordCounts& words, size_t num_slices) except +
+    WordCounts concatenate_word_counts(const vector[const WordCounts*]& tables) except +
+    WordCounts sorted_by_bytes(const WordCounts& words) except +
+    size_t first_unordered_word(const WordCounts& words)
+    WordCounts word_counts_from_arrays(
+        const char* blob, size_t blob_size, const void* lengths, const void* counts, size_t num_words
+    ) except +
+    void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
+
+
 # bpe_encode.hpp: encoding text with a trained vocabulary (the tokenizer).
 cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
     cdef struct MergeRule:
         uint32_t left
         uint32_t right
         uint32_t merged
+
+    # true: stop
+    ctypedef cbool (*IdSink)(void* context, const uint32_t* ids, size_t count, size_t bytes_done) noexcept nogil
 
     cdef cppclass Encoder:
         Encoder(
@@ -84,5 +101,11 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
             const vector[pair[string, uint32_t]]& special_tokens,
             size_t cache_slots,
         ) except +
-        void encode(string_view text, vector[uint32_t]& out) except +
+        size_t encode(string_view text, uint32_t* out) except +
+        void encode_batch(
+            const vector[string_view]& texts, uint32_t* const* outs, size_t* counts, int threads
+        ) except +
+        size_t encode_file(
+            const string& path, int threads, size_t chunk_bytes, IdSink sink, void* context
+        ) except +
         size_t cache_slots()

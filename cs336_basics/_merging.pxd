@@ -11,16 +11,22 @@ cdef enum:
     PROGRESS_EVERY_MERGES = 100
 
 
+cdef inline size_t size_or_default(object value, str name, size_t default) except? 0:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
+    return value
+
+
 cdef inline list train_merges(
-    const lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs
+    const lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
+    object parallel_words
 ):
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
-    cdef size_t prune_limit = lib.kDefaultPrunePairs
-    if prune_pairs is not None:
-        if isinstance(prune_pairs, bool) or not isinstance(prune_pairs, int) or prune_pairs < 0:
-            raise ValueError(f"prune_pairs must be a non-negative integer or None, got {prune_pairs!r}")
-        prune_limit = prune_pairs
+    cdef size_t prune_limit = size_or_default(prune_pairs, "prune_pairs", lib.kDefaultPrunePairs)
+    cdef size_t parallel_limit = size_or_default(parallel_words, "parallel_words", lib.kDefaultParallelWords)
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, PROGRESS_EVERY_MERGES)
@@ -30,7 +36,9 @@ cdef inline list train_merges(
     cdef size_t wanted = num_merges
     cdef vector[lib.Merge] merges
     with nogil:
-        merges = lib.train_merges(words, wanted, callback, &relay, num_threads, prune_limit)
+        merges = lib.train_merges(
+            words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit
+        )
     flush_progress(&relay, merges.size())
     if errors:
         raise errors[0]

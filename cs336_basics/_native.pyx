@@ -10,8 +10,10 @@ offset counted in bytes from the start of the input; running out of memory raise
 
 import os
 from collections.abc import Callable, Iterable
+from pickle import PickleBuffer
 
 cimport cs336_basics._libbpe as lib
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.string cimport string
@@ -152,6 +154,12 @@ cdef NativeWordCounts wrap_counts(lib.WordCounts& counted, const lib.CountReport
     return result
 
 
+cdef NativeWordCounts wrap_table(lib.WordCounts& table):
+    """A table that was not counted here (summed, sorted, loaded): merge() on OpenMP's default threads."""
+    cdef lib.CountReport no_count
+    return wrap_counts(table, no_count, checked_threads(None))
+
+
 def count_words(
     input_path: str | os.PathLike,
     special_tokens: Iterable[str] = (),
@@ -225,11 +233,123 @@ cdef class NativeWordCounts:
         return result
 
     def merge(
-        self, num_merges: int, progress: Callable[[int], object] | None = None, *, prune_pairs: int | None = None
+        self,
+        num_merges: int,
+        progress: Callable[[int], object] | None = None,
+        *,
+        prune_pairs: int | None = None,
+        parallel_words: int | None = None,
     ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
-        creation order, run by the C++ merge loop without the GIL (the initial pairs counted on the
-        threads the words were counted on). `progress`, if given, is called now and then with the
-        merges done since its previous call (so `tqdm.update` fits). `prune_pairs` as for
+        creation order, run by the C++ merge loop without the GIL on the threads the words were
+        counted on. `progress`, if given, is called now and then with the merges done since its
+        previous call (so `tqdm.update` fits). `prune_pairs` and `parallel_words` as for
         `_merge_cpp.merge`."""
-        return train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs)
+        return train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs, parallel_words)
+
+    def total_count(self) -> int:
+        """The counts added up: how many words were counted."""
+        cdef size_t index
+        cdef uint64_t part = 0, count
+        total = 0
+        for index in range(self.words.counts.size()):
+            count = <uint64_t>self.words.counts[index]
+            if part + count < part:  # would wrap: move the part into the Python int
+                total += part
+                part = 0
+            part += count
+        return total + part
+
+    def to_arrays(self) -> tuple:
+        """The count file's arrays `(words, lengths, counts)`: the words' bytes back to back, their
+        lengths (uint32) and their counts (uint64), in native byte order and this table's word order."""
+        cdef size_t size = self.words.counts.size()
+        cdef bytes lengths = PyBytes_FromStringAndSize(NULL, 4 * size)
+        cdef bytes counts = PyBytes_FromStringAndSize(NULL, 8 * size)
+        cdef void* length_data = PyBytes_AS_STRING(lengths)
+        cdef void* count_data = PyBytes_AS_STRING(counts)
+        with nogil:
+            lib.word_counts_to_arrays(self.words, length_data, count_data)
+        return <bytes>self.words.bytes, lengths, counts
+
+    def __reduce_ex__(self, protocol):
+        # Pickled as three flat arrays: a few copies of memory, no object per word. With protocol 5
+        # (Dask's) they go out of band: sent as they are, not copied into the pickle stream.
+        arrays = self.to_arrays()
+        if protocol >= 5:
+            arrays = tuple(PickleBuffer(array) for array in arrays)
+        return word_counts_from_arrays, arrays
+
+    def split_into_slices(self, num_slices: int) -> list:
+        """These words cut into `num_slices` tables by a hash of the word, the same for every table
+        (tables summed slice by slice share no word: their sums concatenate)."""
+        if num_slices < 1:
+            raise ValueError(f"num_slices must be positive, got {num_slices!r}")
+        cdef vector[lib.WordCounts] slices
+        cdef size_t count = num_slices
+        with nogil:
+            slices = lib.split_into_slices(self.words, count)
+        return [wrap_table(slices[index]) for index in range(slices.size())]
+
+    def sorted_by_bytes(self) -> NativeWordCounts:
+        """The same counts, words in ascending byte order (the count file's order)."""
+        cdef lib.WordCounts sorted_words
+        with nogil:
+            sorted_words = lib.sorted_by_bytes(self.words)
+        return wrap_table(sorted_words)
+
+    def first_unordered_word(self) -> int:
+        """The index of the first word not strictly greater than the one before, else len(self)."""
+        return lib.first_unordered_word(self.words)
+
+
+def word_counts_from_arrays(
+    const unsigned char[::1] words not None,
+    const unsigned char[::1] lengths not None,
+    const unsigned char[::1] counts not None,
+) -> NativeWordCounts:
+    """A table from the count file's arrays (see NativeWordCounts.to_arrays; bytes-like, native byte
+    order). ValueError when they do not fit together or a count is 0; OverflowError when a count
+    does not fit in int64 (the caller keeps such a table in Python)."""
+    cdef size_t size = <size_t>lengths.shape[0] // 4
+    if <size_t>lengths.shape[0] != 4 * size or <size_t>counts.shape[0] != 8 * size:
+        raise ValueError(
+            f"word-count arrays: {lengths.shape[0]} bytes of lengths and {counts.shape[0]} bytes of counts "
+            "are not 4 and 8 bytes a word"
+        )
+    cdef string_view blob = view_of(words)
+    cdef const void* length_data = &lengths[0] if size else NULL
+    cdef const void* count_data = &counts[0] if size else NULL
+    cdef lib.WordCounts table
+    with nogil:
+        table = lib.word_counts_from_arrays(blob.data(), blob.size(), length_data, count_data, size)
+    return wrap_table(table)
+
+
+cdef vector[const lib.WordCounts*] table_pointers(list held):
+    cdef vector[const lib.WordCounts*] pointers
+    cdef NativeWordCounts table
+    for table in held:
+        pointers.push_back(&table.words)
+    return pointers
+
+
+def concatenate_word_counts(tables: Iterable[NativeWordCounts]) -> NativeWordCounts:
+    """The tables one after the other, as a new table: their sum when no word is in two of them."""
+    held = list(tables)  # keeps every table alive while C++ reads it
+    cdef vector[const lib.WordCounts*] pointers = table_pointers(held)
+    cdef lib.WordCounts total
+    with nogil:
+        total = lib.concatenate_word_counts(pointers)
+    return wrap_table(total)
+
+
+def add_word_counts(tables: Iterable[NativeWordCounts]) -> NativeWordCounts:
+    """The sum of native tables, as a new table (the inputs are not changed): every distinct word
+    once, in the order of first appearance. OverflowError when a sum does not fit in int64."""
+    held = list(tables)  # keeps every table alive while C++ reads it
+    cdef vector[const lib.WordCounts*] pointers = table_pointers(held)
+    cdef lib.WordCounts total
+    with nogil:
+        total = lib.add_word_counts(pointers)
+    return wrap_table(total)

@@ -6,7 +6,8 @@ one small record per pair, and prefetching of the words a merge touches. Within 
 pairs next to a merged occurrence change; a merge sums its changes in a small table before it
 touches the big ones, the heap holds only pairs that can still win soon, and pairs born too rare to
 ever be merged are pruned (exactly: if one could still win, every pair is counted again).
-`_merge_cpp.pyx` only converts the word counts and the merges. Pre-tokenization is bpe_v3's.
+`_merge_cpp.pyx` only converts the word counts and the merges. v6 runs the loop on one thread
+(bpe_v7 runs the same loop on its threads). Pre-tokenization is bpe_v3's.
 """
 
 from __future__ import annotations

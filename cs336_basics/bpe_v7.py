@@ -5,7 +5,9 @@ manages a few MB/s per core, and v3's worker processes add pickling of their cou
 the file, cuts it into chunks at special tokens (or whitespace that splits no pre-token), and lets
 OpenMP threads run a hand-written GPT-2 pre-tokenizer (`cpp/pretokenize.hpp`, its Unicode classes
 generated from the `regex` package) and count words into per-thread tables that are merged at the
-end. The word counts never become Python objects: they go straight to v6's C++ merge loop.
+end. The word counts never become Python objects: they go straight to the C++ merge loop, which v7
+runs on the same threads: a merge that touches many words has them rewritten by every thread, and
+its count changes applied side by side (`cpp/bpe_merge.cpp`; bpe_v6 runs the loop on one thread).
 Without OpenMP in the build it runs the same code on one thread, and says so once.
 """
 
@@ -15,7 +17,7 @@ import os
 import warnings
 from os import PathLike
 
-from . import _native, bpe_v6
+from . import _merge_cpp, _native
 from ._common import Merges, WordCounts, check_input_file
 from .backend import effective_num_threads, openmp_enabled
 from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
@@ -57,7 +59,8 @@ def pretokenize_and_count(
 def merge(
     word_counts: _native.NativeWordCounts | WordCounts, num_merges: int, report: Report = ignore_progress
 ) -> Merges:
-    """v6's C++ merge loop, fed directly from the native word counts (a dict goes through v6)."""
+    """The C++ merge loop on every thread, fed directly from the native word counts (a dict is
+    converted first)."""
     if isinstance(word_counts, dict):
-        return bpe_v6.merge(word_counts, num_merges, report)
+        return _merge_cpp.merge(word_counts, num_merges, report, num_threads=effective_num_threads())
     return word_counts.merge(num_merges, report)

@@ -10,8 +10,12 @@ The inputs, read as if concatenated, are cut into tasks of about `task_bytes` by
 splits no pre-token, as v7 cuts its chunks; file boundaries need no cut, and small files share a
 task). Each task runs the native counter (one thread) on its bytes, memory-mapped when it is one
 range of a local file, else read (locally or through fsspec) and joined, so a worker holds one
-task's bytes plus one count table, whatever the input size. The count tables are added up on the
-workers in a tree (`fan_in` tables per addition); only the final table travels to the client.
+task's bytes plus one count table, whatever the input size. Each task cuts its table into slices by
+a hash of the word (one per worker); the slices are added up on the workers, one tree per slice
+(`fan_in` tables per addition), so the tops of the trees run in parallel and their sums share no
+word: the client only concatenates them. Tables stay in C++ throughout (they travel between
+processes as three flat arrays: words, lengths, counts), and the client keeps the result in C++
+for bpe_v7 or a count file.
 Tasks are pure functions of their (small) arguments and never change their inputs, so when Dask
 re-runs a task after an error or a lost worker, nothing is lost or counted twice: a result either
 arrives once or the task runs again.
@@ -23,6 +27,7 @@ fsspec URLs. Needs the `cluster` extra: pip install -e ".[cluster]".
 
 from __future__ import annotations
 
+import operator
 import os
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,16 +39,19 @@ from tqdm import tqdm
 from ._common import GPT2_SPLIT_PATTERN, BPEInputError, check_special_tokens
 from .backend import usable_cores
 from .word_counts import (
+    CountTable,
     CountTask,
     WordCounts,
-    add_count_tables,
+    add_tables,
+    concatenate_slices,
     count_task,
     plan_count_tasks,
+    split_table,
     task_size,
 )
 
 if TYPE_CHECKING:
-    from distributed import Client
+    from distributed import Client, Future
 
 __all__ = ["DEFAULT_TASK_BYTES", "connect", "count_words_on_cluster", "pack_table", "sum_tables", "unpack_table"]
 
@@ -88,29 +96,28 @@ def connect(spec: str) -> Iterator[Client]:
         raise BPEInputError(f"--cluster {spec!r}: use local, local:N or a scheduler address like tcp://host:8786")
 
 
-def pack_table(table: Mapping[bytes, int]) -> bytes:
-    """A count table as one bytes object for the trip between processes. Dask serializes a dict
-    entry by entry (seconds for 200,000 words); one pickled blob moves in milliseconds."""
-    return pickle.dumps(dict(table), protocol=pickle.HIGHEST_PROTOCOL)
+def pack_table(table: CountTable) -> CountTable | bytes:
+    """A count table for the trip between processes. A native table pickles itself as three flat
+    arrays; a dict becomes one pickled blob (Dask would serialize it entry by entry, seconds for
+    200,000 words)."""
+    if isinstance(table, dict):
+        return pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)
+    return table
 
 
-def unpack_table(packed: bytes) -> dict[bytes, int]:
-    return pickle.loads(packed)
+def unpack_table(packed: CountTable | bytes) -> CountTable:
+    return pickle.loads(packed) if isinstance(packed, bytes) else packed
 
 
-def count_packed(count: Callable[..., dict[bytes, int]], *args: object) -> bytes:
-    """One counting task on a worker: `count(*args)`, packed."""
-    return pack_table(count(*args))
+def count_sliced(count: Callable[..., CountTable], num_slices: int, *args: object) -> tuple:
+    """One counting task on a worker: `count(*args)` cut into `num_slices` slices by word (see
+    `word_counts.split_table`), each packed."""
+    return tuple(pack_table(table) for table in split_table(count(*args), num_slices))
 
 
-def sum_tables(*packed_tables: bytes) -> bytes:
+def sum_tables(*packed_tables: CountTable | bytes) -> CountTable | bytes:
     """The sum of packed count tables, packed (a new object: the inputs are never changed)."""
-    tables = [unpack_table(packed) for packed in packed_tables]
-    tables.sort(key=len, reverse=True)
-    total = tables[0]
-    for table in tables[1:]:
-        add_count_tables(total, table)
-    return pack_table(total)
+    return pack_table(add_tables([unpack_table(packed) for packed in packed_tables]))
 
 
 def count_words_on_cluster(
@@ -122,15 +129,19 @@ def count_words_on_cluster(
     progress: bool = False,
     retries: int = 3,
     fan_in: int = 8,
+    slices: int | None = None,
     storage_options: Mapping[str, object] | None = None,
-    count: Callable[..., dict[bytes, int]] = count_task,
+    count: Callable[..., CountTable] = count_task,
 ) -> WordCounts:
     """Count the inputs, read as if concatenated, on the cluster behind `client`; equal to
     `word_counts.count_words(paths, special_tokens)`. `retries` is how often Dask may re-run a
-    failed task; `count` is the task function (`word_counts.count_task`'s signature)."""
+    failed task; `count` is the task function (`word_counts.count_task`'s signature). The words are
+    added up in `slices` independent trees of `fan_in` tables per addition (None: one per worker)."""
     specials = check_special_tokens(special_tokens)
     if fan_in < 2:
         raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
+    if slices is not None and slices < 1:
+        raise BPEInputError(f"slices must be positive, got {slices}")
     paths = [os.fspath(path) for path in paths]
     tasks: list[CountTask] = plan_count_tasks(paths, specials, task_bytes=task_bytes, storage_options=storage_options)
     total_bytes = sum(map(task_size, tasks))
@@ -139,16 +150,26 @@ def count_words_on_cluster(
     distributed = _import_distributed()
 
     options = dict(storage_options) if storage_options else None
+    if slices is None:
+        slices = max(1, len(client.scheduler_info().get("workers", {})))
     counted = [
-        client.submit(count_packed, count, task, specials, 1, options, pure=True, retries=retries) for task in tasks
+        client.submit(count_sliced, count, slices, task, specials, 1, options, pure=True, retries=retries)
+        for task in tasks
     ]
-    # The reduction is submitted up front: additions start as soon as their inputs exist.
-    level = counted
-    while len(level) > 1:
-        level = [
-            client.submit(sum_tables, *level[start : start + fan_in], pure=True, retries=retries)
-            for start in range(0, len(level), fan_in)
-        ]
+    # Each slice of the words is added up in its own tree, submitted up front: additions start as
+    # soon as their inputs exist, and the tops of the trees run on different workers.
+    reduction: list[Future] = []
+    tops = []
+    for index in range(slices):
+        level = [client.submit(operator.getitem, future, index, pure=True) for future in counted]
+        reduction += level
+        while len(level) > 1:
+            level = [
+                client.submit(sum_tables, *level[start : start + fan_in], pure=True, retries=retries)
+                for start in range(0, len(level), fan_in)
+            ]
+            reduction += level
+        tops.append(level[0])
     sizes = {future.key: task_size(task) for future, task in zip(counted, tasks)}
     try:
         with tqdm(total=total_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
@@ -156,10 +177,10 @@ def count_words_on_cluster(
                 if future.status == "error":
                     future.result()  # raises the task's error, after its retries
                 bar.update(sizes[future.key])
-        table = unpack_table(level[0].result())
+        table = concatenate_slices([unpack_table(packed) for packed in client.gather(tops)])
     except BaseException:
         # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
         # the scheduler).
-        client.cancel([future for future in [*counted, *level] if not future.done()])
+        client.cancel([future for future in [*counted, *reduction] if not future.done()])
         raise
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)

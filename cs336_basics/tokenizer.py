@@ -7,6 +7,8 @@
     with open("big.txt") as file:                 # constant memory, any file size
         for token_id in tokenizer.encode_iterable(file):
             ...
+    ids = tokenizer.encode_file("big.txt")        # all cores; array('H') (or 'I' past 65,536 ids)
+    batch = tokenizer.encode_batch(["one", "two"])  # a list of array('I'), on all cores
 
 Encoding follows the training contract (`_common.py`): split on special tokens (the longest wins
 where they overlap; each one becomes its own id), pre-tokenize every piece with the GPT-2 pattern,
@@ -20,10 +22,14 @@ the tests check that both give the same ids.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import operator
 import os
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
 
 import regex
 
@@ -33,17 +39,21 @@ from ._common import (
     Merges,
     Vocab,
     check_special_tokens,
+    check_text_file,
     merge_word,
     special_token_regex,
 )
-from .backend import NativeUnavailable, load_native
+from .backend import NativeUnavailable, effective_num_threads, load_native
 from .serialization import load_tokenizer_files
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
 DEFAULT_CACHE_SIZE = 1 << 12
-# Slots of the native encoder's cache: 64 bytes each (16 MiB of address space, resident as used).
+# Slots of the native encoder's cache, per thread: 48 bytes each (see Tokenizer), so 12 MiB of
+# address space, resident as used.
 DEFAULT_NATIVE_CACHE_SLOTS = 1 << 18
+# encode_file's pure path reads the file in blocks of this many bytes.
+_FILE_BLOCK_BYTES = 1 << 22
 
 # encode_iterable encodes the buffered text once it holds at least this many characters.
 _MIN_PIECE_CHARS = 1 << 12
@@ -73,6 +83,11 @@ def native_available() -> bool:
     return _native_module() is not None
 
 
+def _check_text(text: object) -> None:
+    if not isinstance(text, str):
+        raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+
+
 def _unencodable_error(text: str) -> BPEInputError:
     try:
         text.encode("utf-8")
@@ -90,7 +105,12 @@ class Tokenizer:
     Special tokens missing from `vocab` are added with the next free ids. `native=None` uses the
     compiled encoder when it is available, `False` forces the pure-Python path, `True` requires the
     compiled one. `cache_size` bounds the pure path's pre-token cache (entries), `native_cache_slots`
-    the compiled one's (64-byte slots, allocated here so encoding allocates no cache memory later).
+    the compiled one's, per thread: it reserves `48 * native_cache_slots` bytes of address space
+    (32-byte slots for words of up to 16 bytes and 3 ids, 16 bytes per slot of arena and index for
+    the others), which is its peak memory; pages become resident as the cache fills. The default,
+    2**18 slots, is 12 MiB per thread. The calling thread's cache is reserved here, so that `encode`
+    allocates no cache memory later; encode_batch and encode_file reserve one more per extra thread
+    on first use, kept for later calls. 0 disables caching (every pre-token is merged anew).
     """
 
     def __init__(
@@ -236,9 +256,8 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """The token ids of `text`."""
         if self._native is not None:
-            return self.encode_array(text).tolist()
-        if not isinstance(text, str):
-            raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+            return self._compiled(self._native.encode_list, text)
+        _check_text(text)
         ids: list[int] = []
         try:
             if self._special_regex is None:
@@ -259,12 +278,98 @@ class Tokenizer:
         compiled path (`numpy.frombuffer(result, numpy.uint32)` views it without a copy)."""
         if self._native is None:
             return array("I", self.encode(text))
-        if not isinstance(text, str):
-            raise BPEInputError(f"encode expects a str, got {type(text).__name__}; decode bytes first")
+        return self._compiled(self._native.encode, text)
+
+    @staticmethod
+    def _compiled(method: Callable[[str], object], text: str):
+        """`method(text)` of the compiled encoder, the argument checked and errors worded."""
+        _check_text(text)
         try:
-            return self._native.encode(text)
+            return method(text)
         except UnicodeEncodeError:
             raise _unencodable_error(text) from None
+
+    def encode_batch(self, texts: list[str], *, num_threads: int | None = None) -> list[array]:
+        """The ids of each text, as `encode_array` gives them, encoded in parallel on `num_threads`
+        threads (None: every core; -1 every core, -2 all but one...) with the GIL released."""
+        texts = list(texts)
+        for text in texts:
+            if not isinstance(text, str):
+                raise BPEInputError(f"encode_batch expects strings, got {type(text).__name__}; decode bytes first")
+        if self._native is None:
+            return [array("I", self.encode(text)) for text in texts]
+        threads = effective_num_threads(num_threads)
+        try:
+            return self._native.encode_batch(texts, threads)
+        except UnicodeEncodeError:
+            bad = next(text for text in texts if not _encodable(text))
+            raise _unencodable_error(bad) from None
+
+    @property
+    def id_typecode(self) -> str:
+        """The `array` typecode encode_file uses: "H" (uint16) when every id is below 65,536, else
+        "I" (uint32)."""
+        return "H" if max(self._vocab) < 1 << 16 else "I"
+
+    def encode_file(
+        self, path: str | os.PathLike, *, num_threads: int | None = None, chunk_bytes: int | None = None
+    ) -> array:
+        """The ids of the UTF-8 text file at `path`, as an array of `id_typecode`.
+
+        Compiled: the file is memory-mapped, cut where cutting cannot change the ids (as counting
+        cuts it), and the pieces, of about `chunk_bytes` each (None: automatic), are encoded on
+        `num_threads` threads (None: every core) with the GIL released; the ids are the same for
+        every setting. Pure Python: the file is read in blocks and encoded piece by piece
+        (`split_stream`). With numpy, `numpy.asarray(ids)` views the result without a copy."""
+        path, threads, chunk = self._file_arguments(path, num_threads, chunk_bytes)
+        if self._native is None:
+            ids = array(self.id_typecode)
+            for piece in self._pieces_of_file(path, chunk):
+                ids.extend(self.encode(piece))
+            return ids
+        with _utf8_errors():
+            return self._native.encode_file(os.fspath(path), threads, chunk, _id_bytes(self.id_typecode))
+
+    def encode_file_to(
+        self,
+        path: str | os.PathLike,
+        out: BinaryIO,
+        *,
+        num_threads: int | None = None,
+        chunk_bytes: int | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> int:
+        """Write the ids of the file at `path` to the binary file `out` (at its position) as
+        `id_typecode` ints in the machine's byte order, as `array.tofile` writes them, holding only a
+        few chunks' ids in memory; return how many. `progress`, if given, is called now and then with
+        the input bytes encoded since its previous call. The rest as encode_file."""
+        path, threads, chunk = self._file_arguments(path, num_threads, chunk_bytes)
+        out.flush()  # the compiled path writes to the file descriptor, after what is buffered
+        if self._native is None:
+            count = 0
+            for piece in self._pieces_of_file(path, chunk, progress):
+                ids = array(self.id_typecode, self.encode(piece))
+                ids.tofile(out)
+                count += len(ids)
+            return count
+        with _utf8_errors():
+            return self._native.encode_file(
+                os.fspath(path), threads, chunk, _id_bytes(self.id_typecode), out.fileno(), progress
+            )
+
+    def _file_arguments(self, path: str | os.PathLike, num_threads: int | None, chunk_bytes: int | None):
+        path = check_text_file(path, "input file", allow_empty=True)
+        bad_chunk = isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1
+        if chunk_bytes is not None and bad_chunk:
+            raise BPEInputError(f"chunk_bytes must be a positive integer or None, got {chunk_bytes!r}")
+        threads = effective_num_threads(num_threads) if self._native is not None else 1
+        return path, threads, chunk_bytes or 0
+
+    def _pieces_of_file(
+        self, path: Path, block_bytes: int, progress: Callable[[int], object] | None = None
+    ) -> Iterator[str]:
+        with open(path, "rb") as file:
+            yield from self.split_stream(_decoded_blocks(file, block_bytes or _FILE_BLOCK_BYTES, progress))
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Lazily the ids of `"".join(iterable)`, e.g. of a text file, in constant memory.
@@ -402,6 +507,52 @@ def _blocks(texts: Iterable[str]) -> Iterator[str]:
                 yield text[start : start + _READ_BLOCK_CHARS]
         else:
             yield text
+
+
+def _id_bytes(typecode: str) -> int:
+    return array(typecode).itemsize
+
+
+@contextlib.contextmanager
+def _utf8_errors() -> Iterator[None]:
+    """The compiled encoder's invalid-UTF-8 error (a ValueError naming the byte offset) as the
+    pure path words it."""
+    try:
+        yield
+    except ValueError as error:
+        if "invalid UTF-8" not in str(error):
+            raise
+        raise BPEInputError(f"input is not valid UTF-8: {error}") from None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _decoded_blocks(file: BinaryIO, block_bytes: int, progress: Callable[[int], object] | None = None) -> Iterator[str]:
+    """The text of a binary file in blocks, decoded incrementally (a character may straddle two
+    blocks); `progress`, if given, gets the bytes of each block read."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    while True:
+        block = file.read(block_bytes)
+        try:
+            text = decoder.decode(block, final=not block)
+        except UnicodeDecodeError as error:
+            raise BPEInputError(
+                f"input is not valid UTF-8: invalid UTF-8 at byte offset {offset + error.start} ({error.reason})"
+            ) from None
+        offset += len(block)
+        if progress is not None and block:
+            progress(len(block))
+        if text:
+            yield text
+        if not block:
+            return
 
 
 def _checked_vocab(vocab: object) -> Vocab:

@@ -239,8 +239,9 @@ def train_from_counts(
     progress: bool = False,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
-    mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict, so the
-    result equals training that version on the text the counts came from.
+    mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
+    the table held in C++ that counting and loading make), so the result equals training that
+    version on the text the counts came from.
 
     `special_tokens` default to the ones the counts were made with; other ones are refused, since
     the counts would not be those of the text split on them (a plain mapping carries none, so any
@@ -262,13 +263,14 @@ def train_from_counts(
             )
         if counts.pattern != GPT2_SPLIT_PATTERN:
             raise BPEInputError("the word counts were made with another pre-tokenization pattern than GPT-2's")
-        word_counts = counts.counts
     else:
-        word_counts = dict(counts)
+        counts = WordCounts(dict(counts))
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
     version = load_trainer(name)
+    # bpe_v7 merges a table held in C++ as it is; every other version takes a dict.
+    word_counts = counts.native if name == "bpe_v7" and counts.native is not None else counts.counts
     num_merges = vocab_size - 256 - len(specials)
 
     return _merge_phase(name, version, word_counts, specials, num_merges, progress, "load counts", started)

@@ -33,8 +33,9 @@ Count file format, version 1 (all integers little-endian):
             4               CRC-32 (zlib.crc32) of every byte before it
 
 Words are sorted, so equal counts always give byte-identical files. A file with another magic,
-another version, a failing checksum or a length that does not add up is refused with an error naming
-the file.
+another version, a failing checksum, a length that does not add up, a count of 0 or words not in
+strictly ascending order is refused with an error naming the file. With the compiled module the
+arrays are read straight into a C++ table (`NativeWordCounts`), no Python object per word.
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -73,11 +75,15 @@ __all__ = [
     "CountTask",
     "Segment",
     "WordCountFileError",
+    "CountTable",
     "WordCounts",
     "add_count_tables",
+    "add_tables",
+    "concatenate_slices",
     "count_task",
     "count_words",
     "plan_count_tasks",
+    "split_table",
 ]
 
 MAGIC = b"CS336WC\x00"
@@ -86,6 +92,8 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 
 # Local counting cuts each file into ranges of about this size: progress moves, memory does not grow.
 LOCAL_TASK_BYTES = 256 << 20
+# Local counting adds its tables up in groups of this many (each addition costs their words).
+_LOCAL_FAN_IN = 8
 # Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
 # to the block `_common.find_chunk_boundaries` scans.
 _FIRST_WINDOW = 1 << 12
@@ -103,26 +111,129 @@ def add_count_tables(into: dict[bytes, int], other: Mapping[bytes, int]) -> dict
     return into
 
 
-@dataclass
+def _native_module():
+    """The compiled module with the native counter and table operations, or None when it is not built,
+    CS336_PURE_PYTHON is set, or this machine is big-endian (count files are little-endian)."""
+    if not _LITTLE_ENDIAN:
+        return None
+    try:
+        return load_native("_native")
+    except NativeUnavailable:
+        return None
+
+
+# A count table: a dict, or (with the compiled module) a NativeWordCounts, which holds the words in
+# C++ and travels between processes as three flat arrays.
+CountTable = Any
+
+
+def add_tables(tables: Sequence[CountTable]) -> CountTable:
+    """The sum of count tables as a new table (the inputs are not changed): added in C++ when all are
+    native, else (or when a sum reaches 2**63) as dicts."""
+    if tables and all(not isinstance(table, dict) for table in tables):
+        try:
+            return _native_module().add_word_counts(tables)
+        except OverflowError:
+            pass
+    total: dict[bytes, int] = {}
+    for table in tables:
+        add_count_tables(total, table if isinstance(table, dict) else table.to_dict())
+    return total
+
+
+def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
+    """A count table cut into `num_slices` by a hash of the word, the same for every table of its kind
+    (native tables by the C++ word_slice, dicts by CRC-32): native tables summed slice by slice
+    share no word, so `concatenate_slices` only has to put their sums one after the other."""
+    if not isinstance(table, dict):
+        return table.split_into_slices(num_slices)
+    slices: list[dict[bytes, int]] = [{} for _ in range(num_slices)]
+    for word, count in table.items():
+        slices[zlib.crc32(word) % num_slices][word] = count
+    return slices
+
+
+def concatenate_slices(tables: Sequence[CountTable]) -> CountTable:
+    """The sum of the slice sums of `split_table` as one new table: concatenated in C++ when all are
+    native (all were sliced alike, so no word is in two); added as dicts otherwise (a dict may be a
+    mix of tables sliced by different hashes, when workers differ)."""
+    if tables and all(not isinstance(table, dict) for table in tables):
+        return _native_module().concatenate_word_counts(tables)
+    return add_tables(tables)
+
+
 class WordCounts:
     """How often each pre-token (as UTF-8 bytes) occurs, and what it was counted with.
 
     `special_tokens` split the text and are not counted; `pattern` is the pre-tokenization pattern;
     `source_bytes` is how much text was counted. Tables add up (`a + b`) only when both were counted
     with the same pattern and special tokens.
+
+    The table is `counts`, a `{word_bytes: count}` dict. Counted or loaded with the compiled module,
+    it is held in C++ instead (`native`) until `counts` is first asked for: adding, saving, loading
+    and training with bpe_v7 then never build a Python object per word.
     """
 
-    counts: dict[bytes, int]
-    special_tokens: list[str] = field(default_factory=list)
-    pattern: str = GPT2_SPLIT_PATTERN
-    source_bytes: int = 0
+    def __init__(
+        self,
+        counts: Mapping[bytes, int] | CountTable,
+        special_tokens: Iterable[str] = (),
+        pattern: str = GPT2_SPLIT_PATTERN,
+        source_bytes: int = 0,
+    ) -> None:
+        self._dict: dict[bytes, int] | None = None
+        self._native: CountTable | None = None
+        self._hold(counts)
+        self.special_tokens = list(special_tokens)
+        self.pattern = pattern
+        self.source_bytes = source_bytes
+
+    def _hold(self, table: Mapping[bytes, int] | CountTable) -> None:
+        if isinstance(table, Mapping):
+            self._dict, self._native = (table if isinstance(table, dict) else dict(table)), None
+        else:
+            self._dict, self._native = None, table
+
+    @property
+    def counts(self) -> dict[bytes, int]:
+        """The table as a dict (built once from the native table, which is then dropped)."""
+        if self._dict is None:
+            self._dict, self._native = self._native.to_dict(), None
+        return self._dict
+
+    @counts.setter
+    def counts(self, table: Mapping[bytes, int]) -> None:
+        self._hold(dict(table))
+
+    @property
+    def native(self) -> CountTable | None:
+        """The table held in C++ (a NativeWordCounts), or None when it is a dict."""
+        return self._native
 
     def __len__(self) -> int:
-        return len(self.counts)
+        return len(self._native if self._dict is None else self._dict)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WordCounts):
+            return NotImplemented
+        return (
+            (self.special_tokens, self.pattern, self.source_bytes)
+            == (other.special_tokens, other.pattern, other.source_bytes)
+            and self._table_as_dict() == other._table_as_dict()
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"WordCounts({len(self):,} words, special_tokens={self.special_tokens!r}, "
+            f"source_bytes={self.source_bytes:,})"
+        )
+
+    def _table_as_dict(self) -> dict[bytes, int]:
+        return self._dict if self._dict is not None else self._native.to_dict()
 
     @property
     def total_words(self) -> int:
-        return sum(self.counts.values())
+        return sum(self._dict.values()) if self._dict is not None else self._native.total_count()
 
     def check_compatible(self, other: WordCounts) -> None:
         if other.pattern != self.pattern:
@@ -136,38 +247,53 @@ class WordCounts:
     def add(self, other: WordCounts) -> WordCounts:
         """Add `other` into this table (in place) and return self."""
         self.check_compatible(other)
-        add_count_tables(self.counts, other.counts)
+        if self._native is not None and other._native is not None:
+            self._hold(add_tables([self._native, other._native]))
+        else:
+            add_count_tables(self.counts, other._table_as_dict())
         self.source_bytes += other.source_bytes
         return self
 
     def __add__(self, other: WordCounts) -> WordCounts:
         if not isinstance(other, WordCounts):
             return NotImplemented
-        return WordCounts(dict(self.counts), list(self.special_tokens), self.pattern, self.source_bytes).add(other)
+        table = self._native if self._dict is None else dict(self._dict)  # native tables are never changed
+        return WordCounts(table, self.special_tokens, self.pattern, self.source_bytes).add(other)
 
     # -----------------------------------------------------------------------------------------
     # The binary format (see the module docstring)
 
-    def to_bytes(self) -> bytes:
-        for word, count in self.counts.items():
-            if not isinstance(word, bytes) or isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise BPEInputError(f"word counts must map bytes to positive integers, got {word!r}: {count!r}")
-        words = sorted(self.counts)
-        lengths = array("I", map(len, words))
-        counts = array("Q", (self.counts[word] for word in words))
-        if not _LITTLE_ENDIAN:
-            lengths.byteswap()
-            counts.byteswap()
+    def _header(self, num_words: int, blob_length: int) -> bytes:
         pattern = self.pattern.encode("utf-8")
         parts = [MAGIC, struct.pack("<II", FORMAT_VERSION, len(pattern)), pattern]
         parts.append(struct.pack("<I", len(self.special_tokens)))
         for token in self.special_tokens:
             encoded = token.encode("utf-8")
             parts += [struct.pack("<I", len(encoded)), encoded]
-        blob = b"".join(words)
-        parts += [struct.pack("<QQQ", self.source_bytes, len(words), len(blob)), lengths.tobytes(), counts.tobytes()]
-        parts.append(blob)
-        body = b"".join(parts)
+        parts.append(struct.pack("<QQQ", self.source_bytes, num_words, blob_length))
+        return b"".join(parts)
+
+    def _arrays(self) -> tuple[bytes, bytes, bytes]:
+        """(words blob, lengths, counts) in the file's word order and byte order."""
+        if self._dict is None:
+            try:
+                return self._native.sorted_by_bytes().to_arrays()
+            except ValueError as error:  # a count below 1 (a table not from counting)
+                raise BPEInputError(f"word counts must be positive: {error}") from None
+        for word, count in self._dict.items():
+            if not isinstance(word, bytes) or isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise BPEInputError(f"word counts must map bytes to positive integers, got {word!r}: {count!r}")
+        words = sorted(self._dict)
+        lengths = array("I", map(len, words))
+        counts = array("Q", (self._dict[word] for word in words))
+        if not _LITTLE_ENDIAN:
+            lengths.byteswap()
+            counts.byteswap()
+        return b"".join(words), lengths.tobytes(), counts.tobytes()
+
+    def to_bytes(self) -> bytes:
+        blob, lengths, counts = self._arrays()
+        body = b"".join([self._header(len(lengths) // 4, len(blob)), lengths, counts, blob])
         return body + struct.pack("<I", zlib.crc32(body))
 
     @classmethod
@@ -196,23 +322,16 @@ class WordCounts:
                 offset += 4 + length
             source_bytes, num_words, blob_length = struct.unpack_from("<QQQ", data, offset)
             offset += 24
-            lengths = array("I", data[offset : offset + 4 * num_words])
-            offset += 4 * num_words
-            counts = array("Q", data[offset : offset + 8 * num_words])
-            offset += 8 * num_words
         except (struct.error, UnicodeDecodeError, ValueError) as error:
             raise refuse(f"its header is malformed ({error})") from None
-        if not _LITTLE_ENDIAN:
-            lengths.byteswap()
-            counts.byteswap()
-        if len(lengths) != num_words or len(counts) != num_words or sum(lengths) != blob_length:
-            raise refuse("its word table does not add up")
-        if offset + blob_length + 4 != len(data):
-            raise refuse(f"its length is {len(data):,} bytes, the header promises {offset + blob_length + 4:,}")
-        ends = list(accumulate(lengths, initial=offset))
-        table = dict(zip((data[start:end] for start, end in zip(ends, ends[1:])), counts))
-        if len(table) != num_words:
-            raise refuse("it lists a word twice")
+        blob_start = offset + 12 * num_words
+        if blob_start + blob_length + 4 != len(data):
+            raise refuse(f"its length is {len(data):,} bytes, the header promises {blob_start + blob_length + 4:,}")
+        view = memoryview(data)
+        lengths = view[offset : offset + 4 * num_words]
+        counts = view[offset + 4 * num_words : blob_start]
+        blob = view[blob_start : blob_start + blob_length]
+        table = _table_from_arrays(blob, lengths, counts, refuse)
         return cls(table, specials, pattern, source_bytes)
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -240,6 +359,37 @@ class WordCounts:
         if total is None:
             raise BPEInputError("no count files given")
         return total
+
+
+def _table_from_arrays(blob: memoryview, lengths: memoryview, counts: memoryview, refuse) -> CountTable:
+    """A count file's table: native when the compiled module is there and every count fits in int64,
+    else a dict. Words must be strictly ascending (so none is listed twice)."""
+    native = _native_module()
+    if native is not None:
+        try:
+            table = native.word_counts_from_arrays(blob, lengths, counts)
+        except ValueError as error:
+            raise refuse(f"its word table does not add up ({error})") from None
+        except OverflowError:
+            table = None  # counts of 2**63 or more: Python ints hold them
+        if table is not None:
+            if table.first_unordered_word() != len(table):
+                raise refuse("its words are not in strictly ascending order (a word listed twice?)")
+            return table
+    length_array, count_array = array("I"), array("Q")
+    length_array.frombytes(lengths)
+    count_array.frombytes(counts)
+    if not _LITTLE_ENDIAN:
+        length_array.byteswap()
+        count_array.byteswap()
+    if sum(length_array) != len(blob) or 0 in count_array:
+        raise refuse("its word table does not add up")
+    data = bytes(blob)
+    ends = list(accumulate(length_array, initial=0))
+    words = [data[start:end] for start, end in zip(ends, ends[1:])]
+    if any(earlier >= later for earlier, later in zip(words, words[1:])):
+        raise refuse("its words are not in strictly ascending order (a word listed twice?)")
+    return dict(zip(words, count_array))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,12 +566,18 @@ def plan_count_tasks(
 def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask]:
     """Consecutive tasks joined while they fit in `task_bytes`: the tasks tile the stream in order,
     so a run of them is a stretch between two safe cuts, and counting it whole is exact. Many small
-    files then make a few tasks instead of one or two each (each task costs a count table)."""
+    files then make a few tasks instead of one or two each (each task costs a count table).
+
+    A task that is one range of at least a quarter of `task_bytes` stays alone: counted in place
+    (memory-mapped), while a task of several ranges is read and joined first, a copy that costs
+    more than the extra count table of a tiny task between two large ones."""
     groups: list[list[Segment]] = []
     group_size = 0
+    alone = False  # the last group is a task that stays alone
     for task in tasks:
         size = task_size(task)
-        if not groups or group_size + size > task_bytes:
+        stays_alone = len(task) == 1 and size >= task_bytes // 4
+        if not groups or alone or stays_alone or group_size + size > task_bytes:
             groups.append([])
             group_size = 0
         group = groups[-1]
@@ -431,6 +587,7 @@ def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask
             else:
                 group.append(segment)
         group_size += size
+        alone = stays_alone
     return [tuple(group) for group in groups]
 
 
@@ -438,23 +595,17 @@ def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask
 # Counting
 
 
-def _native_counter():
-    """The native buffer counter, or None when it is not built or CS336_PURE_PYTHON is set."""
-    try:
-        return load_native("_native").count_words_in_buffer
-    except NativeUnavailable:
-        return None
-
-
 def describe_task(task: CountTask) -> str:
     return " + ".join(f"{segment.path} bytes {segment.start:,}..{segment.end:,}" for segment in task)
 
 
-def _count_buffer(data: bytes | memoryview, special_tokens: list[str], num_threads: int | None, task: CountTask):
-    native = _native_counter()
+def _count_buffer(
+    data: bytes | memoryview, special_tokens: list[str], num_threads: int | None, task: CountTask
+) -> CountTable:
+    native = _native_module()
     try:
         if native is not None:
-            return native(data, special_tokens, num_threads).to_dict()
+            return native.count_words_in_buffer(data, special_tokens, num_threads)
         return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens))
     except (ValueError, UnicodeDecodeError) as error:
         # Offsets in the message count from the start of this task's bytes.
@@ -466,8 +617,9 @@ def count_task(
     special_tokens: list[str],
     num_threads: int | None = 1,
     storage_options: Mapping[str, object] | None = None,
-) -> dict[bytes, int]:
-    """The word counts of one task's bytes: a pure function of its arguments (safe to retry).
+) -> CountTable:
+    """The word counts of one task's bytes (a native table, or a dict without the compiled module):
+    a pure function of its arguments (safe to retry).
 
     A single local segment is memory-mapped, not read: memory is the count table plus the pages
     the OS keeps cached, never the input size."""
@@ -514,10 +666,12 @@ def count_words(
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     tasks = plan_count_tasks(_as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options)
-    total: dict[bytes, int] = {}
+    tables: list[CountTable] = []
     source_bytes = sum(map(task_size, tasks))
     with tqdm(total=source_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
         for task in tasks:
-            add_count_tables(total, count_task(task, specials, num_threads, storage_options))
+            tables.append(count_task(task, specials, num_threads, storage_options))
+            if len(tables) == _LOCAL_FAN_IN:  # memory: a few tables, whatever the input size
+                tables = [add_tables(tables)]
             bar.update(task_size(task))
-    return WordCounts(total, specials, GPT2_SPLIT_PATTERN, source_bytes)
+    return WordCounts(add_tables(tables), specials, GPT2_SPLIT_PATTERN, source_bytes)

@@ -1,27 +1,32 @@
 """Counting through Dask against v7's own counting, on one corpus split into files.
 
-    python scripts/bench_cluster.py CORPUS [--files 16] [--workers 2] [--repeat 3] [--task-mb 64]
+    python scripts/bench_cluster.py CORPUS [--files 16] [--workers 2] [--repeat 3] [--task-mb MB]
 
 Splits CORPUS into --files files at document boundaries (special-token starts) in a temporary
-directory, then times, best of --repeat:
+directory, then times, best of --repeat rounds (each round runs every method once, so that all see
+the same changes of load on a shared machine):
   v7 whole file    bpe_v7.pretokenize_and_count on CORPUS with --workers threads (counts stay in C++)
-  v7 + to_dict     the same, plus turning the counts into a Python dict (what a count file needs)
+  v7 + to_dict     the same, plus turning the counts into a Python dict (what the Dask path once
+                   paid for every table)
   local, N files   word_counts.count_words on the files, --workers threads
   dask, N files    cluster.count_words_on_cluster on a LocalCluster of --workers single-threaded
-                   worker processes (started once, outside the timing; its start-up time is printed)
-and checks that every method gives the same counts. Timings on a shared machine are noisy.
+                   worker processes (started once, outside the timing; its start-up time is printed),
+                   tasks of --task-mb MiB (default: the cluster module's DEFAULT_TASK_BYTES)
+and checks that every method gives the same counts. Timings on a shared machine are noisy; the CPU
+seconds (least of the rounds, all processes and threads: client, scheduler, workers) are less so.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
 
 from cs336_basics import bpe_v7
-from cs336_basics.cluster import count_words_on_cluster
+from cs336_basics.cluster import DEFAULT_TASK_BYTES, count_words_on_cluster
 from cs336_basics.phases import CountOptions
 from cs336_basics.word_counts import count_words
 
@@ -48,13 +53,10 @@ def scheduler_task_count(dask_scheduler) -> int:
     return len(dask_scheduler.tasks)
 
 
-def best_of(repeat: int, run):
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+def cpu_seconds() -> float:
+    """CPU time of this process, all its threads, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -63,7 +65,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--task-mb", type=int, default=64)
+    parser.add_argument("--task-mb", type=int, default=DEFAULT_TASK_BYTES >> 20)
     parser.add_argument("--special", default="<|endoftext|>")
     args = parser.parse_args()
     specials = [args.special]
@@ -73,19 +75,6 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as directory:
         parts = split_at_documents(args.corpus, args.files, Path(directory), args.special.encode())
-        rows = []
-        seconds, native = best_of(args.repeat, lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options))
-        rows.append(("v7 whole file", seconds))
-        reference = native.to_dict()
-        seconds, _ = best_of(
-            args.repeat,
-            lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options).to_dict(),
-        )
-        rows.append(("v7 + to_dict", seconds))
-        seconds, local = best_of(args.repeat, lambda: count_words(parts, specials, num_threads=args.workers))
-        rows.append((f"local, {len(parts)} files", seconds))
-        assert local.counts == reference, "local counting differs from v7"
-
         started = time.perf_counter()
         with (
             LocalCluster(
@@ -95,28 +84,57 @@ def main() -> None:
         ):
             startup = time.perf_counter() - started
 
-            def forget_then_count():
+            def cluster_cpu_seconds() -> float:
+                # The client's process also runs the LocalCluster's scheduler.
+                return cpu_seconds() + sum(client.run(cpu_seconds).values())
+
+            def on_dask():
                 # Tasks are pure: a repeat would reuse results the scheduler still holds.
                 while client.run_on_scheduler(scheduler_task_count):
                     time.sleep(0.01)
+                cpu = cluster_cpu_seconds()
                 started = time.perf_counter()
                 counts = count_words_on_cluster(client, parts, specials, task_bytes=args.task_mb << 20)
-                return time.perf_counter() - started, counts
+                return time.perf_counter() - started, cluster_cpu_seconds() - cpu, counts
 
-            runs = [forget_then_count() for _ in range(args.repeat)]
-            seconds, dask_counts = min(runs, key=lambda run: run[0])
-        rows.append((f"dask, {len(parts)} files", seconds))
-        assert dask_counts.counts == reference, "Dask counting differs from v7"
+            def timed(run):
+                cpu, started = cpu_seconds(), time.perf_counter()
+                result = run()
+                return time.perf_counter() - started, cpu_seconds() - cpu, result
+
+            methods = {
+                "v7 whole file": lambda: timed(lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options)),
+                "v7 + to_dict": lambda: timed(
+                    lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options).to_dict()
+                ),
+                f"local, {len(parts)} files": lambda: timed(
+                    lambda: count_words(parts, specials, num_threads=args.workers)
+                ),
+                f"dask, {len(parts)} files": on_dask,
+            }
+            # Rounds of every method in turn, so that all see the same changes of load.
+            best = dict.fromkeys(methods, float("inf"))
+            least_cpu = dict.fromkeys(methods, float("inf"))
+            results = {}
+            for _ in range(args.repeat):
+                for name, run in methods.items():
+                    seconds, cpu, results[name] = run()
+                    best[name] = min(best[name], seconds)
+                    least_cpu[name] = min(least_cpu[name], cpu)
+        reference = results["v7 whole file"].to_dict()
+        assert results[f"local, {len(parts)} files"].counts == reference, "local counting differs from v7"
+        assert results[f"dask, {len(parts)} files"].counts == reference, "Dask counting differs from v7"
 
     print(
         f"corpus {args.corpus.name}: {size / 1e6:,.1f} MB, {len(reference):,} distinct words, "
         f"{args.workers} workers, tasks of {args.task_mb} MiB, best of {args.repeat}, cpus {os.cpu_count()}"
     )
-    base = rows[0][1]
-    for name, seconds in rows:
+    base = best["v7 whole file"]
+    for name, seconds in best.items():
         print(
             f"  {name:<18} {seconds:7.2f} s  {size / seconds / 1e6:7.1f} MB/s  "
-            f"{size / seconds / args.workers / 1e6:6.1f} MB/s per worker  {seconds / base - 1:+7.1%} vs v7"
+            f"{size / seconds / args.workers / 1e6:6.1f} MB/s per worker  {seconds / base - 1:+7.1%} vs v7   "
+            f"CPU {least_cpu[name]:6.2f} s {least_cpu[name] / least_cpu['v7 whole file'] - 1:+7.1%}"
         )
     print(f"  (LocalCluster start-up, not included: {startup:.2f} s)")
 

@@ -13,11 +13,13 @@ first run by wall clock, and the best by CPU time. The pure path runs once (`--p
 to a prefix: it is some 30x slower).
 
 A second table compares the compiled encoders per thread count (--threads, default 1 and 2): the
-text is cut at pre-token boundaries into one piece per thread, each thread encoding its piece with
-its own tokenizer (so an encoder that holds the GIL shows no gain). "cold" is the best of --repeat
-runs each on freshly built tokenizers (building not timed), "warm" the best of --repeat runs on
-tokenizers that have encoded the text once already. gigatoken and fastokens load a HuggingFace
-tokenizer.json written from the fixture files, so nothing is downloaded. MB are 10^6 bytes of UTF-8.
+text is cut at pre-token boundaries into one piece per thread, each Python thread encoding its piece
+with its own tokenizer (so an encoder that holds the GIL shows no gain). Our own parallel entry
+points run on their own threads instead: "encode_batch" gets the text in 64 pieces,
+"encode_file" the text written to a temporary file. "cold" is the best of --repeat runs each on
+freshly built tokenizers (building not timed), "warm" the best of --repeat runs on tokenizers that
+have encoded the text once already. gigatoken and fastokens load a HuggingFace tokenizer.json
+written from the fixture files, so nothing is downloaded. MB are 10^6 bytes of UTF-8.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ import argparse
 import gzip
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
@@ -108,20 +112,33 @@ def split_at_pretokens(text: str, parts: int) -> list[str]:
     return pieces
 
 
-# name -> (make a tokenizer, encode one text with it to a list of ids); None where not installed.
-EncoderFactory = tuple[Callable[[], object], Callable[[object, str], list[int]]]
+@dataclass
+class Peer:
+    """How to run one encoder: `make` builds a tokenizer; `encode(tokenizer, work, threads)` encodes
+    `work` to ids. `runs`: "piece" (each Python thread encodes its piece of the text, `threads`
+    unused), "batch" (a list of pieces, the encoder's own threads) or "file" (a path, ditto)."""
+
+    make: Callable[[], object]
+    encode: Callable[[object, object, int], object]
+    runs: str = "piece"
 
 
-def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, EncoderFactory]:
-    encoders: dict[str, EncoderFactory] = {}
+BATCH_PIECES = 64
+
+
+def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, Peer]:
+    encoders: dict[str, Peer] = {}
     if native_available():
-        encoders["ours, encode_array"] = (
-            lambda: Tokenizer(vocab, merges, [ENDOFTEXT], native=True),
-            lambda tokenizer, text: tokenizer.encode_array(text),
+        def ours() -> Tokenizer:
+            return Tokenizer(vocab, merges, [ENDOFTEXT], native=True)
+
+        encoders["ours, encode_array"] = Peer(ours, lambda tokenizer, text, _: tokenizer.encode_array(text))
+        encoders["ours, encode (list)"] = Peer(ours, lambda tokenizer, text, _: tokenizer.encode(text))
+        encoders["ours, encode_batch"] = Peer(
+            ours, lambda tokenizer, texts, threads: tokenizer.encode_batch(texts, num_threads=threads), "batch"
         )
-        encoders["ours, encode (list)"] = (
-            lambda: Tokenizer(vocab, merges, [ENDOFTEXT], native=True),
-            lambda tokenizer, text: tokenizer.encode(text),
+        encoders["ours, encode_file"] = Peer(
+            ours, lambda tokenizer, path, threads: tokenizer.encode_file(path, num_threads=threads), "file"
         )
     try:
         import tiktoken
@@ -129,14 +146,14 @@ def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, Encode
         print("tiktoken is not installed (skipping it)")
     else:
         ranks = {token: token_id for token_id, token in vocab.items() if token != ENDOFTEXT.encode()}
-        encoders["tiktoken"] = (
+        encoders["tiktoken"] = Peer(
             lambda: tiktoken.Encoding(
                 name="gpt2-from-fixtures",
                 pat_str=GPT2_SPLIT_PATTERN,
                 mergeable_ranks=ranks,
                 special_tokens={ENDOFTEXT: 50256},
             ),
-            lambda encoding, text: encoding.encode(text, allowed_special="all"),
+            lambda encoding, text, _: encoding.encode(text, allowed_special="all"),
         )
     hf_json = hf_tokenizer_json(fixtures)
     try:
@@ -144,55 +161,68 @@ def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, Encode
     except ImportError:
         print("gigatoken is not installed (pip install gigatoken; skipping it)")
     else:
-        encoders["gigatoken"] = (
-            lambda: gigatoken.Tokenizer.from_json(hf_json),
-            lambda tokenizer, text: tokenizer.encode(text),
+        encoders["gigatoken"] = Peer(
+            lambda: gigatoken.Tokenizer.from_json(hf_json), lambda tokenizer, text, _: tokenizer.encode(text)
         )
     try:
         import fastokens
     except ImportError:
         print("fastokens is not installed (pip install fastokens; skipping it)")
     else:
-        encoders["fastokens"] = (
-            lambda: fastokens.Tokenizer.from_json_str(hf_json),
-            lambda tokenizer, text: tokenizer.encode(text).ids,
+        encoders["fastokens"] = Peer(
+            lambda: fastokens.Tokenizer.from_json_str(hf_json), lambda tokenizer, text, _: tokenizer.encode(text).ids
         )
     return encoders
 
 
 def compare_threads(
-    encoders: dict[str, EncoderFactory], text: str, threads: list[int], repeat: int, reference: list[int] | None
+    encoders: dict[str, Peer], text: str, threads: list[int], repeat: int, reference: list[int] | None
 ) -> None:
     size_mb = len(text.encode("utf-8")) / 1e6
-    # "cores busy": CPU time over wall time of the best warm run, which shows an encoder that uses
-    # more threads of its own than it was given (or fewer, when it holds the GIL).
-    print("\n| encoder | threads | cold MB/s | warm MB/s | warm MB/s per thread | cores busy | ids |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for name, (make, encode) in encoders.items():
-        for count in threads:
-            pieces = split_at_pretokens(text, count)
-            with ThreadPoolExecutor(count) as pool:
-                cold = []
-                for _ in range(repeat):
-                    tokenizers = [make() for _ in pieces]
-                    started = time.perf_counter()
-                    list(pool.map(encode, tokenizers, pieces))
-                    cold.append(time.perf_counter() - started)
-                warm = []  # (wall, CPU of the whole process)
-                for _ in range(repeat):
-                    started, cpu = time.perf_counter(), time.process_time()
-                    results = list(pool.map(encode, tokenizers, pieces))
-                    warm.append((time.perf_counter() - started, time.process_time() - cpu))
-            ids = [int(token) for result in results for token in result]
-            if reference is None:
-                reference = ids
-            verdict = "==" if ids == reference else "DIFFER"
-            wall, cpu = min(warm)
-            print(
-                f"| {name} | {count} | {size_mb / min(cold):.1f} | {size_mb / wall:.1f} | {size_mb / wall / count:.1f} "
-                f"| {cpu / wall:.2f} | {verdict} |"
-            )
-            del ids, results
+    batch = split_at_pretokens(text, BATCH_PIECES)
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "text.txt"
+        path.write_text(text, encoding="utf-8")
+        # "cores busy": CPU time over wall time of the best warm run, which shows an encoder that uses
+        # more threads of its own than it was given (or fewer, when it holds the GIL).
+        print("\n| encoder | threads | cold MB/s | warm MB/s | warm MB/s per thread | cores busy | ids |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        for name, peer in encoders.items():
+            for count in threads:
+                if peer.runs == "piece":
+                    pieces = split_at_pretokens(text, count)
+                    calls = len(pieces)
+                else:
+                    work = batch if peer.runs == "batch" else path
+                    pieces, calls = [work], 1
+
+                def run(tokenizers: list[object], peer: Peer = peer, pieces: list = pieces, count: int = count):
+                    return list(pool.map(peer.encode, tokenizers, pieces, [count] * len(pieces)))
+
+                with ThreadPoolExecutor(calls) as pool:
+                    cold = []
+                    for _ in range(repeat):
+                        tokenizers = [peer.make() for _ in range(calls)]
+                        started = time.perf_counter()
+                        run(tokenizers)
+                        cold.append(time.perf_counter() - started)
+                    warm = []  # (wall, CPU of the whole process)
+                    for _ in range(repeat):
+                        started, cpu = time.perf_counter(), time.process_time()
+                        results = run(tokenizers)
+                        warm.append((time.perf_counter() - started, time.process_time() - cpu))
+                if peer.runs == "batch":
+                    results = results[0]
+                ids = [int(token) for result in results for token in result]
+                if reference is None:
+                    reference = ids
+                verdict = "==" if ids == reference else "DIFFER"
+                wall, cpu = min(warm)
+                print(
+                    f"| {name} | {count} | {size_mb / min(cold):.1f} | {size_mb / wall:.1f} "
+                    f"| {size_mb / wall / count:.1f} | {cpu / wall:.2f} | {verdict} |"
+                )
+                del ids, results
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Encode a (large) UTF-8 text file into a NumPy array of token ids, streaming.
+"""Encode a (large) UTF-8 text file into a NumPy `.npy` array of token ids, on every core.
 
     python scripts/encode_dataset.py data/TinyStoriesV2-GPT4-train.txt out/tinystories_train.npy \\
         --vocab out/vocab.json --merges out/merges.txt
@@ -8,27 +8,25 @@ The special tokens are those of the training run (its `bpe_run.json` beside the 
 `--special-token` (repeatable) chooses others, `--no-special-tokens` none. A compressed input is
 refused by name before any work: decompress it first.
 
-The array is uint16 when every id fits, else uint32; load it with `numpy.load(path, mmap_mode="r")`.
-The file is read in blocks and re-cut where cutting cannot change the ids (Tokenizer.split_stream),
-each piece is encoded (compiled when built) and appended to a temporary `.npy` beside the output,
-whose header gets the final length at the end; the temporary file then replaces OUT in one rename,
-so an interrupted run never leaves a half-written array. Memory stays at a few blocks' worth.
+The array is uint16 when every id fits, else uint32; load it with `numpy.load(path, mmap_mode="r")`
+(numpy is needed to read it, not to write it). The compiled encoder memory-maps the file, cuts it
+where cutting cannot change the ids and encodes the pieces on `--threads` threads
+(Tokenizer.encode_file_to); the pure-Python one reads it in blocks. The ids go to a temporary `.npy`
+beside the output, whose header gets the final length at the end; the temporary file then replaces
+OUT in one rename, so an interrupted run never leaves a half-written array. Memory stays at a few
+chunks' worth of ids.
 """
 
 from __future__ import annotations
 
 import argparse
-import codecs
 import os
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
-import numpy as np
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
@@ -41,11 +39,14 @@ from cs336_basics.tokenizer import Tokenizer  # noqa: E402
 from cs336_basics.trainers import peak_rss_bytes  # noqa: E402
 
 NPY_HEADER_BYTES = 128  # room for any length; fixed, so the final header overwrites the placeholder
+NPY_TYPES = {"H": "u2", "I": "u4"}  # array typecode -> numpy type, byte order added from the machine's
 
 
-def npy_header(dtype: np.dtype, length: int) -> bytes:
-    """A version 1.0 `.npy` header for a 1-D array, padded to NPY_HEADER_BYTES (see NEP 1)."""
-    description = f"{{'descr': '{dtype.str}', 'fortran_order': False, 'shape': ({length},), }}"
+def npy_header(typecode: str, length: int) -> bytes:
+    """A version 1.0 `.npy` header for a 1-D array of `typecode` ints in the machine's byte order,
+    padded to NPY_HEADER_BYTES (see NEP 1)."""
+    order = "<" if sys.byteorder == "little" else ">"
+    description = f"{{'descr': '{order}{NPY_TYPES[typecode]}', 'fortran_order': False, 'shape': ({length},), }}"
     prefix = b"\x93NUMPY\x01\x00"
     size = NPY_HEADER_BYTES - len(prefix) - 2
     text = description.ljust(size - 1) + "\n"
@@ -53,44 +54,28 @@ def npy_header(dtype: np.dtype, length: int) -> bytes:
     return prefix + size.to_bytes(2, "little") + text.encode("latin1")
 
 
-def read_text(file: BinaryIO, block_bytes: int, progress: tqdm) -> Iterator[str]:
-    """The file's text in blocks, decoded incrementally (a character may straddle two blocks)."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    while True:
-        block = file.read(block_bytes)
-        try:
-            text = decoder.decode(block, final=not block)
-        except UnicodeDecodeError as error:
-            raise BPEInputError(
-                f"input is not valid UTF-8: invalid UTF-8 at byte offset {offset + error.start} ({error.reason})"
-            ) from None
-        offset += len(block)
-        progress.update(len(block))
-        if text:
-            yield text
-        if not block:
-            return
-
-
 def encode_file(
-    tokenizer: Tokenizer, data: Path, out: Path, *, block_bytes: int, progress: bool = True
+    tokenizer: Tokenizer,
+    data: Path,
+    out: Path,
+    *,
+    num_threads: int | None = None,
+    chunk_bytes: int | None = None,
+    progress: bool = True,
 ) -> tuple[int, int]:
     """Write the ids of `data` to `out` (.npy); returns (input bytes, tokens)."""
-    dtype = np.dtype(np.uint16 if max(tokenizer.vocab) < 1 << 16 else np.uint32)
+    typecode = tokenizer.id_typecode
     handle, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    tokens = 0
     try:
-        with os.fdopen(handle, "wb") as sink, data.open("rb") as source:
-            sink.write(npy_header(dtype, 0))
+        with os.fdopen(handle, "wb") as sink:
+            sink.write(npy_header(typecode, 0))
             bar = tqdm(total=data.stat().st_size, unit="B", unit_scale=True, disable=not progress, desc="encode")
             with bar:
-                for piece in tokenizer.split_stream(read_text(source, block_bytes, bar)):
-                    ids = np.frombuffer(tokenizer.encode_array(piece), dtype=np.uint32)
-                    ids.astype(dtype, copy=False).tofile(sink)
-                    tokens += len(ids)
+                tokens = tokenizer.encode_file_to(
+                    data, sink, num_threads=num_threads, chunk_bytes=chunk_bytes, progress=bar.update
+                )
             sink.seek(0)
-            sink.write(npy_header(dtype, tokens))
+            sink.write(npy_header(typecode, tokens))
             sink.flush()
             os.fsync(sink.fileno())
         umask = os.umask(0)
@@ -116,11 +101,18 @@ def main(argv: list[str] | None = None) -> int:
         help="a special token (repeat for several); default: the training run's, from bpe_run.json",
     )
     parser.add_argument("--no-special-tokens", action="store_true", help="encode special tokens as plain text")
-    parser.add_argument("--block-mb", type=float, default=4.0, help="read size in MB (default 4)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="threads of the compiled encoder (default: every core; -1 too)"
+    )
+    parser.add_argument(
+        "--block-mb", type=float, default=None, help="chunk (compiled) or block (pure) size in MB (default: automatic)"
+    )
     parser.add_argument("--pure", action="store_true", help="use the pure-Python encoder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
 
+    if args.threads == 0:
+        parser.error("--threads 0 is not allowed: leave it out or use -1 for every core")
     if args.no_special_tokens and args.special_token:
         parser.error("--special-token and --no-special-tokens exclude each other")
     special_tokens = [] if args.no_special_tokens else args.special_token
@@ -142,8 +134,9 @@ def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
         if not args.quiet:
             print(f"special tokens: {', '.join(tokenizer.special_tokens) or 'none'}", file=sys.stderr)
         started = time.perf_counter()
+        chunk_bytes = max(1, int(args.block_mb * 1e6)) if args.block_mb else None
         size, tokens = encode_file(
-            tokenizer, args.data, args.out, block_bytes=int(args.block_mb * 1e6), progress=not args.quiet
+            tokenizer, args.data, args.out, num_threads=args.threads, chunk_bytes=chunk_bytes, progress=not args.quiet
         )
         seconds = time.perf_counter() - started
     except BPEInputError as error:
@@ -157,7 +150,8 @@ def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
         return 1
 
     path = "compiled" if tokenizer.native else "pure Python"
-    print(f"{args.out}: {tokens:,} tokens ({np.load(args.out, mmap_mode='r').dtype}) from {size:,} bytes")
+    dtype = "uint16" if tokenizer.id_typecode == "H" else "uint32"
+    print(f"{args.out}: {tokens:,} tokens ({dtype}) from {size:,} bytes")
     print(f"compression: {size / max(tokens, 1):.3f} bytes/token")
     print(f"throughput: {size / 1e6 / seconds:.2f} MB/s ({seconds:.1f} s, {path} encoder)")
     print(f"peak RSS: {peak_rss_bytes() / 2**20:.0f} MiB")  # VmHWM: this process's real peak

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from array import array
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -437,17 +438,59 @@ def test_native_matches_pure_on_corpus_sample(native_tok: Tokenizer) -> None:
     assert native_tok.encode(text) == gpt2_tokenizer("pure").encode(text)
 
 
-def test_native_with_tiny_cache_matches(gpt2: None) -> None:
-    """Every cache eviction path: two slots, so almost every word replaces another."""
+# Cache sizes from none through sizes where almost every word evicts another (4 slots: one set) to
+# a comfortable one; the arena for longer words is 3 words per slot, so it refuses every record at
+# 4 slots and empties itself often at 4096.
+CACHE_SLOTS = [0, 4, 64, 4096]
+# Pre-tokens of more than 24 bytes, and short ones of many ids: the long-word arena's share.
+LONG_WORDS = " ".join(
+    [
+        "internationalization" * 2,
+        "١٢٣٤٥٦٧٨٩٠١",
+        "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(40)),
+        "😀🙃😀🙃😀🙃",
+        "antidisestablishmentarianism",
+        "0123456789" * 5,
+    ]
+)
+long_word_text = st.lists(st.sampled_from([*FRAGMENTS, *LONG_WORDS.split(), " "]), max_size=30).map("".join)
+
+
+@cache
+def cached_tokenizer(slots: int) -> Tokenizer:
+    """One per size, kept across examples: its cache fills and evicts over a whole test."""
+    vocab, merges = gpt2_tables()
+    return Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=slots)
+
+
+@pytest.fixture(params=CACHE_SLOTS, ids=[f"slots={slots}" for slots in CACHE_SLOTS])
+def sized_tok(request: pytest.FixtureRequest, gpt2: None) -> Tokenizer:
     if not native_available():
         pytest.skip(NATIVE_MISSING)
+    return cached_tokenizer(request.param)
+
+
+def test_every_cache_size_matches_tiktoken_on_fixtures(sized_tok: Tokenizer) -> None:
+    texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
+    text = "\n".join(texts) + LONG_WORDS
+    expected = reference_ids(text)
+    assert sized_tok.encode(text) == expected
+    assert sized_tok.encode(text) == expected, "a second pass, answered from the cache"
+    assert sized_tok.encode_array(text).tolist() == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.one_of(any_text, fragment_text, long_word_text))
+def test_every_cache_size_matches_tiktoken_on_generated_text(sized_tok: Tokenizer, text: str) -> None:
+    assert sized_tok.encode(text) == reference_ids(text)
+
+
+def test_cache_slots_are_rounded_up() -> None:
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    assert [cached_tokenizer(slots)._native.cache_slots for slots in CACHE_SLOTS] == [0, 4, 64, 4096]
     vocab, merges = gpt2_tables()
-    tiny = Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=2)
-    uncached = Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=0)
-    text = require_fixture("tinystories_sample.txt").read_text(encoding="utf-8") * 2
-    expected = gpt2_tokenizer("pure").encode(text)
-    assert tiny.encode(text) == expected
-    assert uncached.encode(text) == expected
+    assert Tokenizer(vocab, merges, native=True, native_cache_slots=5)._native.cache_slots == 8
 
 
 def test_native_concurrent_threads(native_tok: Tokenizer) -> None:
@@ -478,6 +521,98 @@ def test_encode_array(tok: Tokenizer) -> None:
     array_ids = tok.encode_array(text)
     assert array_ids.typecode == "I" and array_ids.itemsize == 4
     assert array_ids.tolist() == tok.encode(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# encode_batch, encode_file: the same ids at every thread count and chunk size
+
+
+@pytest.mark.parametrize("threads", [1, 2, None])
+def test_encode_batch_equals_encode(tok: Tokenizer, threads: int | None) -> None:
+    texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
+    texts += ["", "a", ENDOFTEXT, LONG_WORDS, "Héllò 🙃" * 50]
+    batch = tok.encode_batch(texts, num_threads=threads)
+    assert [ids.typecode for ids in batch] == ["I"] * len(texts)
+    assert [ids.tolist() for ids in batch] == [tok.encode(text) for text in texts]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(any_text, fragment_text, long_word_text), max_size=8))
+def test_encode_batch_on_generated_texts(native_tok: Tokenizer, texts: list[str]) -> None:
+    expected = [reference_ids(text) for text in texts]
+    for threads in (1, 2):
+        assert [ids.tolist() for ids in native_tok.encode_batch(texts, num_threads=threads)] == expected
+
+
+def test_encode_batch_rejects_bytes_and_lone_surrogates(tok: Tokenizer) -> None:
+    with pytest.raises(BPEInputError, match="expects strings"):
+        tok.encode_batch(["fine", b"bytes"])
+    with pytest.raises(BPEInputError, match="lone surrogates"):
+        tok.encode_batch(["fine", "bad \ud800"])
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fixture texts and long words, 400 KB or so, with special tokens between documents."""
+    texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
+    path = tmp_path_factory.mktemp("encode_file") / "corpus.txt"
+    path.write_text((ENDOFTEXT.join(texts) + LONG_WORDS + "\n") * 8, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("threads", "chunk_bytes"), [(1, None), (2, None), (1, 1), (2, 1), (2, 977), (3, 65536)])
+def test_encode_file_equals_encode(tok: Tokenizer, corpus_file: Path, threads: int, chunk_bytes: int | None) -> None:
+    """chunk_bytes=1 cuts wherever cutting is allowed; 977 cuts at odd places."""
+    expected = tok.encode(corpus_file.read_text(encoding="utf-8"))
+    ids = tok.encode_file(corpus_file, num_threads=threads, chunk_bytes=chunk_bytes)
+    assert ids.typecode == tok.id_typecode == "H"
+    assert ids.tolist() == expected
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_encode_file_to_writes_the_ids(tok: Tokenizer, corpus_file: Path, tmp_path: Path, threads: int) -> None:
+    reported: list[int] = []
+    out_path = tmp_path / "ids.bin"
+    with out_path.open("wb") as out:
+        out.write(b"header")  # written through Python's buffer before the ids
+        count = tok.encode_file_to(corpus_file, out, num_threads=threads, chunk_bytes=4096, progress=reported.append)
+    data = out_path.read_bytes()
+    assert data.startswith(b"header")
+    ids = array("H")
+    ids.frombytes(data[len(b"header") :])
+    assert ids.tolist() == tok.encode(corpus_file.read_text(encoding="utf-8"))
+    assert count == len(ids)
+    assert sum(reported) == corpus_file.stat().st_size
+
+
+def test_encode_file_uint32_beyond_65536_ids(gpt2: None, tmp_path: Path, backend: str) -> None:
+    vocab, merges = gpt2_tables()
+    # An id past 2**16 makes the arrays 32-bit; the special token gets the next one.
+    big = Tokenizer({**vocab, 70_000: b"\xff\xfe\xfd-unused"}, merges, ["<|big|>"], native=backend == "native")
+    path = tmp_path / "text.txt"
+    path.write_text("hi <|big|> there", encoding="utf-8")
+    ids = big.encode_file(path)
+    assert big.id_typecode == ids.typecode == "I"
+    assert ids.tolist() == big.encode("hi <|big|> there") and 70_001 in ids
+
+
+@pytest.mark.parametrize("offset", [0, 5, 5000])
+def test_encode_file_names_the_invalid_byte(tok: Tokenizer, tmp_path: Path, offset: int) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes((b"ab " * 2000)[:offset] + b"\xff tail")  # many chunks before the bad byte
+    for threads in (1, 2):
+        with pytest.raises(BPEInputError, match=f"not valid UTF-8: invalid UTF-8 at byte offset {offset}\\b"):
+            tok.encode_file(path, num_threads=threads, chunk_bytes=64)
+
+
+def test_encode_file_empty_and_missing(tok: Tokenizer, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    assert tok.encode_file(empty).tolist() == []
+    with pytest.raises(BPEInputError, match="not found"):
+        tok.encode_file(tmp_path / "missing.txt")
+    with pytest.raises(BPEInputError, match="chunk_bytes"):
+        tok.encode_file(empty, chunk_bytes=0)
 
 
 def test_pickle_round_trip(tok: Tokenizer) -> None:
@@ -563,6 +698,42 @@ def test_tiny_vocab_encodes_everything() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # scripts/encode_dataset.py
+
+
+WITHOUT_NUMPY_CHILD = textwrap.dedent(
+    """
+    import runpy, sys
+    sys.modules["numpy"] = None  # importing numpy now fails
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    """
+)
+
+
+@pytest.mark.parametrize("options", [["--threads", "1"], ["--threads", "2", "--block-mb", "0.002"], ["--pure"]])
+def test_encode_dataset_without_numpy(gpt2: None, tmp_path: Path, options: list[str]) -> None:
+    """The script writes the .npy itself; numpy is only needed to read it. Read here by hand."""
+    data = require_fixture("tinystories_sample.txt")
+    out = tmp_path / "ids.npy"
+    script = REPO_ROOT / "scripts" / "encode_dataset.py"
+    arguments = [str(data), str(out), "--vocab", str(FIXTURES / "gpt2_vocab.json")]
+    arguments += ["--merges", str(FIXTURES / "gpt2_merges.txt"), "--special-token", ENDOFTEXT, "--quiet", *options]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_NUMPY_CHILD, str(script), *arguments],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    contents = out.read_bytes()
+    header_size = int.from_bytes(contents[8:10], "little")
+    header = contents[10 : 10 + header_size].decode("latin1")
+    ids = array("H")
+    ids.frombytes(contents[10 + header_size :])
+    expected = gpt2_tokenizer("pure").encode(data.read_text(encoding="utf-8"))
+    order = "<" if sys.byteorder == "little" else ">"
+    assert contents.startswith(b"\x93NUMPY\x01\x00") and f"'descr': '{order}u2'" in header
+    assert f"'shape': ({len(expected)},)" in header
+    assert ids.tolist() == expected
 
 
 def test_encode_dataset_script(gpt2: None, tmp_path: Path) -> None:

@@ -53,6 +53,13 @@ def test_counts_and_merges_equal_the_concatenation(client: Client, corpus: tuple
     assert train_bpe_from_counts(counts, 800) == train_bpe(whole, 800, SPECIALS, trainer=REFERENCE)
 
 
+@pytest.mark.parametrize("slices", [1, 3])
+def test_any_number_of_slices_gives_the_same_counts(client: Client, corpus: tuple[Path, list[Path]], slices: int):
+    whole, parts = corpus
+    counts = count_words_on_cluster(client, parts, SPECIALS, task_bytes=80_000, fan_in=2, slices=slices)
+    assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
+
+
 def test_fsspec_urls(client: Client, corpus: tuple[Path, list[Path]]) -> None:
     pytest.importorskip("fsspec", reason="URLs need fsspec")
     whole, parts = corpus

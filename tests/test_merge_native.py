@@ -1,9 +1,11 @@
-"""The compiled merge loops (bpe_v5's Cython, bpe_v6's C++) against a tiny reference, on the cases
-where a compiled loop goes wrong and Python cannot: 64-bit counts, byte order in ties, overlapping
-runs, running out of pairs, and the progress callback."""
+"""The compiled merge loops (bpe_v5's Cython, the C++ loop on one thread as bpe_v6 runs it and on
+several threads as bpe_v7 runs it) against a tiny reference, on the cases where a compiled loop goes
+wrong and Python cannot: 64-bit counts, byte order in ties, overlapping runs, running out of pairs,
+and the progress callback."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -47,15 +49,22 @@ def merge_tokens(tokens: list[bytes], pair: tuple[bytes, bytes]) -> list[bytes]:
     return merged
 
 
-@pytest.fixture(params=["_merge_cy", "_merge_cpp"], ids=["bpe_v5-cython", "bpe_v6-cpp"])
+# The C++ loop's threads: every merge, however few words it touches, takes the parallel path.
+PARALLEL_EVERYWHERE = {"num_threads": 2, "parallel_words": 0}
+
+
+@pytest.fixture(
+    params=[("_merge_cy", {}), ("_merge_cpp", {}), ("_merge_cpp", PARALLEL_EVERYWHERE)],
+    ids=["bpe_v5-cython", "bpe_v6-cpp", "bpe_v7-cpp-threads"],
+)
 def native_merge(request: pytest.FixtureRequest) -> MergeFunction:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
+    name, options = request.param
     module = pytest.importorskip(
-        f"cs336_basics.{request.param}",
-        reason=f"cs336_basics.{request.param} is not built (pip install -e . with a C++ compiler)",
+        f"cs336_basics.{name}", reason=f"cs336_basics.{name} is not built (pip install -e . with a C++ compiler)"
     )
-    return module.merge
+    return functools.partial(module.merge, **options)
 
 
 def check(native_merge: MergeFunction, word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
@@ -218,8 +227,10 @@ def test_many_words_match_the_python_versions(native_merge: MergeFunction) -> No
     assert bpe_v1.merge(dict(word_counts), 60) == expected[:60]
 
 
-@pytest.mark.parametrize("trainer", ["bpe_v5", "bpe_v6"])
-def test_trainer_modules_report_every_merge(trainer: str, native_merge: MergeFunction) -> None:
+@pytest.mark.parametrize("trainer", ["bpe_v5", "bpe_v6", "bpe_v7"])
+def test_trainer_modules_report_every_merge(trainer: str) -> None:
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
     module = load_trainer(trainer)
     word_counts = {b"hello": 3, b" world": 2, b"lol": 1}
     expected = reference_merges(word_counts, 20)
@@ -250,9 +261,10 @@ def test_initial_pairs_counted_on_several_threads_give_the_same_merges(num_threa
 # small inputs prune after nearly every merge and recount often.
 
 
+@pytest.mark.parametrize("threads", [{}, PARALLEL_EVERYWHERE], ids=["one-thread", "threads"])
 @pytest.mark.parametrize("prune_pairs", [0, 1, 6, 40])
 @pytest.mark.parametrize("seed", range(25))
-def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int) -> None:
+def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int, threads: dict) -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
     merge_cpp = pytest.importorskip("cs336_basics._merge_cpp", reason="cs336_basics._merge_cpp is not built")
@@ -263,7 +275,7 @@ def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int) -> None:
         for _ in range(rng.randint(1, 60))
     }
     num_merges = rng.randint(1, 120)
-    assert merge_cpp.merge(word_counts, num_merges, prune_pairs=prune_pairs) == reference_merges(
+    assert merge_cpp.merge(word_counts, num_merges, prune_pairs=prune_pairs, **threads) == reference_merges(
         word_counts, num_merges
     )
 
@@ -279,3 +291,66 @@ def test_pruning_on_native_word_counts() -> None:
     assert counts.merge(300, prune_pairs=50) == expected
     with pytest.raises(ValueError, match="prune_pairs"):
         counts.merge(3, prune_pairs=-1)
+
+
+# (f) the threads: each merge's words rewritten in shares, the count changes applied side by side.
+
+
+def native_or_skip():
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
+    return pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+
+
+@pytest.mark.parametrize("parallel_words", [0, 64])  # 0: every merge on the threads
+def test_merges_do_not_depend_on_the_thread_count(parallel_words: int) -> None:
+    native = native_or_skip()
+    rng = random.Random(5)
+    text = " ".join(
+        "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 12))) for _ in range(40_000)
+    ).encode()
+    expected = bpe_v4.merge(native.count_words_in_buffer(text, [], 1).to_dict(), 600)
+    for num_threads in (1, 2, 4):
+        counts = native.count_words_in_buffer(text, [], num_threads)
+        assert counts.merge(600, parallel_words=parallel_words) == expected, num_threads
+        assert counts.merge(600, parallel_words=parallel_words, prune_pairs=100) == expected, num_threads
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+def test_threads_on_long_words_with_runs(num_threads: int) -> None:
+    # Long words hold many occurrences of a pair, adjacent ones and runs: the in-place rewrite's
+    # hard cases, split between threads at every word.
+    native_or_skip()
+    from cs336_basics import _merge_cpp
+
+    rng = random.Random(3)
+    word_counts = {
+        bytes(rng.choices(b"aab\x80", k=rng.randint(2, 90))): rng.choice([1, 2, 7, 2**33]) for _ in range(400)
+    }
+    got = _merge_cpp.merge(word_counts, 300, num_threads=num_threads, parallel_words=0)
+    assert got == bpe_v4.merge(word_counts, 300)
+
+
+def test_threads_report_progress_and_stop() -> None:
+    native_or_skip()
+    from cs336_basics import _merge_cpp
+
+    word_counts = {bytes(random.Random(seed).choices(b"abcdefgh", k=40)): seed + 1 for seed in range(30)}
+    reports: list[int] = []
+    merges = _merge_cpp.merge(word_counts, 450, reports.append, num_threads=2, parallel_words=0)
+    assert len(merges) == 450 and sum(reports) == 450
+
+    def interrupt(done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _merge_cpp.merge(word_counts, 450, interrupt, num_threads=2, parallel_words=0)
+
+
+@pytest.mark.parametrize(("option", "value"), [("num_threads", 0), ("num_threads", True), ("parallel_words", -1)])
+def test_bad_thread_options(option: str, value: object) -> None:
+    native_or_skip()
+    from cs336_basics import _merge_cpp
+
+    with pytest.raises(ValueError, match=option):
+        _merge_cpp.merge({b"abc": 1}, 1, **{option: value})

@@ -3,24 +3,30 @@ training from counts against training from text."""
 
 from __future__ import annotations
 
+import pickle
 import struct
 import tempfile
 import zlib
+from array import array
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts
+from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts, word_counts
 from cs336_basics._common import count_words as count_words_in_text
 from cs336_basics.demo import write_demo_corpus
 from cs336_basics.word_counts import (
     FORMAT_VERSION,
+    MAGIC,
     WordCountFileError,
     WordCounts,
+    add_tables,
+    concatenate_slices,
     count_words,
     plan_count_tasks,
+    split_table,
 )
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
 
@@ -99,6 +105,113 @@ def test_text_file_is_refused(tmp_path: Path) -> None:
 def test_tables_with_different_special_tokens_do_not_add() -> None:
     with pytest.raises(BPEInputError, match="different special tokens"):
         WordCounts({b"a": 1}, ["<s>"]) + WordCounts({b"a": 1}, SPECIALS)
+
+
+def write_count_file(path: Path, words: list[bytes], counts: list[int]) -> Path:
+    """A count file with the given words in the given order (valid header and checksum)."""
+    pattern = WordCounts({}).pattern.encode()
+    body = b"".join(
+        [
+            MAGIC,
+            struct.pack("<II", FORMAT_VERSION, len(pattern)),
+            pattern,
+            struct.pack("<I", 0),
+            struct.pack("<QQQ", 0, len(words), sum(map(len, words))),
+            struct.pack(f"<{len(words)}I", *map(len, words)),
+            struct.pack(f"<{len(words)}Q", *counts),
+            *words,
+        ]
+    )
+    path.write_bytes(body + struct.pack("<I", zlib.crc32(body)))
+    return path
+
+
+@pytest.fixture(params=["native", "python"])
+def table_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Count tables held in C++ (skipped when not built) or as dicts (the compiled module hidden)."""
+    if request.param == "native" and word_counts._native_module() is None:
+        pytest.skip("the compiled module is not built (or CS336_PURE_PYTHON is set)")
+    if request.param == "python":
+        monkeypatch.setattr(word_counts, "_native_module", lambda: None)
+    return request.param
+
+
+@pytest.mark.parametrize("words", [[b"b", b"a"], [b"a", b"a"]], ids=["unordered", "twice"])
+def test_words_out_of_order_or_twice_are_refused(tmp_path: Path, table_backend: str, words: list[bytes]) -> None:
+    path = write_count_file(tmp_path / "c.bin", words, [1, 2])
+    with pytest.raises(WordCountFileError, match="c.bin.*strictly ascending"):
+        WordCounts.load(path)
+
+
+def test_a_zero_count_is_refused(tmp_path: Path, table_backend: str) -> None:
+    path = write_count_file(tmp_path / "c.bin", [b"a", b"b"], [1, 0])
+    with pytest.raises(WordCountFileError, match="c.bin.*does not add up"):
+        WordCounts.load(path)
+
+
+def test_loaded_tables_keep_their_backend(count_file: Path, table_backend: str) -> None:
+    counts = WordCounts.load(count_file)
+    assert (counts.native is not None) == (table_backend == "native")
+    assert counts.total_words == 6 and len(counts) == 3
+    assert counts.counts == {b"a": 1, b" b": 2, b"ccc": 3}
+    assert counts.native is None  # the dict, once made, is the table
+
+
+def native_table(table: dict[bytes, int]):
+    """A table held in C++ with the words and counts of `table`, in its order."""
+    words = list(table)
+    return word_counts._native_module().word_counts_from_arrays(
+        b"".join(words), array("I", map(len, words)).tobytes(), array("Q", table.values()).tobytes()
+    )
+
+
+def as_dict(table) -> dict[bytes, int]:
+    return table if isinstance(table, dict) else table.to_dict()
+
+
+small_tables = st.dictionaries(st.binary(min_size=1, max_size=6), st.integers(min_value=1, max_value=2**40))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables=st.lists(small_tables, min_size=1, max_size=5))
+def test_native_tables_add_sort_and_pickle_like_dicts(tables: list[dict[bytes, int]]) -> None:
+    if word_counts._native_module() is None:
+        pytest.skip("the compiled module is not built (or CS336_PURE_PYTHON is set)")
+    expected: dict[bytes, int] = {}
+    for table in tables:
+        for word, count in table.items():
+            expected[word] = expected.get(word, 0) + count
+    natives = [native_table(table) for table in tables]
+    total = add_tables(natives)
+    assert total.to_dict() == expected and total.total_count() == sum(expected.values())
+    assert [native.to_dict() for native in natives] == tables  # the inputs are left alone
+    ordered = total.sorted_by_bytes()
+    assert list(ordered.to_dict()) == sorted(expected) and ordered.first_unordered_word() == len(expected)
+    assert pickle.loads(pickle.dumps(total)).to_dict() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables=st.lists(small_tables, min_size=1, max_size=4), num_slices=st.integers(1, 5), data=st.data())
+def test_slices_summed_apart_add_up_to_the_sum(tables: list[dict[bytes, int]], num_slices: int, data) -> None:
+    """Slices share no word within a kind of table, and a mix of native and dict tables (workers
+    that differ) still adds up."""
+    native = word_counts._native_module()
+    kinds = [dict] + ([native_table] if native is not None else [])
+    for make in [*kinds, lambda table: data.draw(st.sampled_from(kinds))(table)]:
+        sliced = [split_table(make(table), num_slices) for table in tables]
+        sums = [add_tables([slices[index] for slices in sliced]) for index in range(num_slices)]
+        assert as_dict(concatenate_slices(sums)) == add_tables(tables)
+        if all(not isinstance(one, dict) for one in sums):
+            assert sum(map(len, sums)) == len(add_tables(tables))  # no word in two slices
+
+
+def test_sums_past_int64_leave_cpp_for_python_ints(table_backend: str) -> None:
+    half = WordCounts({b"w": 2**62, b"x": 1}).to_bytes()
+    first, second = WordCounts.from_bytes(half), WordCounts.from_bytes(half)
+    total = first + second
+    assert total.counts == {b"w": 2**63, b"x": 2}
+    assert WordCounts.from_bytes(total.to_bytes()).counts == total.counts
+    assert first.counts == {b"w": 2**62, b"x": 1}
 
 
 # ---------------------------------------------------------------------------------------------

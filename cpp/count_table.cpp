@@ -1,0 +1,244 @@
+#include "count_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string_view>
+
+namespace bpe {
+
+namespace {
+
+std::string_view word_at(const WordCounts& words, size_t index) {
+    return std::string_view(words.bytes.data() + words.offsets[index],
+                            static_cast<size_t>(words.offsets[index + 1] - words.offsets[index]));
+}
+
+// Element `index` of an array of T that may not be aligned for T (count files pack their arrays).
+template <typename T>
+T load(const void* array, size_t index) {
+    T value;
+    std::memcpy(&value, static_cast<const char*>(array) + index * sizeof(T), sizeof(T));
+    return value;
+}
+
+template <typename T>
+void store(void* array, size_t index, T value) {
+    std::memcpy(static_cast<char*>(array) + index * sizeof(T), &value, sizeof(T));
+}
+
+uint64_t hash_word(std::string_view word) { return std::hash<std::string_view>{}(word); }
+
+// Distinct words of a growing table by open addressing. A slot holds the high half of the word's
+// hash beside its index + 1 (0: empty), so probing rarely reads a word that is not the one sought;
+// the full hashes are kept so that growing never hashes a word again.
+class WordIndex {
+  public:
+    explicit WordIndex(size_t expected_words) { rebuild(expected_words * 2); }
+
+    // A hint that `hash` will be looked up soon: its slot is fetched from memory meanwhile.
+    void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
+
+    // The index in `table` of `word` (whose hash_word is `hash`), appended with count 0 when new.
+    size_t find_or_add(WordCounts& table, std::string_view word, uint64_t hash) {
+        const uint64_t tag = hash >> 32 << 32;
+        size_t slot = hash & mask_;
+        for (;;) {
+            const uint64_t entry = slots_[slot];
+            if (entry == 0) break;
+            const size_t index = static_cast<uint32_t>(entry) - 1;
+            if ((entry & kTagBits) == tag && word_at(table, index) == word) return index;
+            slot = (slot + 1) & mask_;
+        }
+        const size_t index = table.size();
+        if (index + 1 >= std::numeric_limits<uint32_t>::max()) {
+            throw std::overflow_error("word-count table: more than 4 billion distinct words");
+        }
+        table.add(word.data(), word.size(), 0);
+        hashes_.push_back(hash);
+        slots_[slot] = tag | (index + 1);
+        if (2 * hashes_.size() > slots_.size()) rebuild(slots_.size() * 2);
+        return index;
+    }
+
+  private:
+    static constexpr uint64_t kTagBits = ~uint64_t{0} << 32;
+
+    void rebuild(size_t min_slots) {
+        size_t size = 16;
+        while (size < min_slots) size *= 2;
+        slots_.assign(size, 0);
+        mask_ = size - 1;
+        for (size_t index = 0; index < hashes_.size(); ++index) {
+            size_t slot = hashes_[index] & mask_;
+            while (slots_[slot] != 0) slot = (slot + 1) & mask_;
+            slots_[slot] = (hashes_[index] & kTagBits) | (index + 1);
+        }
+    }
+
+    std::vector<uint64_t> slots_;
+    std::vector<uint64_t> hashes_;  // by word index
+    size_t mask_ = 0;
+};
+
+// Words are hashed this many ahead of their lookup, their slots prefetched meanwhile.
+constexpr size_t kLookAhead = 16;
+
+}  // namespace
+
+WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
+    size_t largest_words = 0, largest_bytes = 0;
+    for (const WordCounts* table : tables) {
+        largest_words = std::max(largest_words, table->size());
+        largest_bytes = std::max(largest_bytes, table->bytes.size());
+    }
+    WordCounts total;
+    total.reserve(largest_words + largest_words / 4, largest_bytes + largest_bytes / 4);
+    WordIndex index(largest_words + largest_words / 4);
+    uint64_t hashes[kLookAhead];
+    for (const WordCounts* table : tables) {
+        const size_t size = table->size();
+        for (size_t ahead = 0; ahead < std::min(size, kLookAhead); ++ahead) {
+            hashes[ahead] = hash_word(word_at(*table, ahead));
+            index.prefetch(hashes[ahead]);
+        }
+        for (size_t word = 0; word < size; ++word) {
+            const uint64_t hash = hashes[word % kLookAhead];
+            if (word + kLookAhead < size) {
+                const uint64_t next = hash_word(word_at(*table, word + kLookAhead));
+                hashes[word % kLookAhead] = next;
+                index.prefetch(next);
+            }
+            const int64_t count = table->counts[word];
+            if (count < 0) throw std::invalid_argument("word-count table: negative count");
+            int64_t& sum = total.counts[index.find_or_add(total, word_at(*table, word), hash)];
+            if (__builtin_add_overflow(sum, count, &sum)) {
+                throw std::overflow_error("word-count table: a summed count does not fit in 64 bits");
+            }
+        }
+    }
+    return total;
+}
+
+size_t word_slice(std::string_view word, size_t num_slices) {
+    // The high half (add_word_counts places words by the low bits of the same hash), scaled to
+    // [0, num_slices) by a multiply instead of a division.
+    return static_cast<size_t>(((hash_word(word) >> 32) * num_slices) >> 32);
+}
+
+std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_slices) {
+    if (num_slices == 0 || num_slices > std::numeric_limits<uint32_t>::max()) {
+        throw std::invalid_argument("word-count table: the number of slices must be in [1, 2**32)");
+    }
+    // Two passes: every word's slice and the slices' sizes, then one copy into tables of exact size.
+    std::vector<uint32_t> slice_of(words.size());
+    std::vector<size_t> slice_words(num_slices, 0), slice_bytes(num_slices, 0);
+    for (size_t index = 0; index < words.size(); ++index) {
+        const std::string_view word = word_at(words, index);
+        const size_t slice = word_slice(word, num_slices);
+        slice_of[index] = static_cast<uint32_t>(slice);
+        ++slice_words[slice];
+        slice_bytes[slice] += word.size();
+    }
+    std::vector<WordCounts> slices(num_slices);
+    std::vector<char*> next_byte(num_slices);
+    for (size_t slice = 0; slice < num_slices; ++slice) {
+        slices[slice].bytes.resize(slice_bytes[slice]);
+        slices[slice].offsets.reserve(slice_words[slice] + 1);
+        slices[slice].counts.reserve(slice_words[slice]);
+        next_byte[slice] = slices[slice].bytes.data();
+    }
+    for (size_t index = 0; index < words.size(); ++index) {
+        const std::string_view word = word_at(words, index);
+        WordCounts& slice = slices[slice_of[index]];
+        std::memcpy(next_byte[slice_of[index]], word.data(), word.size());
+        next_byte[slice_of[index]] += word.size();
+        slice.offsets.push_back(slice.offsets.back() + word.size());
+        slice.counts.push_back(words.counts[index]);
+    }
+    return slices;
+}
+
+WordCounts concatenate_word_counts(const std::vector<const WordCounts*>& tables) {
+    size_t num_words = 0, num_bytes = 0;
+    for (const WordCounts* table : tables) {
+        num_words += table->size();
+        num_bytes += table->bytes.size();
+    }
+    WordCounts total;
+    total.reserve(num_words, num_bytes);
+    for (const WordCounts* table : tables) {
+        const uint64_t base = total.bytes.size();
+        total.bytes += table->bytes;
+        for (size_t index = 1; index < table->offsets.size(); ++index) {
+            total.offsets.push_back(base + table->offsets[index]);
+        }
+        total.counts.insert(total.counts.end(), table->counts.begin(), table->counts.end());
+    }
+    return total;
+}
+
+WordCounts sorted_by_bytes(const WordCounts& words) {
+    std::vector<uint32_t> order(words.size());
+    std::iota(order.begin(), order.end(), uint32_t{0});
+    // std::string_view compares as unsigned bytes (char_traits<char>::compare is memcmp).
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return word_at(words, a) < word_at(words, b); });
+    WordCounts sorted;
+    sorted.reserve(words.size(), words.bytes.size());
+    for (uint32_t index : order) {
+        const std::string_view word = word_at(words, index);
+        sorted.add(word.data(), word.size(), words.counts[index]);
+    }
+    return sorted;
+}
+
+size_t first_unordered_word(const WordCounts& words) {
+    for (size_t index = 1; index < words.size(); ++index) {
+        if (!(word_at(words, index - 1) < word_at(words, index))) return index;
+    }
+    return words.size();
+}
+
+WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
+                                   const void* counts, size_t num_words) {
+    const auto length_at = [lengths](size_t index) { return load<uint32_t>(lengths, index); };
+    uint64_t total_length = 0;
+    for (size_t index = 0; index < num_words; ++index) total_length += length_at(index);
+    if (total_length != blob_size) {
+        throw std::invalid_argument("word-count arrays: the word lengths do not add up to the words' bytes");
+    }
+    WordCounts words;
+    words.bytes.assign(blob, blob_size);
+    words.offsets.resize(num_words + 1);
+    words.counts.resize(num_words);
+    uint64_t offset = 0;
+    for (size_t index = 0; index < num_words; ++index) {
+        const uint64_t count = load<uint64_t>(counts, index);
+        if (count == 0) throw std::invalid_argument("word-count arrays: a count is 0");
+        if (count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+            throw std::overflow_error("word-count arrays: a count does not fit in int64");
+        }
+        words.counts[index] = static_cast<int64_t>(count);
+        offset += length_at(index);
+        words.offsets[index + 1] = offset;
+    }
+    return words;
+}
+
+void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) {
+    for (size_t index = 0; index < words.size(); ++index) {
+        const uint64_t length = words.offsets[index + 1] - words.offsets[index];
+        if (length > std::numeric_limits<uint32_t>::max()) {
+            throw std::invalid_argument("word-count table: a word of 4 GiB or more");
+        }
+        if (words.counts[index] < 1) throw std::invalid_argument("word-count table: a count below 1");
+        store(lengths, index, static_cast<uint32_t>(length));
+        store(counts, index, static_cast<uint64_t>(words.counts[index]));
+    }
+}
+
+}  // namespace bpe
