@@ -16,7 +16,8 @@
 // - Lookups trail the scanner by kQueue pre-tokens, whose slots are prefetched when scanned, so
 //   their memory fetches overlap instead of each lookup waiting for its own.
 // - Misses merge short words on a small array, looking up again only pairs next to a merged token,
-//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges). Words longer than kShortWord
+//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges); the first lookups, pairs of two
+//   bytes, in a 256 x 256 table. A miss probes the arena only if its set has sent a word there. Words longer than kShortWord
 //   use a heap of candidate pairs with lazy deletion, so a megabyte without a space is O(n log n).
 // - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
 //   no copy of the result, and untouched pages of the buffer are never faulted in.
