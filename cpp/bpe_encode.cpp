@@ -497,11 +497,12 @@ size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* id
     for (size_t i = 0; i + 1 < size; ++i) ranks[i] = byte_pair_rank(word[i], word[i + 1]);
     size_t count = size;
     while (count > 1) {
-        size_t first = 0;
-        for (size_t i = 1; i + 1 < count; ++i) {
-            if (ranks[i] < ranks[first]) first = i;
-        }
-        const uint32_t rank = ranks[first];
+        // The lowest rank, leftmost among equals, as a minimum of (rank, index) keys: no branch to
+        // mispredict.
+        uint64_t lowest = uint64_t(ranks[0]) << 32;
+        for (size_t i = 1; i + 1 < count; ++i) lowest = std::min(lowest, (uint64_t(ranks[i]) << 32) | i);
+        const size_t first = size_t(uint32_t(lowest));
+        const uint32_t rank = uint32_t(lowest >> 32);
         if (rank == kNoRank) break;
         // `first` is the leftmost occurrence, so nothing before it changes. Compact in place; only
         // pairs that touch a merged token need a new lookup, the others keep their rank.
