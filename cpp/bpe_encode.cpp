@@ -147,6 +147,7 @@ public:
         index_size_ = std::max<size_t>(16, slots / 2);
         arena_words_ = slots * 3;
         index_ = static_cast<uint64_t*>(std::calloc(index_size_, sizeof(uint64_t)));
+        sets_in_arena_.assign((slots / kWays + 63) / 64, 0);
         arena_ = static_cast<uint32_t*>(std::malloc(std::max<size_t>(arena_words_, 1) * sizeof(uint32_t)));
         if (index_ == nullptr || arena_ == nullptr) {
             release();
@@ -178,11 +179,22 @@ public:
         return nullptr;
     }
 
+    // Whether a short word of `set` may have gone to the arena: most misses then skip its lookup there.
+    bool arena_may_hold(const Slot* set) const {
+        const size_t index = size_t(set - slots_) / kWays;
+        return (sets_in_arena_[index / 64] >> (index % 64)) & 1;
+    }
+    void mark_in_arena(const Slot* set) {
+        const size_t index = size_t(set - slots_) / kWays;
+        sets_in_arena_[index / 64] |= uint64_t(1) << (index % 64);
+    }
+
     void insert_long(const unsigned char* word, size_t size, uint64_t hash, const uint32_t* ids, size_t count) {
         const size_t record_words = 2 + (size + 3) / 4 + count;
         if (record_words > arena_words_ / 16) return;  // one word must not flush the rest
         if (arena_used_ + record_words > arena_words_ || 2 * (index_used_ + 1) > index_size_) {
             std::memset(index_, 0, index_size_ * sizeof(uint64_t));
+            std::fill(sets_in_arena_.begin(), sets_in_arena_.end(), 0);
             arena_used_ = 0;
             index_used_ = 0;
         }
@@ -208,6 +220,7 @@ private:
     Slot* slots_ = nullptr;
     void* slots_memory_ = nullptr;
     int shift_ = 64;
+    std::vector<uint64_t> sets_in_arena_;  // a bit per set: one of its short words went to the arena
     uint64_t* index_ = nullptr;  // tag << 32 | (arena offset + 1); 0: empty
     size_t index_size_ = 0;
     size_t index_used_ = 0;
@@ -264,6 +277,12 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
         check_id(merge.merged);
     }
     pairs_ = std::make_unique<PairTable>(merges);
+    byte_pair_ranks_.resize(256 * 256);
+    for (size_t left = 0; left < 256; ++left) {
+        for (size_t right = 0; right < 256; ++right) {
+            byte_pair_ranks_[left * 256 + right] = pairs_->rank(byte_ids_[left], byte_ids_[right]);
+        }
+    }
 
     // A token given twice keeps its first id.
     special_ids_.assign(specials_.tokens().size(), std::numeric_limits<uint32_t>::max());
@@ -438,7 +457,8 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
     }
     // Not in its set (take() looked): perhaps in the arena, else merged now.
     uint64_t hash = 0;
-    if (cache != nullptr) {
+    const bool look_in_arena = cache != nullptr && (word.set == nullptr || cache->arena_may_hold(word.set));
+    if (look_in_arena) {
         hash = hash_bytes(word.data, size);
         size_t count;
         if (const uint32_t* ids = cache->find_long(word.data, size, hash, count)) {
@@ -450,8 +470,7 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
     if (size > kShortWord) {
         count = size_t(merge_long(word.data, size, out) - out);
     } else {
-        for (size_t i = 0; i < size; ++i) out[i] = byte_ids_[word.data[i]];
-        count = merge_short(out, size);
+        count = merge_short(word.data, size, out);
     }
     if (word.set != nullptr && count <= kInlineIds) {
         WordCache::Slot* const set = word.set;
@@ -463,22 +482,27 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
         slot.count = uint8_t(count);
         std::memcpy(slot.ids, out, count * sizeof(uint32_t));
     } else if (cache != nullptr) {
+        if (!look_in_arena) hash = hash_bytes(word.data, size);
+        if (word.set != nullptr) cache->mark_in_arena(word.set);
         cache->insert_long(word.data, size, hash, out, count);
     }
     return out + count;
 }
 
 // GPT-2's loop on a small array: find the lowest-ranked adjacent pair, merge all its occurrences in
-// one left-to-right pass, repeat. Returns the new length.
-size_t Encoder::merge_short(uint32_t* ids, size_t count) const {
+// one left-to-right pass, repeat. Writes the ids of `word` to `ids`, returns how many.
+size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* ids) const {
     uint32_t ranks[kShortWord];  // ranks[i]: rank of (ids[i], ids[i + 1])
-    for (size_t i = 0; i + 1 < count; ++i) ranks[i] = pairs_->rank(ids[i], ids[i + 1]);
+    for (size_t i = 0; i < size; ++i) ids[i] = byte_ids_[word[i]];
+    for (size_t i = 0; i + 1 < size; ++i) ranks[i] = byte_pair_rank(word[i], word[i + 1]);
+    size_t count = size;
     while (count > 1) {
-        size_t first = 0;
-        for (size_t i = 1; i + 1 < count; ++i) {
-            if (ranks[i] < ranks[first]) first = i;
-        }
-        const uint32_t rank = ranks[first];
+        // The lowest rank, leftmost among equals, as a minimum of (rank, index) keys: no branch to
+        // mispredict.
+        uint64_t lowest = uint64_t(ranks[0]) << 32;
+        for (size_t i = 1; i + 1 < count; ++i) lowest = std::min(lowest, (uint64_t(ranks[i]) << 32) | i);
+        const size_t first = size_t(uint32_t(lowest));
+        const uint32_t rank = uint32_t(lowest >> 32);
         if (rank == kNoRank) break;
         // `first` is the leftmost occurrence, so nothing before it changes. Compact in place; only
         // pairs that touch a merged token need a new lookup, the others keep their rank.
@@ -527,7 +551,11 @@ uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* 
         heap.emplace_back(rank, index);
         std::push_heap(heap.begin(), heap.end(), std::greater<>());
     };
-    for (uint32_t i = 0; i + 1 < size; ++i) push(i);
+    for (uint32_t i = 0; i + 1 < size; ++i) {
+        const uint32_t rank = byte_pair_rank(word[i], word[i + 1]);
+        if (rank != kNoRank) heap.emplace_back(rank, i);
+    }
+    std::make_heap(heap.begin(), heap.end(), std::greater<>());
 
     std::vector<uint32_t> merged_at;
     while (!heap.empty()) {

@@ -16,7 +16,8 @@
 // - Lookups trail the scanner by kQueue pre-tokens, whose slots are prefetched when scanned, so
 //   their memory fetches overlap instead of each lookup waiting for its own.
 // - Misses merge short words on a small array, looking up again only pairs next to a merged token,
-//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges). Words longer than kShortWord
+//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges); the first lookups, pairs of two
+//   bytes, in a 256 x 256 table. A miss probes the arena only if its set has sent a word there. Words longer than kShortWord
 //   use a heap of candidate pairs with lazy deletion, so a megabyte without a space is O(n log n).
 // - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
 //   no copy of the result, and untouched pages of the buffer are never faulted in.
@@ -104,11 +105,15 @@ private:
     size_t encode_with(std::string_view text, uint32_t* out, WordCache* cache) const;
     uint32_t* encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const;
     uint32_t* encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const;
-    size_t merge_short(uint32_t* ids, size_t count) const;
+    size_t merge_short(const unsigned char* word, size_t size, uint32_t* ids) const;
+    uint32_t byte_pair_rank(unsigned char left, unsigned char right) const {
+        return byte_pair_ranks_[size_t(left) * 256 + right];
+    }
     uint32_t* merge_long(const unsigned char* word, size_t size, uint32_t* out) const;
 
     uint32_t byte_ids_[256];
     std::unique_ptr<PairTable> pairs_;
+    std::vector<uint32_t> byte_pair_ranks_;  // [left byte * 256 + right byte]: the rank of their ids' pair
     SpecialTokens specials_;
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
 

@@ -322,8 +322,9 @@ public:
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
         Probe probe{&slots_[0], slots_.size(), shift_, 0};
-        for (size_t i = 0; i < count; ++i) {
-            while (!probe.try_add(keys[i], 1, arena)) {
+        // A pointer to the end, not a counter: the counter was kept in memory (registers run short).
+        for (const WordKey* const end = keys + count; keys != end; ++keys) {
+            while (!probe.try_add(*keys, 1, arena)) {
                 size_ += std::exchange(probe.added, 0);
                 grow();
                 probe = Probe{&slots_[0], slots_.size(), shift_, 0};
@@ -440,21 +441,24 @@ struct alignas(64) ThreadCounts {
     WordTable table;
     WordKey batches[2][kBatch];
     WordKey* filling = batches[0];
+    WordKey* filling_end = batches[0] + kBatch;
+    // The filling batch's next free key: a pointer, not an index (5 instructions fewer per word).
+    WordKey* next = batches[0];
     WordKey* waiting = batches[1];
-    uint32_t num_filling = 0;  // not size_t: key stores could alias it
     uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
 
-    // `filling` and `waiting` point into the object itself.
+    // The batch pointers point into the object itself.
     ThreadCounts() = default;
     ThreadCounts(const ThreadCounts&) = delete;
     ThreadCounts& operator=(const ThreadCounts&) = delete;
 
     void add(const char* word, size_t length) {
-        WordKey& key = filling[num_filling];
-        key = make_key(word, length, readable_end);
-        table.prefetch_slot(key.hash);
-        if (++num_filling == kBatch) advance();
+        WordKey* const key = next;
+        *key = make_key(word, length, readable_end);
+        table.prefetch_slot(key->hash);
+        next = key + 1;
+        if (key + 1 == filling_end) advance();
     }
 
     // Must run before the batches' long words' bytes go away (at the end of a chunk).
@@ -470,9 +474,10 @@ private:
         WordKey* const ready = waiting;
         const size_t num_ready = num_waiting;
         waiting = filling;
-        num_waiting = num_filling;
+        num_waiting = uint32_t(next - filling);
         filling = ready;
-        num_filling = 0;
+        filling_end = ready + kBatch;
+        next = ready;
         table.add_each_once(ready, num_ready, arena);
     }
 };

@@ -3,10 +3,11 @@
 // Build (from the repository root; -fopenmp for the two-thread count):
 //   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/*.cpp -o bench_scanner
 // Run:
-//   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2]
+//   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2|read]
 // Prints MB/s (10^6 bytes per second), best of `repeats` by wall clock and by CPU time, for the
 // scanner with an empty visitor (pre-tokenize only) on each scanner path, and for counting (split
-// on <|endoftext|>) on one and on two threads; the other modes run one of these. CPU time is the
+// on <|endoftext|>) on one and on two threads; the other modes run one of these, and `read` only
+// reads the file (the baseline to subtract from instruction counts). CPU time is the
 // steadier figure on a shared machine. Under `valgrind --tool=callgrind` use repeats=1 and one mode
 // for repeatable instruction counts.
 #include <time.h>
@@ -56,7 +57,7 @@ Speed best_mb_per_s(size_t bytes, int repeats, Work&& work) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s FILE [repeats] [all|scan|count|fast|swar|scalar|count1|count2]\n",
+        std::fprintf(stderr, "usage: %s FILE [repeats] [all|scan|count|fast|swar|scalar|count1|count2|read]\n",
                      argv[0]);
         return 2;
     }
