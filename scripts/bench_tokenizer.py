@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
+from cs336_basics import export  # noqa: E402
 from cs336_basics._common import ENDOFTEXT, GPT2_SPLIT_PATTERN  # noqa: E402
 from cs336_basics.serialization import load_merges, load_vocab  # noqa: E402
 from cs336_basics.tokenizer import Tokenizer, native_available  # noqa: E402
@@ -62,39 +63,13 @@ def timed(encode: Callable[[str], object], text: str, repeat: int) -> tuple[list
     return seconds, result
 
 
-def hf_tokenizer_json(fixtures: Path) -> str:
-    """A HuggingFace tokenizer.json for the fixture GPT-2 vocabulary (whose files already use the
-    byte-level alphabet that format expects), with <|endoftext|> as a special added token.
-
-    Not `cs336_basics.export.hf_tokenizer_json`: that one spells our pattern out as a Split step,
-    while the peers recognise GPT-2's stock ByteLevel pre-tokenizer and take their fast scanner on it."""
-    vocab = json.loads((fixtures / "gpt2_vocab.json").read_text(encoding="utf-8"))
-    with (fixtures / "gpt2_merges.txt").open(encoding="utf-8") as file:
-        merges = [line.rstrip("\n") for line in file if line.strip() and not line.startswith("#version")]
+def hf_tokenizer_json(vocab: dict, merges: list) -> str:
+    """Our HuggingFace export of the GPT-2 vocabulary, with GPT-2's stock ByteLevel pre-tokenizer in
+    place of the export's Split step on our pattern (the same pre-tokens): the peers recognise the
+    stock one and take their fast scanner on it."""
+    document = export.hf_tokenizer_json(vocab, merges, [ENDOFTEXT])
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    special = {"content": ENDOFTEXT, "single_word": False, "lstrip": False, "rstrip": False}
-    document = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [{"id": vocab[ENDOFTEXT], **special, "normalized": False, "special": True}],
-        "normalizer": None,
-        "pre_tokenizer": byte_level,
-        "post_processor": None,
-        "decoder": byte_level,
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": merges,
-        },
-    }
+    document["pre_tokenizer"] = document["decoder"] = byte_level
     return json.dumps(document, ensure_ascii=False)
 
 
@@ -126,7 +101,7 @@ class Peer:
 BATCH_PIECES = 64
 
 
-def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, Peer]:
+def peer_encoders(vocab: dict, merges: list) -> dict[str, Peer]:
     encoders: dict[str, Peer] = {}
     if native_available():
         def ours() -> Tokenizer:
@@ -155,7 +130,7 @@ def peer_encoders(vocab: dict, merges: list, fixtures: Path) -> dict[str, Peer]:
             ),
             lambda encoding, text, _: encoding.encode(text, allowed_special="all"),
         )
-    hf_json = hf_tokenizer_json(fixtures)
+    hf_json = hf_tokenizer_json(vocab, merges)
     try:
         import gigatoken
     except ImportError:
@@ -243,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"corpus: {args.corpus} ({size_mb:.1f} MB), GPT-2 vocabulary, special token {ENDOFTEXT}")
 
     if args.peers_only:
-        compare_threads(peer_encoders(vocab, merges, args.fixtures), text, args.threads, args.repeat, None)
+        compare_threads(peer_encoders(vocab, merges), text, args.threads, args.repeat, None)
         return 0
 
     rows: list[tuple[str, float, list[tuple[float, float]]]] = []  # (encoder, MB, (wall, CPU) per run)
@@ -298,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {megabytes / walls[0]:.2f} |"
         )
     if args.threads:
-        compare_threads(peer_encoders(vocab, merges, args.fixtures), text, args.threads, args.repeat, reference)
+        compare_threads(peer_encoders(vocab, merges), text, args.threads, args.repeat, reference)
     return 0
 
 
