@@ -4,6 +4,7 @@ conftest.py (pytest loads conftest as a plugin; importing it again makes a secon
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,24 @@ def require_fixture(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"fixture {name} not found in {FIXTURES} (set CS336_FIXTURES to the assignment's fixtures)")
     return path
+
+
+# The start of a child program that encodes under an address-space limit (Linux): it reads the
+# vocabulary, merges and text paths and the backend from argv, and `address_space()` gives the
+# process's current size, to set RLIMIT_AS a little above it.
+TOKENIZER_MEMORY_CHILD_PRELUDE = textwrap.dedent(
+    """
+    import resource, sys
+    from cs336_basics.tokenizer import Tokenizer
+
+    vocab_path, merges_path, text_path, backend = sys.argv[1:5]
+    tokenizer = Tokenizer.from_files(vocab_path, merges_path, ["<|endoftext|>"], native=backend == "native")
+
+    def address_space() -> int:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmSize in /proc/self/status")
+    """
+)

@@ -29,7 +29,7 @@ from cs336_basics import BPEInputError, train_bpe
 from cs336_basics._common import ENDOFTEXT, GPT2_SPLIT_PATTERN
 from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
 from cs336_basics.tokenizer import Tokenizer, native_available
-from tests.support import FIXTURES, REPO_ROOT, SHARED_CORPUS, require_fixture
+from tests.support import FIXTURES, REPO_ROOT, SHARED_CORPUS, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture
 
 DOUBLE = ENDOFTEXT * 2
 TEXT_FIXTURES = [
@@ -286,21 +286,9 @@ def test_encode_iterable_rejects_bytes(tok: Tokenizer) -> None:
         list(tok.encode_iterable([b"bytes"]))
 
 
-MEMORY_CHILD = textwrap.dedent(
+MEMORY_CHILD = TOKENIZER_MEMORY_CHILD_PRELUDE + textwrap.dedent(
     """
-    import resource, sys
-    from cs336_basics.tokenizer import Tokenizer
-
-    vocab_path, merges_path, text_path, backend, headroom = sys.argv[1:6]
-    tokenizer = Tokenizer.from_files(vocab_path, merges_path, ["<|endoftext|>"], native=backend == "native")
-
-    def address_space() -> int:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmSize in /proc/self/status")
-
+    headroom = sys.argv[5]
     count = checksum = 0
     with open(text_path, encoding="utf-8") as file:
         # Python's own text I/O grows the heap by megabytes on a first pass over a file, whoever

@@ -42,7 +42,7 @@ from cs336_basics.serialization import (
     save_tokenizer,
 )
 from cs336_basics.trainers import trainer_status
-from tests.support import FIXTURES, REPO_ROOT, require_fixture
+from tests.support import FIXTURES, REPO_ROOT, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture
 
 OUTPUTS = ["bpe_run.json", "merges.pkl", "merges.txt", "vocab.json", "vocab.pkl"]
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -445,20 +445,8 @@ def test_a_line_without_whitespace_is_still_cut(small_tokenizer: Tokenizer) -> N
     assert list(small_tokenizer.encode_iterable([text])) == small_tokenizer.encode(text)
 
 
-LONG_LINE_CHILD = textwrap.dedent(
+LONG_LINE_CHILD = TOKENIZER_MEMORY_CHILD_PRELUDE + textwrap.dedent(
     """
-    import resource, sys
-    from cs336_basics.tokenizer import Tokenizer
-
-    vocab_path, merges_path, text_path, backend = sys.argv[1:5]
-    tokenizer = Tokenizer.from_files(vocab_path, merges_path, ["<|endoftext|>"], native=backend == "native")
-
-    def address_space() -> int:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-
     count = 0
     with open(text_path, encoding="utf-8") as file:
         file.read(1 << 16)  # let Python's text I/O set up its buffers before the limit
