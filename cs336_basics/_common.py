@@ -153,15 +153,20 @@ def check_input_file(input_path: str | os.PathLike) -> Path:
     return check_text_file(input_path, "training file")
 
 
+def invalid_utf8_error(error: UnicodeDecodeError, offset: int = 0) -> BPEInputError:
+    """The error for text that is not UTF-8, naming the absolute byte offset of the first invalid
+    byte (`offset`: where the decoded bytes start in the input)."""
+    return BPEInputError(
+        f"input is not valid UTF-8: invalid UTF-8 at byte offset {offset + error.start} ({error.reason})"
+    )
+
+
 def decode_utf8(data: bytes, offset: int = 0) -> str:
     """Decode, naming the absolute byte offset of the first invalid byte on failure."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise BPEInputError(
-            f"input is not valid UTF-8: invalid UTF-8 at byte offset {offset + error.start} "
-            f"({error.reason})"
-        ) from None
+        raise invalid_utf8_error(error, offset) from None
 
 
 def read_corpus(input_path: str | os.PathLike) -> str:

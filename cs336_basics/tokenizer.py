@@ -40,6 +40,7 @@ from ._common import (
     Vocab,
     check_special_tokens,
     check_text_file,
+    invalid_utf8_error,
     merge_word,
     special_token_regex,
 )
@@ -543,9 +544,7 @@ def _decoded_blocks(file: BinaryIO, block_bytes: int, progress: Callable[[int], 
         try:
             text = decoder.decode(block, final=not block)
         except UnicodeDecodeError as error:
-            raise BPEInputError(
-                f"input is not valid UTF-8: invalid UTF-8 at byte offset {offset + error.start} ({error.reason})"
-            ) from None
+            raise invalid_utf8_error(error, offset) from None
         offset += len(block)
         if progress is not None and block:
             progress(len(block))
