@@ -13,13 +13,11 @@
 #include <new>
 #include <stdexcept>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "huge_pages.hpp"
 #include "merge_tables.hpp"
 #include "omp_shim.hpp"
 
@@ -83,31 +81,6 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
     }
     return length;
 }
-
-// A fixed-size array of trivial values on transparent huge pages where the system offers them on
-// request: randomly visited, a large table costs a TLB miss (a page walk) per visit on 4 KiB pages.
-template <typename Value>
-class HugeArray {
-public:
-    HugeArray() = default;
-    explicit HugeArray(size_t size) {
-        constexpr size_t kHugePage = size_t(1) << 21;
-        const size_t bytes = std::max<size_t>(kHugePage, (size * sizeof(Value) + kHugePage - 1) / kHugePage * kHugePage);
-        data_.reset(static_cast<Value*>(std::aligned_alloc(kHugePage, bytes)));
-        if (!data_) throw std::bad_alloc();
-#if defined(MADV_HUGEPAGE)
-        madvise(data_.get(), bytes, MADV_HUGEPAGE);  // a hint: without it the pages are small
-#endif
-    }
-    Value* data() { return data_.get(); }
-    const Value* data() const { return data_.get(); }
-
-private:
-    struct Free {
-        void operator()(Value* data) const { std::free(data); }
-    };
-    std::unique_ptr<Value, Free> data_;
-};
 
 // Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
 // merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
@@ -211,7 +184,7 @@ public:
         if (units > static_cast<size_t>(INT32_MAX)) {
             throw std::invalid_argument("WordCounts: more than 16 GiB of distinct words");
         }
-        arena_ = HugeArray<uint64_t>(units);
+        arena_ = HugePageArray<uint64_t>(units);
         word_ids_.reserve(num_words);
         size_t unit = 0;
         for (size_t word = 0; word < num_words; ++word) {
@@ -622,7 +595,7 @@ private:
     Symbol* symbols(WordId word) { return reinterpret_cast<Symbol*>(&header(word) + 1); }
     const Symbol* symbols(WordId word) const { return reinterpret_cast<const Symbol*>(&header(word) + 1); }
 
-    HugeArray<uint64_t> arena_;
+    HugePageArray<uint64_t> arena_;
     std::vector<WordId> word_ids_;  // in load order
 
     PairIdMap pair_ids_;

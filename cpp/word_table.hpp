@@ -15,9 +15,7 @@
 #include <utility>
 #include <vector>
 
-#if !defined(_WIN32)
-#include <sys/mman.h>
-#endif
+#include "huge_pages.hpp"
 
 namespace bpe {
 namespace word_table {
@@ -237,67 +235,8 @@ inline void prefetch_for_write(const void* address) {
 #endif
 }
 
-// Zero-filled slot storage. Lookups land on random slots, so a big table asks for transparent huge
-// pages: with 4 KiB pages nearly every lookup would also miss the TLB.
-class SlotBuffer {
-public:
-    SlotBuffer() = default;
-    explicit SlotBuffer(size_t count) : count_(count) {
-        const size_t bytes = count * sizeof(WordSlot);
-#if defined(MADV_HUGEPAGE)
-        if (bytes >= kHugePageBytes) {
-            // Over-allocate by a huge page so that the slots can start on a huge-page boundary.
-            mapped_bytes_ = bytes + kHugePageBytes;
-            void* mapped =
-                ::mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (mapped == MAP_FAILED) throw std::bad_alloc();
-            mapped_ = mapped;
-            const uintptr_t aligned =
-                (uintptr_t(mapped) + kHugePageBytes - 1) & ~uintptr_t(kHugePageBytes - 1);
-            ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-            slots_ = reinterpret_cast<WordSlot*>(aligned);
-            return;
-        }
-#endif
-        slots_ = static_cast<WordSlot*>(std::calloc(count, sizeof(WordSlot)));
-        if (slots_ == nullptr) throw std::bad_alloc();
-    }
-    SlotBuffer(SlotBuffer&& other) noexcept { swap(other); }
-    SlotBuffer& operator=(SlotBuffer&& other) noexcept {
-        swap(other);
-        return *this;
-    }
-    SlotBuffer(const SlotBuffer&) = delete;
-    SlotBuffer& operator=(const SlotBuffer&) = delete;
-    ~SlotBuffer() {
-#if defined(MADV_HUGEPAGE)
-        if (mapped_ != nullptr) {
-            ::munmap(mapped_, mapped_bytes_);
-            return;
-        }
-#endif
-        std::free(slots_);
-    }
-
-    WordSlot& operator[](size_t index) { return slots_[index]; }
-    const WordSlot& operator[](size_t index) const { return slots_[index]; }
-    size_t size() const { return count_; }
-
-private:
-    static constexpr size_t kHugePageBytes = size_t(2) << 20;
-
-    void swap(SlotBuffer& other) noexcept {
-        std::swap(slots_, other.slots_);
-        std::swap(count_, other.count_);
-        std::swap(mapped_, other.mapped_);
-        std::swap(mapped_bytes_, other.mapped_bytes_);
-    }
-
-    WordSlot* slots_ = nullptr;
-    size_t count_ = 0;
-    void* mapped_ = nullptr;
-    size_t mapped_bytes_ = 0;
-};
+// Lookups land on random slots, so a big table is on transparent huge pages (huge_pages.hpp).
+using SlotBuffer = HugePageArray<WordSlot>;
 
 // Tables are cut into partitions by the hash's top bits so that merging runs one partition per task.
 constexpr unsigned kPartitionBits = 6;
