@@ -363,8 +363,34 @@ inline ScannerPath scanner_path() noexcept {
 
 namespace detail {
 
-template <ScannerPath kPath, typename OnPretoken>
-size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken) {
+inline unsigned count_leading_zeros(uint64_t bits) {  // bits != 0
+#if defined(__GNUC__)
+    return unsigned(__builtin_clzll(bits));
+#else
+    unsigned count = 0;
+    for (uint64_t top = uint64_t(1) << 63; (bits & top) == 0; top >>= 1) ++count;
+    return count;
+#endif
+}
+
+// The pre-tokens of a block the block path decided, one on_pretoken call each.
+template <typename OnPretoken>
+struct EachPretokenOfBlock {
+    OnPretoken& on_pretoken;
+    void operator()(const unsigned char*, size_t offset, uint64_t boundaries) const {
+        unsigned previous = 0;
+        boundaries &= boundaries - 1;
+        do {
+            const unsigned next = count_trailing_zeros(boundaries);
+            boundaries &= boundaries - 1;
+            on_pretoken(offset + previous, offset + next);
+            previous = next;
+        } while (boundaries != 0);
+    }
+};
+
+template <ScannerPath kPath, typename OnPretoken, typename OnBlock>
+size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken, OnBlock& on_block) {
     constexpr uint8_t kSpace = unicode_tables::kSpace;
     constexpr bool kSimd = kPath == ScannerPath::kFast;
     const auto* const base = reinterpret_cast<const unsigned char*>(data);
@@ -386,17 +412,10 @@ size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken) {
 #else
             const BlockMasks masks = block_masks_swar(block);
 #endif
-            uint64_t starts = block_boundaries(block, masks) & ~uint64_t(1);
-            if (starts != 0) {
-                const size_t offset = size_t(p - base);
-                unsigned previous = 0;
-                do {
-                    const unsigned next = count_trailing_zeros(starts);
-                    starts &= starts - 1;
-                    on_pretoken(offset + previous, offset + next);
-                    previous = next;
-                } while (starts != 0);
-                p += previous;
+            const uint64_t boundaries = block_boundaries(block, masks);
+            if (boundaries != 1) {
+                on_block(block, size_t(p - base), boundaries);
+                p += 63 - count_leading_zeros(boundaries);
                 continue;
             }
         }
@@ -462,18 +481,31 @@ size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken) {
 
 }  // namespace detail
 
+// for_each_pretoken for callers that take the block path's pre-tokens a block at a time: the same
+// pre-tokens in the same order, but those the block path decides come as one call
+// `on_block(block, offset, boundaries)` per block, the others as `on_pretoken(begin, end)`.
+// `boundaries` has a bit set at each pre-token start in the block and one where the last of them
+// ends (bit 0 always, at least two bits, none past bit 61); bit i is byte offset + i of `data`.
+// `block` holds the block's 64 bytes: `data + offset`, or near the text's end a padded copy (the
+// pre-tokens are within the text either way).
+template <typename OnPretoken, typename OnBlock>
+size_t for_each_pretoken_block(const char* data, size_t size, OnPretoken&& on_pretoken, OnBlock&& on_block) {
+    switch (scanner_path()) {
+        case ScannerPath::kSwar:
+            return detail::scan_pretokens<ScannerPath::kSwar>(data, size, on_pretoken, on_block);
+        case ScannerPath::kScalar:
+            return detail::scan_pretokens<ScannerPath::kScalar>(data, size, on_pretoken, on_block);
+        default:
+            return detail::scan_pretokens<ScannerPath::kFast>(data, size, on_pretoken, on_block);
+    }
+}
+
 // Calls `on_pretoken(begin, end)` (byte offsets into `data`) for each pre-token in order. Returns
 // kValidUtf8, or the offset of the first invalid byte; the pre-tokens before it have been visited.
 template <typename OnPretoken>
 size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken) {
-    switch (scanner_path()) {
-        case ScannerPath::kSwar:
-            return detail::scan_pretokens<ScannerPath::kSwar>(data, size, on_pretoken);
-        case ScannerPath::kScalar:
-            return detail::scan_pretokens<ScannerPath::kScalar>(data, size, on_pretoken);
-        default:
-            return detail::scan_pretokens<ScannerPath::kFast>(data, size, on_pretoken);
-    }
+    detail::EachPretokenOfBlock<OnPretoken> on_block{on_pretoken};
+    return for_each_pretoken_block(data, size, on_pretoken, on_block);
 }
 
 // End offsets of the pre-tokens of `text` (each starts where the previous ended, the first at 0).
