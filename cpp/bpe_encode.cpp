@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "chunking.hpp"
+#include "huge_pages.hpp"
 #include "integer_map.hpp"
 #include "mapped_file.hpp"
 #include "omp_shim.hpp"
@@ -44,11 +45,6 @@ inline uint64_t hash_bytes(const unsigned char* data, size_t size) {
     return mix(hash ^ tail);
 }
 
-// The first `count` (0..8) bytes of a little-endian word, the others zero.
-inline uint64_t first_bytes(uint64_t word, size_t count) {
-    return count >= 8 ? word : word & ((uint64_t(1) << (8 * count)) - 1);
-}
-
 inline void prefetch(const void* address) {
 #if defined(__GNUC__)
     __builtin_prefetch(address);
@@ -57,185 +53,212 @@ inline void prefetch(const void* address) {
 #endif
 }
 
-// Zeroed memory aligned to `alignment` (a power of two), resident only once touched (calloc of a
-// large block maps fresh pages). Released with std::free(*raw).
-void* aligned_zeroed(size_t bytes, size_t alignment, void** raw) {
-    *raw = std::calloc(1, bytes + alignment);
-    if (*raw == nullptr) throw std::bad_alloc();
-    const uintptr_t address = (reinterpret_cast<uintptr_t>(*raw) + alignment - 1) & ~uintptr_t(alignment - 1);
-    return reinterpret_cast<void*>(address);
+// Masks keeping a word's first `size` bytes (0..16) in the two little-endian words of a key.
+struct KeyMasks {
+    uint64_t first[17];
+    uint64_t second[17];
+    constexpr KeyMasks() : first(), second() {
+        for (size_t size = 0; size <= 16; ++size) {
+            first[size] = size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * size)) - 1;
+            second[size] = size <= 8 ? 0 : size == 16 ? ~uint64_t(0) : (uint64_t(1) << (8 * (size - 8))) - 1;
+        }
+    }
+};
+inline constexpr KeyMasks kKeyMasks{};
+
+// The cache key of a word of 1..Encoder::kInlineBytes bytes, read from `readable`, where 16 bytes
+// can be read: the bytes zero-padded, the size in the top byte (so no two words share a key).
+inline void short_key(const unsigned char* readable, size_t size, uint64_t key[2]) {
+    key[0] = detail::load_little_endian64(readable) & kKeyMasks.first[size];
+    key[1] = (detail::load_little_endian64(readable + 8) & kKeyMasks.second[size]) | (uint64_t(size) << 56);
+}
+
+// The key of a longer word: its hash and size, tagged so that no short word's key equals it.
+constexpr uint64_t kLongKey = uint64_t(0xFF) << 56;
+inline void long_key(const unsigned char* word, size_t size, uint64_t key[2]) {
+    key[0] = hash_bytes(word, size);
+    key[1] = kLongKey | size;
 }
 
 }  // namespace
 
 // (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge) and each is a likely
-// cache miss, so the table is small: 8-byte slots holding a check of the pair's hash and the rank,
-// the pair itself verified in the rule the rank names.
+// cache miss, so the table is small: 8-byte slots of a check and the rank. When every id is below
+// 2^16 - 1 (GPT-2's vocabulary, most trained ones) the check is the pair itself and a lookup reads one
+// slot; otherwise it is part of the pair's hash, and a match is verified in the rule the rank names.
 class Encoder::PairTable {
 public:
-    explicit PairTable(const std::vector<MergeRule>& merges) : rules_(merges) {
+    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id) : rules_(merges), narrow_(largest_id < 65535) {
         size_t capacity = 16;
         while (capacity < 2 * merges.size()) capacity *= 2;
         slots_.assign(capacity, Slot{0, kNoRank});
         mask_ = capacity - 1;
         shift_ = 64;
         for (size_t c = capacity; c > 1; c >>= 1) --shift_;
+        merged_.reserve(merges.size());
         for (uint32_t rank = 0; rank < merges.size(); ++rank) {
             const MergeRule& rule = merges[rank];
-            const uint64_t hash = mix(pair_key(rule.left, rule.right));
-            size_t slot = size_t(hash >> shift_);
-            bool present = false;  // a repeated pair keeps its first rank
-            for (; slots_[slot].rank != kNoRank; slot = (slot + 1) & mask_) {
-                if (same_pair(slots_[slot].rank, rule.left, rule.right)) present = true;
-            }
-            if (!present) slots_[slot] = Slot{uint32_t(hash), rank};
+            merged_.push_back(rule.merged);
+            if (this->rank(rule.left, rule.right) != kNoRank) continue;  // a repeated pair keeps its first rank
+            const auto [slot_index, check] = home(rule.left, rule.right);
+            size_t slot = slot_index;
+            while (slots_[slot].rank != kNoRank) slot = (slot + 1) & mask_;
+            slots_[slot] = Slot{check, rank};
         }
     }
 
     uint32_t rank(uint32_t left, uint32_t right) const {
-        const uint64_t hash = mix(pair_key(left, right));
-        const uint32_t check = uint32_t(hash);
-        for (size_t slot = size_t(hash >> shift_);; slot = (slot + 1) & mask_) {
+        const auto [slot_index, check] = home(left, right);
+        for (size_t slot = slot_index;; slot = (slot + 1) & mask_) {
             const Slot entry = slots_[slot];
             if (entry.rank == kNoRank) return kNoRank;
-            if (entry.check == check && same_pair(entry.rank, left, right)) return entry.rank;
+            if (entry.check == check && (narrow_ || same_pair(entry.rank, left, right))) return entry.rank;
         }
     }
 
-    uint32_t merged(uint32_t rank) const { return rules_[rank].merged; }
+    uint32_t merged(uint32_t rank) const { return merged_[rank]; }
 
 private:
     struct Slot {
-        uint32_t check;  // low half of the pair's hash (the high bits chose the slot)
+        uint32_t check;  // narrow: left << 16 | right; else the low half of the pair's hash
         uint32_t rank;   // kNoRank: empty
     };
+
+    // The pair's first slot and its check.
+    std::pair<size_t, uint32_t> home(uint32_t left, uint32_t right) const {
+        if (narrow_) {
+            const uint32_t pair = (left << 16) | right;
+            return {size_t((uint64_t(pair) * 0x9E3779B97F4A7C15ULL) >> shift_), pair};
+        }
+        const uint64_t hash = mix(pair_key(left, right));
+        return {size_t(hash >> shift_), uint32_t(hash)};
+    }
 
     bool same_pair(uint32_t rank, uint32_t left, uint32_t right) const {
         return rules_[rank].left == left && rules_[rank].right == right;
     }
 
     std::vector<MergeRule> rules_;
+    std::vector<uint32_t> merged_;  // merged_[rank]: the rule's merged id
     std::vector<Slot> slots_;
     size_t mask_ = 0;
     int shift_ = 64;
+    bool narrow_;
 };
 
-// One thread's pre-token -> ids cache. A word of up to kInlineBytes bytes giving up to kInlineIds
-// ids lives in a 32-byte slot, key inline, four slots to a set (two cache lines), the most recently
-// used first: nearly all lookups are answered there by one code path. Longer words, and words of
-// more ids, go to an arena of records indexed by hash, emptied whole when full.
+// One thread's pre-token -> ids cache: sets of four 32-byte slots (two cache lines), the most
+// recently used first. A slot's key is the word itself when it has at most kInlineBytes bytes
+// (zero-padded, its size in the top byte), else a hash of the word tagged kLongKey with its size.
+// The value is up to kInlineIds ids, or where the ids lie in the arena (with a long word's bytes,
+// checked on every hit). The arena is emptied when full; its epoch then changes, which turns the
+// slots that pointed into it into misses.
 class Encoder::WordCache {
 public:
     static constexpr size_t kWays = 4;
 
     struct Slot {
-        uint64_t key[2];  // the word's bytes, zero-padded
-        uint8_t size;     // 0: empty
-        uint8_t count;
-        uint16_t unused;
-        uint32_t ids[kInlineIds];
+        uint64_t key[2];            // all zero: empty (no word has that key)
+        uint32_t ids[kInlineIds];   // count == 0: arena offset, arena epoch, number of ids
+        uint32_t count;             // ids held in `ids`; 0: in the arena (or empty)
     };
     static_assert(sizeof(Slot) == 32, "two slots fill a 64-byte cache line");
-    static_assert(kInlineBytes == sizeof(Slot::key), "the inline key holds kInlineBytes bytes");
 
     // `slots`: a power of two, at least kWays.
     explicit WordCache(size_t slots) {
-        slots_ = static_cast<Slot*>(aligned_zeroed(slots * sizeof(Slot), kWays * sizeof(Slot), &slots_memory_));
+        slots_ = HugePageArray<Slot>(slots);
+        const size_t sets = slots / kWays;
+        set_mask_ = sets - 1;
         shift_ = 64;
-        for (size_t sets = slots / kWays; sets > 1; sets >>= 1) --shift_;
-        // The arena side gets 16 bytes per slot: 12 of arena, 4 of index.
-        index_size_ = std::max<size_t>(16, slots / 2);
-        arena_words_ = slots * 3;
-        index_ = static_cast<uint64_t*>(std::calloc(index_size_, sizeof(uint64_t)));
-        sets_in_arena_.assign((slots / kWays + 63) / 64, 0);
-        arena_ = static_cast<uint32_t*>(std::malloc(std::max<size_t>(arena_words_, 1) * sizeof(uint32_t)));
-        if (index_ == nullptr || arena_ == nullptr) {
-            release();
-            throw std::bad_alloc();
-        }
+        for (size_t count = sets; count > 1; count >>= 1) --shift_;
+        shift_ = std::min(shift_, 63);  // one set: index (hash >> 63) & 0
+        arena_words_ = std::min<size_t>(slots * 4, std::numeric_limits<uint32_t>::max());  // 16 bytes per slot
+        arena_ = static_cast<uint32_t*>(std::malloc(arena_words_ * sizeof(uint32_t)));
+        if (arena_ == nullptr) throw std::bad_alloc();
     }
-    ~WordCache() { release(); }
+    ~WordCache() { std::free(arena_); }
     WordCache(const WordCache&) = delete;
     WordCache& operator=(const WordCache&) = delete;
 
-    // Multiplicative hashing of the key: the top bits choose the set.
-    Slot* set_of(uint64_t first, uint64_t second, size_t size) const {
-        const uint64_t hash = ((first ^ (second * 0xC2B2AE3D27D4EB4FULL) ^ size) * 0x9E3779B97F4A7C15ULL);
-        return shift_ == 64 ? slots_ : slots_ + size_t(hash >> shift_) * kWays;
+    // Where a key's set is: multiplicative hashing, the top bits choose the set.
+    struct Sets {
+        Slot* slots;
+        int shift;
+        size_t mask;
+        Slot* of(const uint64_t key[2]) const {
+            const uint64_t hash = (key[0] * 0x9E3779B97F4A7C15ULL) ^ (key[1] * 0xC2B2AE3D27D4EB4FULL);
+            return slots + ((hash >> shift) & mask) * kWays;
+        }
+    };
+    Sets sets() { return Sets{slots_.data(), shift_, set_mask_}; }
+
+    // The ids an arena slot of `word` names, or nullptr when they are gone (an older epoch) or the
+    // slot is another long word's with the same hash and size.
+    const uint32_t* arena_ids(const Slot& slot, const unsigned char* word, size_t size) const {
+        if (slot.ids[1] != epoch_) return nullptr;
+        const uint32_t* record = arena_ + slot.ids[0];
+        if (size <= kInlineBytes) return record;
+        if (std::memcmp(record, word, size) != 0) return nullptr;
+        return record + (size + 3) / 4;
     }
 
-    // The ids of a long word (or of a short word of many ids), or nullptr.
-    const uint32_t* find_long(const unsigned char* word, size_t size, uint64_t hash, size_t& count) const {
-        const uint32_t tag = uint32_t(hash >> 32);
-        for (size_t index = size_t(hash) & (index_size_ - 1); index_[index] != 0;
-             index = (index + 1) & (index_size_ - 1)) {
-            if (uint32_t(index_[index] >> 32) != tag) continue;
-            const uint32_t* record = arena_ + (uint32_t(index_[index]) - 1);
-            if (record[0] == size && std::memcmp(record + 2, word, size) == 0) {
-                count = record[1];
-                return record + 2 + (size + 3) / 4;
+    // Puts the ids of `word` (its key in `key`) in `set` at the front, dropping the slot at `victim`.
+    void insert(Slot* set, size_t victim, const uint64_t key[2], const unsigned char* word, size_t size,
+                const uint32_t* ids, size_t count) {
+        Slot slot{};
+        slot.key[0] = key[0];
+        slot.key[1] = key[1];
+        if (size <= kInlineBytes && count <= kInlineIds) {
+            std::memcpy(slot.ids, ids, count * sizeof(uint32_t));
+            slot.count = uint32_t(count);
+        } else {
+            const size_t byte_words = size <= kInlineBytes ? 0 : (size + 3) / 4;
+            const size_t record_words = byte_words + count;
+            if (record_words > arena_words_ / 16) return;  // one word must not flush the rest
+            if (arena_used_ + record_words > arena_words_) new_epoch();
+            uint32_t* record = arena_ + arena_used_;
+            if (byte_words != 0) {
+                record[byte_words - 1] = 0;
+                std::memcpy(record, word, size);
             }
+            std::memcpy(record + byte_words, ids, count * sizeof(uint32_t));
+            slot.ids[0] = uint32_t(arena_used_);
+            slot.ids[1] = epoch_;
+            slot.ids[2] = uint32_t(count);
+            arena_used_ += record_words;
         }
-        return nullptr;
+        std::memmove(set + 1, set, victim * sizeof(Slot));
+        set[0] = slot;
     }
 
-    // Whether a short word of `set` may have gone to the arena: most misses then skip its lookup there.
-    bool arena_may_hold(const Slot* set) const {
-        const size_t index = size_t(set - slots_) / kWays;
-        return (sets_in_arena_[index / 64] >> (index % 64)) & 1;
-    }
-    void mark_in_arena(const Slot* set) {
-        const size_t index = size_t(set - slots_) / kWays;
-        sets_in_arena_[index / 64] |= uint64_t(1) << (index % 64);
-    }
-
-    void insert_long(const unsigned char* word, size_t size, uint64_t hash, const uint32_t* ids, size_t count) {
-        const size_t record_words = 2 + (size + 3) / 4 + count;
-        if (record_words > arena_words_ / 16) return;  // one word must not flush the rest
-        if (arena_used_ + record_words > arena_words_ || 2 * (index_used_ + 1) > index_size_) {
-            std::memset(index_, 0, index_size_ * sizeof(uint64_t));
-            std::fill(sets_in_arena_.begin(), sets_in_arena_.end(), 0);
-            arena_used_ = 0;
-            index_used_ = 0;
-        }
-        uint32_t* record = arena_ + arena_used_;
-        record[0] = uint32_t(size);
-        record[1] = uint32_t(count);
-        std::memcpy(record + 2, word, size);
-        std::memcpy(record + 2 + (size + 3) / 4, ids, count * sizeof(uint32_t));
-        size_t index = size_t(hash) & (index_size_ - 1);
-        while (index_[index] != 0) index = (index + 1) & (index_size_ - 1);
-        index_[index] = (uint64_t(uint32_t(hash >> 32)) << 32) | (arena_used_ + 1);
-        arena_used_ += record_words;
-        ++index_used_;
+    static void move_to_front(Slot* set, size_t way) {
+        if (way == 0) return;
+        const Slot found = set[way];
+        std::memmove(set + 1, set, way * sizeof(Slot));
+        set[0] = found;
     }
 
 private:
-    void release() {
-        std::free(slots_memory_);
-        std::free(index_);
-        std::free(arena_);
+    // Empties the arena; after 2^32 epochs the slots are cleared too, so no old epoch comes back.
+    void new_epoch() {
+        arena_used_ = 0;
+        if (++epoch_ == 0) std::memset(slots_.data(), 0, slots_.size() * sizeof(Slot));
     }
 
-    Slot* slots_ = nullptr;
-    void* slots_memory_ = nullptr;
-    int shift_ = 64;
-    std::vector<uint64_t> sets_in_arena_;  // a bit per set: one of its short words went to the arena
-    uint64_t* index_ = nullptr;  // tag << 32 | (arena offset + 1); 0: empty
-    size_t index_size_ = 0;
-    size_t index_used_ = 0;
-    uint32_t* arena_ = nullptr;  // records: size, count, the word's bytes (padded to 4), the ids
+    HugePageArray<Slot> slots_;  // 64-byte aligned: a set is two cache lines
+    size_t set_mask_ = 0;
+    int shift_ = 63;
+    uint32_t* arena_ = nullptr;  // records: a long word's bytes (padded to 4), then the ids
     size_t arena_words_ = 0;
     size_t arena_used_ = 0;
+    uint32_t epoch_ = 0;
 };
 
-// A pre-token waiting in encode_ordinary's queue; `key` and `set` are set when there is a cache and
-// it is short enough for an inline slot.
+// A pre-token waiting in encode_ordinary's queue, its cache set prefetched.
 struct Encoder::PendingWord {
-    const unsigned char* data;
-    size_t size;
     uint64_t key[2];
     WordCache::Slot* set;
+    const unsigned char* data;
+    size_t size;
 };
 
 class Encoder::CacheLease {
@@ -276,7 +299,9 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
         check_id(merge.right);
         check_id(merge.merged);
     }
-    pairs_ = std::make_unique<PairTable>(merges);
+    uint32_t largest_id = *std::max_element(byte_ids_, byte_ids_ + 256);
+    for (const MergeRule& merge : merges) largest_id = std::max({largest_id, merge.left, merge.right, merge.merged});
+    pairs_ = std::make_unique<PairTable>(merges, largest_id);
     byte_pair_ranks_.resize(256 * 256);
     for (size_t left = 0; left < 256; ++left) {
         for (size_t right = 0; right < 256; ++right) {
@@ -307,6 +332,10 @@ Encoder::~Encoder() = default;
 size_t Encoder::encode(std::string_view text, uint32_t* out) {
     const CacheLease lease(*this, 1);
     return encode_with(text, out, lease.get(0));
+}
+
+std::vector<size_t> Encoder::pieces(std::string_view text, size_t piece_bytes) const {
+    return chunk_boundaries(text, specials_, piece_bytes, 1);
 }
 
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
@@ -375,118 +404,213 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
     return total;
 }
 
+// Cached encoding in batches of kBatch pre-tokens. The scanner only records where words end; each
+// full batch then has its keys computed and its sets prefetched while the batch before it is
+// looked up, so every lookup's memory fetch had a batch's worth of time, and the loops are short
+// enough for the compiler to keep their state in registers.
+constexpr size_t kBatch = 64;
+
+class Encoder::BatchedLookup {
+public:
+    BatchedLookup(const Encoder& encoder, WordCache& cache, std::string_view text, uint32_t* out)
+        : encoder_(encoder), cache_(cache), sets_(cache.sets()),
+          base_(reinterpret_cast<const unsigned char*>(text.data())), size_(text.size()), out_(out) {}
+
+    // A word ends at `end`: appended to the batch being scanned.
+    void add(size_t end) {
+        ends_[scanned_++] = end;
+        if (scanned_ >= kBatch) advance(kBatch);
+    }
+    // Words end at offset + each set bit of `boundaries` but bit 0 (as for_each_pretoken_block gives them).
+    void add_block(size_t offset, uint64_t boundaries) {
+        boundaries &= boundaries - 1;
+        size_t scanned = scanned_;
+        do {
+            ends_[scanned++] = offset + detail::count_trailing_zeros(boundaries);
+            boundaries &= boundaries - 1;
+        } while (boundaries != 0);
+        scanned_ = scanned;
+        if (scanned >= kBatch) advance(kBatch);
+    }
+    // A special token ends at `end`, its id `id`.
+    void add_special(size_t end, uint32_t id) {
+        special_ids_[special_count_++ % kSpecialQueue] = id;
+        ends_[scanned_++] = end | kSpecialEnd;
+        if (scanned_ >= kBatch) advance(kBatch);
+    }
+    // Where the last word added ends.
+    size_t end() const { return scanned_ > 0 ? ends_[scanned_ - 1] & ~kSpecialEnd : begin_; }
+    // Encodes what is left; returns the end of the ids.
+    uint32_t* finish() {
+        advance(scanned_);
+        advance(0);
+        return out_;
+    }
+
+private:
+    // Prepares the first `count` scanned words while encoding the prepared batch, then keeps the
+    // rest of the scanned ones for the next batch.
+    void advance(size_t count) {
+        PendingWord* const next = batches_[next_batch_];
+        const PendingWord* const ready = batches_[next_batch_ ^ 1];
+        // Locals, not members: stores to the batch could alias members, which would then be
+        // reloaded for every word.
+        const WordCache::Sets sets = sets_;
+        const unsigned char* const base = base_;
+        const size_t text_size = size_;
+        // Prepares the word [begin, end); returns where it ends.
+        const auto prepare = [&](PendingWord& word, size_t begin, size_t end) {
+            if (end & kSpecialEnd) return prepare_special(word, end);
+            const size_t size = end - begin;
+            word.data = base + begin;
+            word.size = size;
+            if (size <= kInlineBytes) {
+                if (text_size - begin >= 16) {
+                    short_key(base + begin, size, word.key);
+                } else {  // near the end of the text: read no byte past it
+                    unsigned char padded[16] = {};
+                    std::memcpy(padded, base + begin, size);
+                    short_key(padded, size, word.key);
+                }
+            } else {
+                long_key(base + begin, size, word.key);
+            }
+            word.set = sets.of(word.key);
+            prefetch(word.set);  // both lines of the set: a miss or a move to the front writes them
+            prefetch(word.set + 2);
+            return end;
+        };
+        uint32_t* out = out_;
+        size_t begin = begin_;
+        const size_t both = std::min(count, ready_count_);
+        size_t i = 0;
+        for (; i < both; ++i) {
+            begin = prepare(next[i], begin, ends_[i]);
+            out = take(ready[i], out);
+        }
+        for (; i < count; ++i) begin = prepare(next[i], begin, ends_[i]);
+        for (; i < ready_count_; ++i) out = take(ready[i], out);
+        out_ = out;
+        begin_ = begin;
+        ready_count_ = count;
+        next_batch_ ^= 1;
+        scanned_ -= count;
+        std::memmove(ends_, ends_ + count, scanned_ * sizeof(size_t));
+    }
+
+    // A special token: encode_word writes its id.
+    size_t prepare_special(PendingWord& word, size_t end) {
+        word.data = nullptr;
+        word.size = special_ids_[special_prepared_++ % kSpecialQueue];
+        word.key[0] = word.key[1] = ~uint64_t(0);  // no slot's key
+        word.set = no_slots_;
+        return end & ~kSpecialEnd;
+    }
+
+    // A word found in the first way of its set is taken here; everything else in encode_word.
+    uint32_t* take(const PendingWord& word, uint32_t* out) const {
+        const WordCache::Slot& first = word.set[0];
+        std::memcpy(out, first.ids, sizeof(first.ids));  // the caller's spare room makes this safe
+        const bool hit = ((first.key[0] ^ word.key[0]) | (first.key[1] ^ word.key[1])) == 0;
+        if (hit & (first.count != 0)) return out + first.count;
+        return encoder_.encode_word(word, out, cache_);
+    }
+
+    const Encoder& encoder_;
+    WordCache& cache_;
+    const WordCache::Sets sets_;
+    const unsigned char* const base_;
+    const size_t size_;
+    uint32_t* out_;
+    size_t begin_ = 0;        // where the first scanned word begins
+    size_t ends_[kBatch + detail::kBlockBytes];  // ends of the scanned words, not yet prepared
+    size_t scanned_ = 0;
+    PendingWord batches_[2][kBatch];  // the prepared batch and the one being prepared
+    size_t next_batch_ = 0;
+    size_t ready_count_ = 0;  // words in the prepared batch
+    // Special tokens are words whose end has kSpecialEnd set; their ids wait here in order.
+    static constexpr size_t kSpecialEnd = size_t(1) << (8 * sizeof(size_t) - 1);
+    static constexpr size_t kSpecialQueue = 2 * kBatch;
+    static_assert(kSpecialQueue >= kBatch + detail::kBlockBytes, "room for every special token scanned ahead");
+    uint32_t special_ids_[kSpecialQueue];
+    size_t special_count_ = 0;
+    size_t special_prepared_ = 0;
+    WordCache::Slot no_slots_[1] = {};  // where special tokens look: empty
+};
+
 size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cache) const {
     uint32_t* end = out;
+    if (cache == nullptr) {
+        specials_.for_each_part(
+            text,
+            [&](size_t begin, size_t stop) {
+                if (stop > begin) end = encode_ordinary(text.substr(begin, stop - begin), begin, end);
+            },
+            [&](size_t token) { *end++ = special_ids_[token]; });
+        return size_t(end - out);
+    }
+    // One batched lookup for the whole text: documents between special tokens are often short.
+    BatchedLookup lookup(*this, *cache, text, out);
+    size_t invalid = kValidUtf8;
     specials_.for_each_part(
         text,
         [&](size_t begin, size_t stop) {
-            if (stop > begin) end = encode_ordinary(text.substr(begin, stop - begin), begin, end, cache);
+            if (stop == begin || invalid != kValidUtf8) return;
+            const size_t bad = for_each_pretoken_block(
+                text.data() + begin, stop - begin, [&](size_t, size_t word_end) { lookup.add(begin + word_end); },
+                [&](const unsigned char*, size_t offset, uint64_t boundaries) {
+                    lookup.add_block(begin + offset, boundaries);
+                });
+            if (bad != kValidUtf8) invalid = begin + bad;
         },
-        [&](size_t token) { *end++ = special_ids_[token]; });
+        [&](size_t token) {
+            if (invalid == kValidUtf8) lookup.add_special(lookup.end() + specials_.tokens()[token].size(), special_ids_[token]);
+        });
+    end = lookup.finish();
+    if (invalid != kValidUtf8) throw InvalidUtf8Error(invalid);
     return size_t(end - out);
 }
 
-// How many words ahead of the one being encoded are scanned and their cache slots prefetched:
-// enough that a slot arrives from memory before it is needed.
-constexpr size_t kQueue = 64;
-
-uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const {
-    // Cache slots are scattered over megabytes, so most lookups miss the CPU caches. Words are
-    // therefore handled in batches: hash the whole batch and prefetch its slots first, so the
-    // memory fetches overlap instead of each lookup waiting for its own.
-    PendingWord queue[kQueue];
-    size_t queued = 0;     // words seen
-    size_t processed = 0;  // words encoded; the rest wait in queue[index % kQueue]
+uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out) const {
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
-    const unsigned char* const end = base + text.size();
-    // A word found in its set is taken here, inline; everything else in encode_word.
-    const auto take = [&](const PendingWord& word) {
-        if (WordCache::Slot* const set = word.set) {
-            for (size_t way = 0; way < WordCache::kWays; ++way) {
-                const WordCache::Slot& slot = set[way];
-                if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1] || slot.size != word.size) continue;
-                // All kInlineIds, whatever the count: the caller's spare room makes that safe.
-                for (size_t i = 0; i < kInlineIds; ++i) out[i] = slot.ids[i];
-                out += slot.count;
-                if (way > 0) {  // to the front: the most recently used is found first
-                    const WordCache::Slot found = slot;
-                    std::memmove(set + 1, set, way * sizeof(found));
-                    set[0] = found;
-                }
-                return;
-            }
-        }
-        out = encode_word(word, out, cache);
-    };
-    const size_t invalid = for_each_pretoken(text.data(), text.size(), [&](size_t begin, size_t stop) {
-        PendingWord& word = queue[queued++ % kQueue];
-        const unsigned char* const data = base + begin;
-        const size_t size = stop - begin;
-        word.data = data;
-        word.size = size;
-        word.set = nullptr;
-        if (cache != nullptr && size <= kInlineBytes) {
-            uint64_t first, second;
-            if (end - data >= 16) {
-                first = detail::load_little_endian64(data);
-                second = detail::load_little_endian64(data + 8);
-            } else {  // near the end of the text: read no byte past it
-                unsigned char padded[16] = {};
-                std::memcpy(padded, data, size);
-                first = detail::load_little_endian64(padded);
-                second = detail::load_little_endian64(padded + 8);
-            }
-            word.key[0] = first_bytes(first, size);
-            word.key[1] = size > 8 ? first_bytes(second, size - 8) : 0;
-            word.set = cache->set_of(word.key[0], word.key[1], size);
-            prefetch(word.set);
-            prefetch(word.set + 2);
-        }
-        if (queued - processed == kQueue) take(queue[processed++ % kQueue]);
-    });
-    while (processed < queued) take(queue[processed++ % kQueue]);
+    const size_t invalid = for_each_pretoken(
+        text.data(), text.size(), [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); });
     if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
     return out;
 }
 
-uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const {
-    const size_t size = word.size;
-    if (size == 1 && cache == nullptr) {
-        *out = byte_ids_[*word.data];
+uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache& cache) const {
+    if (word.data == nullptr) {  // a special token (BatchedLookup)
+        *out = uint32_t(word.size);
         return out + 1;
     }
-    // Not in its set (take() looked): perhaps in the arena, else merged now.
-    uint64_t hash = 0;
-    const bool look_in_arena = cache != nullptr && (word.set == nullptr || cache->arena_may_hold(word.set));
-    if (look_in_arena) {
-        hash = hash_bytes(word.data, size);
-        size_t count;
-        if (const uint32_t* ids = cache->find_long(word.data, size, hash, count)) {
-            std::memcpy(out, ids, count * sizeof(uint32_t));
-            return out + count;
+    WordCache::Slot* const set = word.set;
+    size_t victim = WordCache::kWays - 1;  // the least recently used, or the word's own outdated slot
+    for (size_t way = 0; way < WordCache::kWays; ++way) {
+        const WordCache::Slot& slot = set[way];
+        if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1]) continue;
+        size_t count = slot.count;
+        const uint32_t* ids = slot.ids;
+        if (count == 0) {
+            count = slot.ids[2];
+            ids = cache.arena_ids(slot, word.data, word.size);
         }
+        if (ids == nullptr) {
+            victim = way;
+            break;
+        }
+        std::memcpy(out, ids, count * sizeof(uint32_t));
+        WordCache::move_to_front(set, way);
+        return out + count;
     }
-    size_t count;
-    if (size > kShortWord) {
-        count = size_t(merge_long(word.data, size, out) - out);
-    } else {
-        count = merge_short(word.data, size, out);
-    }
-    if (word.set != nullptr && count <= kInlineIds) {
-        WordCache::Slot* const set = word.set;
-        std::memmove(set + 1, set, (WordCache::kWays - 1) * sizeof(WordCache::Slot));  // the least recent goes
-        WordCache::Slot& slot = set[0];
-        slot.key[0] = word.key[0];
-        slot.key[1] = word.key[1];
-        slot.size = uint8_t(size);
-        slot.count = uint8_t(count);
-        std::memcpy(slot.ids, out, count * sizeof(uint32_t));
-    } else if (cache != nullptr) {
-        if (!look_in_arena) hash = hash_bytes(word.data, size);
-        if (word.set != nullptr) cache->mark_in_arena(word.set);
-        cache->insert_long(word.data, size, hash, out, count);
-    }
-    return out + count;
+    uint32_t* const end = merge(word.data, word.size, out);
+    cache.insert(set, victim, word.key, word.data, word.size, out, size_t(end - out));
+    return end;
+}
+
+uint32_t* Encoder::merge(const unsigned char* word, size_t size, uint32_t* out) const {
+    if (size > kShortWord) return merge_long(word, size, out);
+    return out + merge_short(word, size, out);
 }
 
 // GPT-2's loop on a small array: find the lowest-ranked adjacent pair, merge all its occurrences in

@@ -8,25 +8,29 @@
 // Pure C++17 with no Python dependency; cs336_basics/_encode.pyx is the binding.
 //
 // Performance notes (the measurements are in docs/PERFORMANCE.md, "Encoding"):
-// - Pre-tokens repeat, so their ids are cached (WordCache): a word of up to kInlineBytes bytes that
-//   gives up to kInlineIds ids (over 95% of the pre-tokens of mixed text) sits in a 32-byte slot,
-//   key inline, four to a set (most recently used first), and every such lookup takes the same
-//   branch-poor path, inlined into the scan loop; other words go to an arena emptied when full.
-//   Merging is what costs (each pair-rank lookup a likely cache miss): a miss costs some 20 hits.
-// - Lookups trail the scanner by kQueue pre-tokens, whose slots are prefetched when scanned, so
-//   their memory fetches overlap instead of each lookup waiting for its own.
+// - Pre-tokens repeat, so their ids are cached (WordCache): every word has a 32-byte slot in a set
+//   of four (most recently used first), keyed by the word itself when it has up to kInlineBytes
+//   bytes, else by its hash; up to kInlineIds ids sit in the slot, more (and a long word's bytes,
+//   checked on every hit) in an arena emptied when full. A hit in a set's first way is one compare
+//   of two words and a copy of three ids. Merging is what costs: a miss costs some 50 hits.
+// - Lookups go in batches (BatchedLookup): the scanner only records where words end, a block of
+//   them at a time (for_each_pretoken_block); each batch's keys are computed and its sets
+//   prefetched while the batch before it is looked up, across special tokens, so memory fetches
+//   overlap instead of each lookup waiting for its own.
 // - Misses merge short words on a small array, looking up again only pairs next to a merged token,
-//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges); the first lookups, pairs of two
-//   bytes, in a 256 x 256 table. A miss probes the arena only if its set has sent a word there. Words longer than kShortWord
-//   use a heap of candidate pairs with lazy deletion, so a megabyte without a space is O(n log n).
+//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges) that holds the pair itself when
+//   every id is below 2^16 - 1 (one read per lookup); the first lookups, pairs of two bytes, in a
+//   256 x 256 table. Words longer than kShortWord use a heap of candidate pairs with lazy deletion,
+//   so a megabyte without a space is O(n log n).
 // - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
 //   no copy of the result, and untouched pages of the buffer are never faulted in.
 // - Each thread encodes with its own cache. The caches are taken with try_lock: a second caller
 //   encoding with the same Encoder at the same time runs uncached instead of waiting.
 //
 // Memory: a cache reserves its address space when created and never grows: cache_slots * 32 bytes
-// of slots plus cache_slots * 16 bytes of arena and index, resident as it is used. encode uses one;
-// encode_batch and encode_file one per thread, made on first use and kept.
+// of slots (in huge pages where the system grants them) plus cache_slots * 16 bytes of arena,
+// resident as it is used. encode uses one; encode_batch and encode_file one per thread, made on
+// first use and kept.
 #pragma once
 
 #include <cstddef>
@@ -55,7 +59,7 @@ using IdSink = bool (*)(void* context, const uint32_t* ids, size_t count, size_t
 
 class Encoder {
 public:
-    static constexpr size_t kInlineBytes = 16;
+    static constexpr size_t kInlineBytes = 15;
     static constexpr size_t kInlineIds = 3;
     static constexpr size_t kShortWord = 48;
 
@@ -75,6 +79,11 @@ public:
     // and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
     // with the offset of the first invalid byte; `out` then holds the ids of the text before it.
     size_t encode(std::string_view text, uint32_t* out);
+
+    // Offsets [0, ..., text.size()] that cut `text` into pieces of about `piece_bytes` whose ids,
+    // encoded one by one, are the ids of the whole (chunking.hpp): a caller can then size its
+    // buffer for one piece at a time instead of the whole text's worst case.
+    std::vector<size_t> pieces(std::string_view text, size_t piece_bytes) const;
 
     // Appends the ids of `text` to `out` (the same, for C++ callers).
     void encode(std::string_view text, std::vector<uint32_t>& out);
@@ -98,13 +107,15 @@ private:
     class PairTable;
     class WordCache;
     struct PendingWord;
+    class BatchedLookup;
 
     // A batch of caches for `threads` threads, or none (uncached) when another call holds them.
     class CacheLease;
 
     size_t encode_with(std::string_view text, uint32_t* out, WordCache* cache) const;
-    uint32_t* encode_ordinary(std::string_view text, size_t offset, uint32_t* out, WordCache* cache) const;
-    uint32_t* encode_word(const PendingWord& word, uint32_t* out, WordCache* cache) const;
+    uint32_t* encode_ordinary(std::string_view text, size_t offset, uint32_t* out) const;
+    uint32_t* encode_word(const PendingWord& word, uint32_t* out, WordCache& cache) const;
+    uint32_t* merge(const unsigned char* word, size_t size, uint32_t* out) const;
     size_t merge_short(const unsigned char* word, size_t size, uint32_t* ids) const;
     uint32_t byte_pair_rank(unsigned char left, unsigned char right) const {
         return byte_pair_ranks_[size_t(left) * 256 + right];

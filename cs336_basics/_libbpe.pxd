@@ -84,6 +84,13 @@ cdef extern from "count_table.hpp" namespace "bpe" nogil:
     void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
 
 
+# code_units.hpp: UTF-8 from a str's code units, without the Python API.
+cdef extern from "code_units.hpp" namespace "bpe" nogil:
+    const size_t kSurrogateInText
+    size_t max_utf8_bytes_per_unit(int unit_bytes)
+    size_t utf8_from_code_units(const void* units, size_t count, int unit_bytes, char* out)
+
+
 # bpe_encode.hpp: encoding text with a trained vocabulary (the tokenizer).
 cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
     cdef struct MergeRule:
@@ -102,6 +109,7 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
             size_t cache_slots,
         ) except +
         size_t encode(string_view text, uint32_t* out) except +
+        vector[size_t] pieces(string_view text, size_t piece_bytes) except +
         void encode_batch(
             const vector[string_view]& texts, uint32_t* const* outs, size_t* counts, int threads
         ) except +

@@ -50,9 +50,10 @@ from .serialization import load_tokenizer_files
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
 DEFAULT_CACHE_SIZE = 1 << 12
-# Slots of the native encoder's cache, per thread: 48 bytes each (see Tokenizer), so 12 MiB of
-# address space, resident as used.
-DEFAULT_NATIVE_CACHE_SLOTS = 1 << 18
+# Slots of the native encoder's cache, per thread: 48 bytes each (see Tokenizer), so 24 MiB of
+# address space, resident as used. Half as many missed a fifth of the pre-tokens of 10 MB of mixed
+# text again on a second pass (docs/PERFORMANCE.md, "Encoding").
+DEFAULT_NATIVE_CACHE_SLOTS = 1 << 19
 # encode_file's pure path reads the file in blocks of this many bytes.
 _FILE_BLOCK_BYTES = 1 << 22
 
@@ -107,10 +108,11 @@ class Tokenizer:
     compiled encoder when it is available, `False` forces the pure-Python path, `True` requires the
     compiled one. `cache_size` bounds the pure path's pre-token cache (entries), `native_cache_slots`
     the compiled one's, per thread: it reserves `48 * native_cache_slots` bytes of address space
-    (32-byte slots for words of up to 16 bytes and 3 ids, 16 bytes per slot of arena and index for
-    the others), which is its peak memory; pages become resident as the cache fills. The default,
-    2**18 slots, is 12 MiB per thread. The calling thread's cache is reserved here, so that `encode`
-    allocates no cache memory later; encode_batch and encode_file reserve one more per extra thread
+    (a 32-byte slot per word, holding up to 15 bytes and 3 ids, and 16 bytes per slot of arena for
+    the ids and bytes that do not fit), which is its peak memory; pages become resident as the cache
+    fills (in 2 MiB huge pages where the system allows). The default, 2**19 slots, is 24 MiB per
+    thread. The calling thread's cache is reserved here, so that `encode` allocates no cache memory
+    later; encode_batch and encode_file reserve one more per extra thread
     on first use, kept for later calls. 0 disables caching (every pre-token is merged anew).
     """
 

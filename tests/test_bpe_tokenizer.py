@@ -427,8 +427,8 @@ def test_native_matches_pure_on_corpus_sample(native_tok: Tokenizer) -> None:
 
 
 # Cache sizes from none through sizes where almost every word evicts another (4 slots: one set) to
-# a comfortable one; the arena for longer words is 3 words per slot, so it refuses every record at
-# 4 slots and empties itself often at 4096.
+# a comfortable one; the arena for longer words is 4 words per slot and takes records of at most a
+# sixteenth of that, so it refuses every record at 4 slots and empties itself often at 64.
 CACHE_SLOTS = [0, 4, 64, 4096]
 # Pre-tokens of more than 24 bytes, and short ones of many ids: the long-word arena's share.
 LONG_WORDS = " ".join(
@@ -471,6 +471,19 @@ def test_every_cache_size_matches_tiktoken_on_fixtures(sized_tok: Tokenizer) -> 
 @given(text=st.one_of(any_text, fragment_text, long_word_text))
 def test_every_cache_size_matches_tiktoken_on_generated_text(sized_tok: Tokenizer, text: str) -> None:
     assert sized_tok.encode(text) == reference_ids(text)
+
+
+@pytest.mark.parametrize("widest", ["é", "ж", "😀"], ids=["latin-1", "two-byte", "four-byte"])
+def test_long_text_of_each_str_width_matches_tiktoken(sized_tok: Tokenizer, widest: str) -> None:
+    """Past a megabyte (encode goes in pieces) and in each of CPython's str layouts (one, two or four
+    bytes per character, set by the widest: each is transcoded to UTF-8 its own way)."""
+    texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
+    text = "".join(char for char in "\n".join(texts) + LONG_WORDS if ord(char) <= ord(widest))
+    text = f" {widest}{widest} <|endoftext|>".join([text] * 3)
+    text = f"{widest} " + text * (1_200_000 // len(text.encode("utf-8")) + 1)
+    expected = reference_ids(text)
+    assert sized_tok.encode(text) == expected
+    assert sized_tok.encode_array(text).tolist() == expected
 
 
 def test_cache_slots_are_rounded_up() -> None:
