@@ -226,18 +226,23 @@ public:
             slot.ids[2] = uint32_t(count);
             arena_used_ += record_words;
         }
-        std::memmove(set + 1, set, victim * sizeof(Slot));
+        shift_back(set, victim);
         set[0] = slot;
     }
 
     static void move_to_front(Slot* set, size_t way) {
-        if (way == 0) return;
         const Slot found = set[way];
-        std::memmove(set + 1, set, way * sizeof(Slot));
+        shift_back(set, way);
         set[0] = found;
     }
 
 private:
+    // Moves the slots before `way` one place back, over the slot at `way`; a loop of whole slots
+    // rather than a call to memmove for a few bytes.
+    static void shift_back(Slot* set, size_t way) {
+        for (size_t i = way; i > 0; --i) set[i] = set[i - 1];
+    }
+
     // Empties the arena; after 2^32 epochs the slots are cleared too, so no old epoch comes back.
     void new_epoch() {
         arena_used_ = 0;
@@ -590,16 +595,17 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
         const WordCache::Slot& slot = set[way];
         if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1]) continue;
         size_t count = slot.count;
-        const uint32_t* ids = slot.ids;
-        if (count == 0) {
+        if (count != 0) {
+            std::memcpy(out, slot.ids, sizeof(slot.ids));  // a fixed size: no call to memcpy
+        } else {
             count = slot.ids[2];
-            ids = cache.arena_ids(slot, word.data, word.size);
+            const uint32_t* const ids = cache.arena_ids(slot, word.data, word.size);
+            if (ids == nullptr) {
+                victim = way;
+                break;
+            }
+            std::memcpy(out, ids, count * sizeof(uint32_t));
         }
-        if (ids == nullptr) {
-            victim = way;
-            break;
-        }
-        std::memcpy(out, ids, count * sizeof(uint32_t));
         WordCache::move_to_front(set, way);
         return out + count;
     }
