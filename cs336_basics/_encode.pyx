@@ -47,10 +47,25 @@ cdef size_t PIECE_BYTES = 1 << 20
 cdef size_t TRANSCODE_WITHOUT_GIL = 1 << 16
 
 
+# The UTF-8 copy CPython keeps inside a non-ASCII str once something asked for it (a str's
+# PyUnicode_AsUTF8), or NULL: read, never created, so encoding leaves no copy behind.
+cdef extern from *:
+    """
+    static const char* cs336_existing_utf8(PyObject* text, Py_ssize_t* size) {
+        if (!PyUnicode_IS_COMPACT(text) || PyUnicode_IS_ASCII(text)) return NULL;
+        PyCompactUnicodeObject* compact = (PyCompactUnicodeObject*)text;
+        *size = compact->utf8_length;
+        return compact->utf8;
+    }
+    """
+    const char* existing_utf8 "cs336_existing_utf8"(object text, Py_ssize_t* size)
+
+
 cdef class _Utf8:
-    """A str's UTF-8 bytes for the C++: CPython's own copy for an ASCII str (no copy made), else our
-    transcoding of its code units (cpp/code_units.hpp), several times faster than str.encode and
-    freed with this object (rather than a UTF-8 cache kept alive inside the caller's str)."""
+    """A str's UTF-8 bytes for the C++: CPython's own copy when it has one (always for an ASCII
+    str; no copy made), else our transcoding of its code units (cpp/code_units.hpp), several times
+    faster than str.encode and freed with this object (rather than a UTF-8 copy kept alive inside
+    the caller's str)."""
 
     cdef object owner
     cdef char* transcoded
@@ -65,6 +80,10 @@ cdef class _Utf8:
         self.owner = text
         if text.isascii():
             data = PyUnicode_AsUTF8AndSize(text, &size)
+            self.view = string_view(data, <size_t>size)
+            return
+        data = existing_utf8(text, &size)
+        if data != NULL:
             self.view = string_view(data, <size_t>size)
             return
         units = <size_t>PyUnicode_GET_LENGTH(text)
