@@ -249,7 +249,7 @@ private:
         if (++epoch_ == 0) std::memset(slots_.data(), 0, slots_.size() * sizeof(Slot));
     }
 
-    HugePageArray<Slot> slots_;  // 64-byte aligned: a set is two cache lines
+    HugePageArray<Slot> slots_;  // huge-page aligned when large: a set is then two cache lines
     size_t set_mask_ = 0;
     int shift_ = 63;
     uint32_t* arena_ = nullptr;  // records: a long word's bytes (padded to 4), then the ids
@@ -549,7 +549,7 @@ private:
     uint32_t special_ids_[kSpecialQueue];
     size_t special_count_ = 0;
     size_t special_prepared_ = 0;
-    WordCache::Slot no_slots_[1] = {};  // where special tokens look: empty
+    WordCache::Slot no_slots_[WordCache::kWays] = {};  // the set special tokens look in: empty
 };
 
 size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cache) const {
