@@ -631,20 +631,27 @@ uint32_t* Encoder::merge(const unsigned char* word, size_t size, uint32_t* out) 
 // GPT-2's loop on a small array: find the lowest-ranked adjacent pair, merge all its occurrences in
 // one left-to-right pass, repeat. Writes the ids of `word` to `ids`, returns how many.
 size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* ids) const {
-    uint32_t ranks[kShortWord];  // ranks[i]: rank of (ids[i], ids[i + 1])
+    uint32_t ranks[kShortWord];    // ranks[i]: rank of (ids[i], ids[i + 1])
+    uint64_t lowest[kShortWord];   // lowest[i]: the least (rank << 32 | j) over the pairs j <= i
+    // Keys of (rank, index): their minimum is the lowest rank, leftmost among equals, found
+    // without a branch to mispredict.
+    const auto extend = [&](size_t i) {
+        const uint64_t key = (uint64_t(ranks[i]) << 32) | i;
+        lowest[i] = i == 0 ? key : std::min(lowest[i - 1], key);
+    };
     for (size_t i = 0; i < size; ++i) ids[i] = byte_ids_[word[i]];
-    for (size_t i = 0; i + 1 < size; ++i) ranks[i] = byte_pair_rank(word[i], word[i + 1]);
+    for (size_t i = 0; i + 1 < size; ++i) {
+        ranks[i] = byte_pair_rank(word[i], word[i + 1]);
+        extend(i);
+    }
     size_t count = size;
     while (count > 1) {
-        // The lowest rank, leftmost among equals, as a minimum of (rank, index) keys: no branch to
-        // mispredict.
-        uint64_t lowest = uint64_t(ranks[0]) << 32;
-        for (size_t i = 1; i + 1 < count; ++i) lowest = std::min(lowest, (uint64_t(ranks[i]) << 32) | i);
-        const size_t first = size_t(uint32_t(lowest));
-        const uint32_t rank = uint32_t(lowest >> 32);
+        const size_t first = size_t(uint32_t(lowest[count - 2]));
+        const uint32_t rank = uint32_t(lowest[count - 2] >> 32);
         if (rank == kNoRank) break;
         // `first` is the leftmost occurrence, so nothing before it changes. Compact in place; only
-        // pairs that touch a merged token need a new lookup, the others keep their rank.
+        // pairs that touch a merged token need a new lookup, the others keep their rank. The
+        // running minimum is redone from the first pair that changes on, (first - 1, first).
         const uint32_t left = ids[first];
         const uint32_t right = ids[first + 1];
         const uint32_t merged = pairs_->merged(rank);
@@ -658,6 +665,7 @@ size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* id
                 ranks[write - 1] = merging || previous_merged
                                        ? pairs_->rank(ids[write - 1], ids[write])
                                        : ranks[read - 1];
+                extend(write - 1);
             }
             previous_merged = merging;
             read += merging ? 2 : 1;
