@@ -296,13 +296,15 @@ public:
         const auto started = std::chrono::steady_clock::now();
         const bool parallel = parallel_choice_.parallel(num_words);
         const size_t shares = parallel ? deltas_.size() : 1;
+        for (size_t share = 0; share < shares; ++share) deltas_[share].reserve_tokens(tokens_.size());
         parallel_for(shares, int(shares), [&](size_t share) {
             rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left, right,
                           new_token, deltas_[share]);
         });
         for (size_t share = 1; share < shares; ++share) deltas_[0].absorb(deltas_[share]);
         MergeDeltas& deltas = deltas_[0];
-        merged_record.clear_words(list_pools_[0]);  // spent: its count drops to 0 below, and a pair never comes back
+        merged_record.count = 0;  // every occurrence merged, and a pair never comes back
+        merged_record.clear_words(list_pools_[0]);
 
         apply_changes(deltas, shares);
         deltas.clear();
@@ -549,7 +551,7 @@ private:
         uint32_t at = find_pair(symbols, 0, length, left, right);
         if (at == length) return;
         const int64_t count = info.count;
-        const auto gain = [&](TokenId x, TokenId y) { deltas.list(deltas.add(pair_key(x, y), count), word); };
+        const uint64_t merged = pair_key(left, right);
         uint32_t written = at;  // the write position never passes the read position
         uint32_t next_unsubtracted = 0;
         while (at < length) {
@@ -558,17 +560,31 @@ private:
             // before at - 1, so these are still the old symbols.
             const uint32_t first = std::max(next_unsubtracted, at == 0 ? 0u : at - 1);
             const uint32_t last = std::min(at + 1, length - 2);  // pair index j covers s[j], s[j + 1]
+            // The merged pair's count drops to 0 (apply_merge); every other pair here is (x, left)
+            // or (right, y).
             for (uint32_t j = first; j <= last; ++j) {
-                deltas.add(pair_key(TokenId(symbols[j]), TokenId(symbols[j + 1])), -count);
+                const auto x = TokenId(symbols[j]);
+                const auto y = TokenId(symbols[j + 1]);
+                const uint64_t key = pair_key(x, y);
+                if (key == merged) continue;
+                if (y == left) {
+                    deltas.add(MergeDeltas::kBeforeLeft, x, key, -count);
+                } else {
+                    deltas.add(MergeDeltas::kAfterRight, y, key, -count);
+                }
             }
             next_unsubtracted = last + 1;
-            if (written > 0) gain(TokenId(symbols[written - 1]), new_token);
+            if (written > 0) {
+                const auto x = TokenId(symbols[written - 1]);
+                deltas.list(deltas.add(MergeDeltas::kBeforeNew, x, pair_key(x, new_token), count), word);
+            }
             symbols[written++] = Symbol(new_token);
             // Non-overlapping: "a a a" with (a, a) merges only the first two.
             const uint32_t gap = at + 2;
             at = find_pair(symbols, gap, length, left, right);
             if (gap < at) {  // old symbols up to the next occurrence (or the end) move left
-                gain(new_token, TokenId(symbols[gap]));
+                const auto y = TokenId(symbols[gap]);  // an old token: never new_token
+                deltas.list(deltas.add(MergeDeltas::kAfterNew, y, pair_key(new_token, y), count), word);
                 std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(Symbol));
                 written += at - gap;
             }

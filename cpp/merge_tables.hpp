@@ -281,42 +281,49 @@ private:
     size_t size_ = 0;
 };
 
-// The count changes of one merge, summed per pair before any pair record is touched, and the words
-// that gain a pair. A merge makes a few changes per word it rewrites but to few distinct pairs, so
-// summed here, in a table that stays in cache, the big tables are touched once per distinct pair
-// instead of once per change (docs/PERFORMANCE.md).
+// The count changes of one merge (left, right) -> new token, summed per pair before any pair record
+// is touched, and the words that gain a pair. A merge makes a few changes per word it rewrites but
+// to few distinct pairs, so summed here, in a table that stays in cache, the big tables are touched
+// once per distinct pair instead of once per change (docs/PERFORMANCE.md).
+// Every changed pair but the merged one (whose count just drops to 0) is next to an occurrence:
+// (x, left) and (right, y) lose, (x, new) and (new, y) gain. So a change is found by its side and
+// its other token x or y in a dense array per side, with no hashing.
 class MergeDeltas {
 public:
+    enum Side : uint32_t {
+        kBeforeLeft = 0,   // (x, left), which includes (right, left)
+        kAfterRight = 1,   // (right, y)
+        kBeforeNew = 2,    // (x, new token), which includes (new, new)
+        kAfterNew = 3,     // (new token, y)
+    };
     struct Change {
         uint64_t key;   // pair_key(left, right)
         int64_t delta;  // summed count change
         PairId pair;    // filled in when the changes are applied
-        uint32_t slot;  // in slots_, to clear it
+        Side side;
     };
     struct Listing {
         uint32_t change;  // index into changes()
         WordId word;      // a word that gained the pair
     };
 
-    MergeDeltas() : slots_(kInitialSlots, 0), shift_(64 - kInitialBits) {}
+    // Room for changes naming tokens below `num_tokens`.
+    void reserve_tokens(size_t num_tokens) {
+        if (slots_[0].size() >= num_tokens) return;
+        for (std::vector<uint32_t>& slots : slots_) slots.resize(std::max(num_tokens, 2 * slots.size()), 0);
+    }
 
-    // Adds `delta` to the pair's change; returns the change's index.
-    uint32_t add(uint64_t key, int64_t delta) {
-        size_t slot = home(key);
-        for (;; slot = (slot + 1) & (slots_.size() - 1)) {
-            const uint32_t held = slots_[slot];
-            if (held == 0) break;
-            Change& change = changes_[held - 1];
-            if (change.key == key) {
-                change.delta += delta;
-                return held - 1;
-            }
+    // Adds `delta` to the change of the pair `key`, which `side` and `other` name; returns the
+    // change's index.
+    uint32_t add(Side side, TokenId other, uint64_t key, int64_t delta) {
+        uint32_t& slot = slots_[side][size_t(other)];
+        if (slot != 0) {
+            changes_[slot - 1].delta += delta;
+            return slot - 1;
         }
-        const auto index = static_cast<uint32_t>(changes_.size());
-        changes_.push_back({key, delta, 0, static_cast<uint32_t>(slot)});
-        slots_[slot] = index + 1;
-        if (2 * changes_.size() > slots_.size()) grow();
-        return index;
+        changes_.push_back({key, delta, 0, side});
+        slot = static_cast<uint32_t>(changes_.size());
+        return slot - 1;
     }
 
     void list(uint32_t change, WordId word) { listings_.push_back({change, word}); }
@@ -326,7 +333,8 @@ public:
     void absorb(MergeDeltas& other) {
         renumbered_.resize(other.changes_.size());
         for (size_t index = 0; index < other.changes_.size(); ++index) {
-            renumbered_[index] = add(other.changes_[index].key, other.changes_[index].delta);
+            const Change& change = other.changes_[index];
+            renumbered_[index] = add(change.side, other_token(change), change.key, change.delta);
         }
         listings_.reserve(listings_.size() + other.listings_.size());
         for (const Listing& listing : other.listings_) listings_.push_back({renumbered_[listing.change], listing.word});
@@ -337,33 +345,20 @@ public:
     const std::vector<Listing>& listings() const { return listings_; }
 
     void clear() {
-        for (const Change& change : changes_) slots_[change.slot] = 0;
+        for (const Change& change : changes_) slots_[change.side][size_t(other_token(change))] = 0;
         changes_.clear();
         listings_.clear();
     }
 
 private:
-    static constexpr unsigned kInitialBits = 12;
-    static constexpr size_t kInitialSlots = size_t(1) << kInitialBits;
-
-    size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-
-    void grow() {
-        slots_.assign(2 * slots_.size(), 0);
-        --shift_;
-        for (size_t index = 0; index < changes_.size(); ++index) {
-            size_t slot = home(changes_[index].key);
-            while (slots_[slot] != 0) slot = (slot + 1) & (slots_.size() - 1);
-            slots_[slot] = static_cast<uint32_t>(index + 1);
-            changes_[index].slot = static_cast<uint32_t>(slot);
-        }
+    static TokenId other_token(const Change& change) {
+        return change.side == kBeforeLeft || change.side == kBeforeNew ? key_left(change.key) : key_right(change.key);
     }
 
     std::vector<Change> changes_;
     std::vector<Listing> listings_;
-    std::vector<uint32_t> slots_;  // index + 1 into changes_, 0 when empty
+    std::vector<uint32_t> slots_[4];    // per side, by other token: index + 1 into changes_, 0 when none
     std::vector<uint32_t> renumbered_;  // absorb's scratch: another table's change index -> ours
-    int shift_;
 };
 
 // Perf: the entry carries the pair's tokens (as its key) rather than reading them from the pair
