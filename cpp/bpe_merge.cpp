@@ -552,6 +552,7 @@ private:
         if (at == length) return;
         const int64_t count = info.count;
         const uint64_t merged = pair_key(left, right);
+        deltas.reserve_listings(length);  // a word gains at most one pair per symbol
         uint32_t written = at;  // the write position never passes the read position
         uint32_t next_unsubtracted = 0;
         while (at < length) {
