@@ -506,7 +506,7 @@ private:
             // Blocks of 64 records, so that no two threads write to one cache line.
             for (const MergeDeltas::Listing& listing : deltas.listings()) {
                 const PairId pair = changes[listing.change].pair;
-                if (pair != PairIdMap::kMissing && (size_t(pair) >> 6) % shares == share) {
+                if (pair != PairIdMap::kMissing && (shares == 1 || (size_t(pair) >> 6) % shares == share)) {
                     pairs_[pair].list_word(listing.word, list_pools_[share]);
                 }
             }
