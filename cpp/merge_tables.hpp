@@ -134,12 +134,21 @@ public:
     }
 
     // A block of `size` word ids, a power of two of at least kSmallestBlock.
+    // Perf: with no free block of that size, a larger free block is split (the smallest there is)
+    // before a chunk is carved: the lists of the first merges free hundreds of megabytes in big
+    // blocks, and new memory costs a page fault per 4 KiB (docs/PERFORMANCE.md).
     WordId* allocate(uint32_t size) {
-        FreeBlock*& free = free_[size_class(size)];
-        if (free != nullptr) {
-            FreeBlock* block = free;
-            free = block->next;
-            return reinterpret_cast<WordId*>(block);
+        const size_t wanted = size_class(size);
+        for (size_t held = wanted; held < kClasses; ++held) {
+            FreeBlock* block = free_[held];
+            if (block == nullptr) continue;
+            free_[held] = block->next;
+            auto* words = reinterpret_cast<WordId*>(block);
+            // [0, size) is the caller's; [size, 2 size), [2 size, 4 size), ... go back.
+            for (size_t split = wanted; split < held; ++split) {
+                release(words + (size_t(1) << split), uint32_t(1) << split);
+            }
+            return words;
         }
         const size_t bytes = size_t(size) * sizeof(WordId);
         if (bytes > kChunkBytes / 4) return new_chunk(bytes);  // a long list: a chunk of its own
@@ -179,7 +188,8 @@ private:
     std::vector<std::unique_ptr<uint64_t[]>> chunks_;  // 8-byte aligned, for the free links
     WordId* chunk_next_ = nullptr;
     size_t chunk_left_ = 0;
-    FreeBlock* free_[32] = {};
+    static constexpr size_t kClasses = 32;
+    FreeBlock* free_[kClasses] = {};
 };
 
 // One pair's record: its tokens, its count, and the words listed under it (the inverted index,
