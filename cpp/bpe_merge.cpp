@@ -88,7 +88,9 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // thread at every join and was measured up to 30 times slower per word than one thread
 // (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
 // load changes: every kExploreEvery-th while the threads win, and ever more rarely (the interval
-// doubles each time) while they lose. The merges do not depend on the choice.
+// doubles each time) while they lose. Merges are timed in bands of size (min_words times 1, 4,
+// 16, 64 and more), as the fixed cost of the threads weighs more on small merges. The merges do
+// not depend on the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -97,31 +99,44 @@ public:
         if (threads_ <= 1) return false;
         if (min_words_ == 0) return true;
         if (num_words < min_words_) return false;
-        const bool threads_faster = parallel_cost_ <= serial_cost_;
-        if (++eligible_ < next_exploration_) return threads_faster;
-        next_exploration_ = eligible_ + (threads_faster ? kExploreEvery : (explore_interval_ *= 2));
-        if (threads_faster) explore_interval_ = kExploreEvery;
+        Band& band = band_of(num_words);
+        const bool threads_faster = band.parallel_cost <= band.serial_cost;
+        if (++band.eligible < band.next_exploration) return threads_faster;
+        band.next_exploration = band.eligible + (threads_faster ? kExploreEvery : (band.explore_interval *= 2));
+        if (threads_faster) band.explore_interval = kExploreEvery;
         return !threads_faster;
     }
 
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
     void record(bool parallel, size_t num_words, double seconds) {
         if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
-        double& cost = parallel ? parallel_cost_ : serial_cost_;
+        Band& band = band_of(num_words);
+        double& cost = parallel ? band.parallel_cost : band.serial_cost;
         const double sample = seconds / double(num_words);
         cost = cost < 0 ? sample : cost + (sample - cost) / 8;
     }
 
 private:
     static constexpr size_t kExploreEvery = 32;
+    static constexpr size_t kBands = 4;
+    struct Band {
+        size_t eligible = 0;
+        size_t next_exploration = kExploreEvery;
+        size_t explore_interval = kExploreEvery;
+        // Unknown until measured: the first eligible merge takes the threads, the second one thread.
+        double parallel_cost = -1;
+        double serial_cost = -1;
+    };
+
+    Band& band_of(size_t num_words) {
+        size_t band = 0;
+        for (size_t bound = 4 * min_words_; band + 1 < kBands && num_words >= bound; bound *= 4) ++band;
+        return bands_[band];
+    }
+
     size_t threads_;
     size_t min_words_;
-    size_t eligible_ = 0;
-    size_t next_exploration_ = kExploreEvery;
-    size_t explore_interval_ = kExploreEvery;
-    // Unknown until measured: the first eligible merge takes the threads, the second one thread.
-    double parallel_cost_ = -1;
-    double serial_cost_ = -1;
+    Band bands_[kBands];
 };
 
 // Each time the heap runs dry it admits the pairs counting at least this fraction of the highest
