@@ -89,8 +89,9 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
 // load changes: every kExploreEvery-th while the threads win, and ever more rarely (the interval
 // doubles each time) while they lose. Merges are timed in bands of size (min_words times 1, 4,
-// 16, 64 and more), as the fixed cost of the threads weighs more on small merges. The merges do
-// not depend on the choice.
+// 16, 64 and more), as the fixed cost of the threads weighs more on small merges; a band takes
+// one thread without exploring while the threads lose in a larger band. The merges do not depend
+// on the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -99,7 +100,12 @@ public:
         if (threads_ <= 1) return false;
         if (min_words_ == 0) return true;
         if (num_words < min_words_) return false;
-        Band& band = band_of(num_words);
+        const size_t index = band_index(num_words);
+        // Threads that lose on larger merges lose on these: no exploring (costly on a busy machine).
+        for (size_t larger = index + 1; larger < kBands; ++larger) {
+            if (bands_[larger].threads_lose()) return false;
+        }
+        Band& band = bands_[index];
         const bool threads_faster = band.parallel_cost <= band.serial_cost;
         if (++band.eligible < band.next_exploration) return threads_faster;
         band.next_exploration = band.eligible + (threads_faster ? kExploreEvery : (band.explore_interval *= 2));
@@ -110,7 +116,7 @@ public:
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
     void record(bool parallel, size_t num_words, double seconds) {
         if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
-        Band& band = band_of(num_words);
+        Band& band = bands_[band_index(num_words)];
         double& cost = parallel ? band.parallel_cost : band.serial_cost;
         const double sample = seconds / double(num_words);
         cost = cost < 0 ? sample : cost + (sample - cost) / 8;
@@ -126,12 +132,14 @@ private:
         // Unknown until measured: the first eligible merge takes the threads, the second one thread.
         double parallel_cost = -1;
         double serial_cost = -1;
+
+        bool threads_lose() const { return serial_cost >= 0 && parallel_cost > serial_cost; }
     };
 
-    Band& band_of(size_t num_words) {
+    size_t band_index(size_t num_words) const {
         size_t band = 0;
         for (size_t bound = 4 * min_words_; band + 1 < kBands && num_words >= bound; bound *= 4) ++band;
-        return bands_[band];
+        return band;
     }
 
     size_t threads_;
