@@ -336,12 +336,12 @@ public:
         return slot - 1;
     }
 
-    // Room for `count` more listings, so that list() need not check.
+    // Room for `count` more listings, so that list() need not check (one check per word).
     void reserve_listings(size_t count) {
-        if (num_listings_ + count > listings_.size()) listings_.resize(std::max(num_listings_ + count, 2 * listings_.size()));
+        if (num_listings_ + count > listings_.size()) {
+            listings_.resize(std::max(num_listings_ + count, 2 * listings_.size()));
+        }
     }
-    // Perf: a store in place; push_back built each listing on the stack and reloaded it whole, a
-    // failed store forwarding per listing (about a tenth of the loop).
     void list(uint32_t change, WordId word) {
         Listing& listing = listings_[num_listings_++];
         listing.change = change;
