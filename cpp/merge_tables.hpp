@@ -127,10 +127,10 @@ class WordListPool {
 public:
     static constexpr uint32_t kSmallestBlock = 4;
 
+    // The smallest power of two that is at least num_words and kSmallestBlock.
     static uint32_t block_size(uint32_t num_words) {
-        uint32_t size = kSmallestBlock;
-        while (size < num_words) size *= 2;
-        return size;
+        if (num_words <= kSmallestBlock) return kSmallestBlock;
+        return uint32_t(1) << (32 - __builtin_clz(num_words - 1));
     }
 
     // A block of `size` word ids, a power of two of at least kSmallestBlock.
@@ -222,7 +222,7 @@ struct PairRecord {
             WordId* moved = pool.allocate(WordListPool::kSmallestBlock);
             std::memcpy(moved, inline_words, sizeof(inline_words));
             spilled = moved;
-        } else if (num_words == WordListPool::block_size(num_words)) {  // full
+        } else if ((num_words & (num_words - 1)) == 0) {  // a full block: its size is a power of two
             WordId* grown = pool.allocate(2 * num_words);
             std::memcpy(grown, spilled, size_t(num_words) * sizeof(WordId));
             pool.release(spilled, num_words);
