@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -76,8 +77,16 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
         if (found != 0) return at + uint32_t(__builtin_ctz(unsigned(found))) / uint32_t(sizeof(Symbol));
     }
 #endif
+    // The rest (most of a short word) one position at a time, both symbols in one compare.
+    using TwoSymbols = std::conditional_t<sizeof(Symbol) == 2, uint32_t, uint64_t>;
+    constexpr int kBits = 8 * sizeof(Symbol);
+    const auto first = TwoSymbols(Symbol(left));
+    const auto second = TwoSymbols(Symbol(right));
+    const TwoSymbols wanted = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? first | second << kBits : second | first << kBits;
     for (; at + 1 < length; ++at) {
-        if (TokenId(symbols[at]) == left && TokenId(symbols[at + 1]) == right) return at;
+        TwoSymbols here;
+        std::memcpy(&here, symbols + at, sizeof(here));
+        if (here == wanted) return at;
     }
     return length;
 }
