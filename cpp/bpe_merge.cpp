@@ -12,6 +12,7 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -76,8 +77,16 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
         if (found != 0) return at + uint32_t(__builtin_ctz(unsigned(found))) / uint32_t(sizeof(Symbol));
     }
 #endif
+    // The rest (most of a short word) one position at a time, both symbols in one compare.
+    using TwoSymbols = std::conditional_t<sizeof(Symbol) == 2, uint32_t, uint64_t>;
+    constexpr int kBits = 8 * sizeof(Symbol);
+    const auto first = TwoSymbols(Symbol(left));
+    const auto second = TwoSymbols(Symbol(right));
+    const TwoSymbols wanted = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? first | second << kBits : second | first << kBits;
     for (; at + 1 < length; ++at) {
-        if (TokenId(symbols[at]) == left && TokenId(symbols[at + 1]) == right) return at;
+        TwoSymbols here;
+        std::memcpy(&here, symbols + at, sizeof(here));
+        if (here == wanted) return at;
     }
     return length;
 }
@@ -88,7 +97,10 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // thread at every join and was measured up to 30 times slower per word than one thread
 // (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
 // load changes: every kExploreEvery-th while the threads win, and ever more rarely (the interval
-// doubles each time) while they lose. The merges do not depend on the choice.
+// doubles each time) while they lose. Merges are timed in bands of size (min_words times 1, 4,
+// 16, 64 and more), as the fixed cost of the threads weighs more on small merges; a band takes
+// one thread without exploring while the threads lose in a larger band. The merges do not depend
+// on the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -97,31 +109,51 @@ public:
         if (threads_ <= 1) return false;
         if (min_words_ == 0) return true;
         if (num_words < min_words_) return false;
-        const bool threads_faster = parallel_cost_ <= serial_cost_;
-        if (++eligible_ < next_exploration_) return threads_faster;
-        next_exploration_ = eligible_ + (threads_faster ? kExploreEvery : (explore_interval_ *= 2));
-        if (threads_faster) explore_interval_ = kExploreEvery;
+        const size_t index = band_index(num_words);
+        // Threads that lose on larger merges lose on these: no exploring (costly on a busy machine).
+        for (size_t larger = index + 1; larger < kBands; ++larger) {
+            if (bands_[larger].threads_lose()) return false;
+        }
+        Band& band = bands_[index];
+        const bool threads_faster = band.parallel_cost <= band.serial_cost;
+        if (++band.eligible < band.next_exploration) return threads_faster;
+        band.next_exploration = band.eligible + (threads_faster ? kExploreEvery : (band.explore_interval *= 2));
+        if (threads_faster) band.explore_interval = kExploreEvery;
         return !threads_faster;
     }
 
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
     void record(bool parallel, size_t num_words, double seconds) {
         if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
-        double& cost = parallel ? parallel_cost_ : serial_cost_;
+        Band& band = bands_[band_index(num_words)];
+        double& cost = parallel ? band.parallel_cost : band.serial_cost;
         const double sample = seconds / double(num_words);
         cost = cost < 0 ? sample : cost + (sample - cost) / 8;
     }
 
 private:
     static constexpr size_t kExploreEvery = 32;
+    static constexpr size_t kBands = 4;
+    struct Band {
+        size_t eligible = 0;
+        size_t next_exploration = kExploreEvery;
+        size_t explore_interval = kExploreEvery;
+        // Unknown until measured: the first eligible merge takes the threads, the second one thread.
+        double parallel_cost = -1;
+        double serial_cost = -1;
+
+        bool threads_lose() const { return serial_cost >= 0 && parallel_cost > serial_cost; }
+    };
+
+    size_t band_index(size_t num_words) const {
+        size_t band = 0;
+        for (size_t bound = 4 * min_words_; band + 1 < kBands && num_words >= bound; bound *= 4) ++band;
+        return band;
+    }
+
     size_t threads_;
     size_t min_words_;
-    size_t eligible_ = 0;
-    size_t next_exploration_ = kExploreEvery;
-    size_t explore_interval_ = kExploreEvery;
-    // Unknown until measured: the first eligible merge takes the threads, the second one thread.
-    double parallel_cost_ = -1;
-    double serial_cost_ = -1;
+    Band bands_[kBands];
 };
 
 // Each time the heap runs dry it admits the pairs counting at least this fraction of the highest
@@ -296,13 +328,15 @@ public:
         const auto started = std::chrono::steady_clock::now();
         const bool parallel = parallel_choice_.parallel(num_words);
         const size_t shares = parallel ? deltas_.size() : 1;
+        for (size_t share = 0; share < shares; ++share) deltas_[share].reserve_tokens(tokens_.size());
         parallel_for(shares, int(shares), [&](size_t share) {
             rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left, right,
                           new_token, deltas_[share]);
         });
         for (size_t share = 1; share < shares; ++share) deltas_[0].absorb(deltas_[share]);
         MergeDeltas& deltas = deltas_[0];
-        merged_record.clear_words(list_pools_[0]);  // spent: its count drops to 0 below, and a pair never comes back
+        merged_record.count = 0;  // every occurrence merged, and a pair never comes back
+        merged_record.clear_words(list_pools_[0]);
 
         apply_changes(deltas, shares);
         deltas.clear();
@@ -504,7 +538,7 @@ private:
             // Blocks of 64 records, so that no two threads write to one cache line.
             for (const MergeDeltas::Listing& listing : deltas.listings()) {
                 const PairId pair = changes[listing.change].pair;
-                if (pair != PairIdMap::kMissing && (size_t(pair) >> 6) % shares == share) {
+                if (pair != PairIdMap::kMissing && (shares == 1 || (size_t(pair) >> 6) % shares == share)) {
                     pairs_[pair].list_word(listing.word, list_pools_[share]);
                 }
             }
@@ -549,7 +583,8 @@ private:
         uint32_t at = find_pair(symbols, 0, length, left, right);
         if (at == length) return;
         const int64_t count = info.count;
-        const auto gain = [&](TokenId x, TokenId y) { deltas.list(deltas.add(pair_key(x, y), count), word); };
+        const uint64_t merged = pair_key(left, right);
+        deltas.reserve_listings(length);  // a word gains at most one pair per symbol
         uint32_t written = at;  // the write position never passes the read position
         uint32_t next_unsubtracted = 0;
         while (at < length) {
@@ -558,17 +593,31 @@ private:
             // before at - 1, so these are still the old symbols.
             const uint32_t first = std::max(next_unsubtracted, at == 0 ? 0u : at - 1);
             const uint32_t last = std::min(at + 1, length - 2);  // pair index j covers s[j], s[j + 1]
+            // The merged pair's count drops to 0 (apply_merge); every other pair here is (x, left)
+            // or (right, y).
             for (uint32_t j = first; j <= last; ++j) {
-                deltas.add(pair_key(TokenId(symbols[j]), TokenId(symbols[j + 1])), -count);
+                const auto x = TokenId(symbols[j]);
+                const auto y = TokenId(symbols[j + 1]);
+                const uint64_t key = pair_key(x, y);
+                if (key == merged) continue;
+                if (y == left) {
+                    deltas.add(MergeDeltas::kBeforeLeft, x, key, -count);
+                } else {
+                    deltas.add(MergeDeltas::kAfterRight, y, key, -count);
+                }
             }
             next_unsubtracted = last + 1;
-            if (written > 0) gain(TokenId(symbols[written - 1]), new_token);
+            if (written > 0) {
+                const auto x = TokenId(symbols[written - 1]);
+                deltas.list(deltas.add(MergeDeltas::kBeforeNew, x, pair_key(x, new_token), count), word);
+            }
             symbols[written++] = Symbol(new_token);
             // Non-overlapping: "a a a" with (a, a) merges only the first two.
             const uint32_t gap = at + 2;
             at = find_pair(symbols, gap, length, left, right);
             if (gap < at) {  // old symbols up to the next occurrence (or the end) move left
-                gain(new_token, TokenId(symbols[gap]));
+                const auto y = TokenId(symbols[gap]);  // an old token: never new_token
+                deltas.list(deltas.add(MergeDeltas::kAfterNew, y, pair_key(new_token, y), count), word);
                 std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(Symbol));
                 written += at - gap;
             }

@@ -40,8 +40,8 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // (timed as it runs; 0: every merge, for tests); one thread is the serial loop. Once
 // more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
 // (see bpe_merge.cpp). The result depends on none of these.
-constexpr size_t kDefaultPrunePairs = size_t(1) << 22;
-constexpr size_t kDefaultParallelWords = 4096;
+constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
+constexpr size_t kDefaultParallelWords = 1024;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,

@@ -127,19 +127,28 @@ class WordListPool {
 public:
     static constexpr uint32_t kSmallestBlock = 4;
 
+    // The smallest power of two that is at least num_words and kSmallestBlock.
     static uint32_t block_size(uint32_t num_words) {
-        uint32_t size = kSmallestBlock;
-        while (size < num_words) size *= 2;
-        return size;
+        if (num_words <= kSmallestBlock) return kSmallestBlock;
+        return uint32_t(1) << (32 - __builtin_clz(num_words - 1));
     }
 
     // A block of `size` word ids, a power of two of at least kSmallestBlock.
+    // Perf: with no free block of that size, a larger free block is split (the smallest there is)
+    // before a chunk is carved: the lists of the first merges free hundreds of megabytes in big
+    // blocks, and new memory costs a page fault per 4 KiB (docs/PERFORMANCE.md).
     WordId* allocate(uint32_t size) {
-        FreeBlock*& free = free_[size_class(size)];
-        if (free != nullptr) {
-            FreeBlock* block = free;
-            free = block->next;
-            return reinterpret_cast<WordId*>(block);
+        const size_t wanted = size_class(size);
+        for (size_t held = wanted; held < kClasses; ++held) {
+            FreeBlock* block = free_[held];
+            if (block == nullptr) continue;
+            free_[held] = block->next;
+            auto* words = reinterpret_cast<WordId*>(block);
+            // [0, size) is the caller's; [size, 2 size), [2 size, 4 size), ... go back.
+            for (size_t split = wanted; split < held; ++split) {
+                release(words + (size_t(1) << split), uint32_t(1) << split);
+            }
+            return words;
         }
         const size_t bytes = size_t(size) * sizeof(WordId);
         if (bytes > kChunkBytes / 4) return new_chunk(bytes);  // a long list: a chunk of its own
@@ -179,7 +188,8 @@ private:
     std::vector<std::unique_ptr<uint64_t[]>> chunks_;  // 8-byte aligned, for the free links
     WordId* chunk_next_ = nullptr;
     size_t chunk_left_ = 0;
-    FreeBlock* free_[32] = {};
+    static constexpr size_t kClasses = 32;
+    FreeBlock* free_[kClasses] = {};
 };
 
 // One pair's record: its tokens, its count, and the words listed under it (the inverted index,
@@ -212,7 +222,7 @@ struct PairRecord {
             WordId* moved = pool.allocate(WordListPool::kSmallestBlock);
             std::memcpy(moved, inline_words, sizeof(inline_words));
             spilled = moved;
-        } else if (num_words == WordListPool::block_size(num_words)) {  // full
+        } else if ((num_words & (num_words - 1)) == 0) {  // a full block: its size is a power of two
             WordId* grown = pool.allocate(2 * num_words);
             std::memcpy(grown, spilled, size_t(num_words) * sizeof(WordId));
             pool.release(spilled, num_words);
@@ -281,89 +291,101 @@ private:
     size_t size_ = 0;
 };
 
-// The count changes of one merge, summed per pair before any pair record is touched, and the words
-// that gain a pair. A merge makes a few changes per word it rewrites but to few distinct pairs, so
-// summed here, in a table that stays in cache, the big tables are touched once per distinct pair
-// instead of once per change (docs/PERFORMANCE.md).
+// The count changes of one merge (left, right) -> new token, summed per pair before any pair record
+// is touched, and the words that gain a pair. A merge makes a few changes per word it rewrites but
+// to few distinct pairs, so summed here, in a table that stays in cache, the big tables are touched
+// once per distinct pair instead of once per change (docs/PERFORMANCE.md).
+// Every changed pair but the merged one (whose count just drops to 0) is next to an occurrence:
+// (x, left) and (right, y) lose, (x, new) and (new, y) gain. So a change is found by its side and
+// its other token x or y in a dense array per side, with no hashing.
 class MergeDeltas {
 public:
+    enum Side : uint32_t {
+        kBeforeLeft = 0,   // (x, left), which includes (right, left)
+        kAfterRight = 1,   // (right, y)
+        kBeforeNew = 2,    // (x, new token), which includes (new, new)
+        kAfterNew = 3,     // (new token, y)
+    };
     struct Change {
         uint64_t key;   // pair_key(left, right)
         int64_t delta;  // summed count change
         PairId pair;    // filled in when the changes are applied
-        uint32_t slot;  // in slots_, to clear it
+        Side side;
     };
     struct Listing {
         uint32_t change;  // index into changes()
         WordId word;      // a word that gained the pair
     };
 
-    MergeDeltas() : slots_(kInitialSlots, 0), shift_(64 - kInitialBits) {}
-
-    // Adds `delta` to the pair's change; returns the change's index.
-    uint32_t add(uint64_t key, int64_t delta) {
-        size_t slot = home(key);
-        for (;; slot = (slot + 1) & (slots_.size() - 1)) {
-            const uint32_t held = slots_[slot];
-            if (held == 0) break;
-            Change& change = changes_[held - 1];
-            if (change.key == key) {
-                change.delta += delta;
-                return held - 1;
-            }
-        }
-        const auto index = static_cast<uint32_t>(changes_.size());
-        changes_.push_back({key, delta, 0, static_cast<uint32_t>(slot)});
-        slots_[slot] = index + 1;
-        if (2 * changes_.size() > slots_.size()) grow();
-        return index;
+    // Room for changes naming tokens below `num_tokens`.
+    void reserve_tokens(size_t num_tokens) {
+        if (slots_[0].size() >= num_tokens) return;
+        for (std::vector<uint32_t>& slots : slots_) slots.resize(std::max(num_tokens, 2 * slots.size()), 0);
     }
 
-    void list(uint32_t change, WordId word) { listings_.push_back({change, word}); }
+    // Adds `delta` to the change of the pair `key`, which `side` and `other` name; returns the
+    // change's index.
+    uint32_t add(Side side, TokenId other, uint64_t key, int64_t delta) {
+        uint32_t& slot = slots_[side][size_t(other)];
+        if (slot != 0) {
+            changes_[slot - 1].delta += delta;
+            return slot - 1;
+        }
+        changes_.push_back({key, delta, 0, side});
+        slot = static_cast<uint32_t>(changes_.size());
+        return slot - 1;
+    }
+
+    // Room for `count` more listings, so that list() need not check (one check per word).
+    void reserve_listings(size_t count) {
+        if (num_listings_ + count > listings_.size()) {
+            listings_.resize(std::max(num_listings_ + count, 2 * listings_.size()));
+        }
+    }
+    void list(uint32_t change, WordId word) {
+        Listing& listing = listings_[num_listings_++];
+        listing.change = change;
+        listing.word = word;
+    }
 
     // Adds `other`'s changes and then its listings, as if they had been recorded here after this
     // table's own; empties `other`.
     void absorb(MergeDeltas& other) {
         renumbered_.resize(other.changes_.size());
         for (size_t index = 0; index < other.changes_.size(); ++index) {
-            renumbered_[index] = add(other.changes_[index].key, other.changes_[index].delta);
+            const Change& change = other.changes_[index];
+            renumbered_[index] = add(change.side, other_token(change), change.key, change.delta);
         }
-        listings_.reserve(listings_.size() + other.listings_.size());
-        for (const Listing& listing : other.listings_) listings_.push_back({renumbered_[listing.change], listing.word});
+        reserve_listings(other.num_listings_);
+        for (const Listing& listing : other.listings()) list(renumbered_[listing.change], listing.word);
         other.clear();
     }
 
     std::vector<Change>& changes() { return changes_; }
-    const std::vector<Listing>& listings() const { return listings_; }
+    struct Listings {
+        const Listing* first;
+        const Listing* last;
+        const Listing* begin() const { return first; }
+        const Listing* end() const { return last; }
+    };
+    Listings listings() const { return {listings_.data(), listings_.data() + num_listings_}; }
 
     void clear() {
-        for (const Change& change : changes_) slots_[change.slot] = 0;
+        for (const Change& change : changes_) slots_[change.side][size_t(other_token(change))] = 0;
         changes_.clear();
-        listings_.clear();
+        num_listings_ = 0;
     }
 
 private:
-    static constexpr unsigned kInitialBits = 12;
-    static constexpr size_t kInitialSlots = size_t(1) << kInitialBits;
-
-    size_t home(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
-
-    void grow() {
-        slots_.assign(2 * slots_.size(), 0);
-        --shift_;
-        for (size_t index = 0; index < changes_.size(); ++index) {
-            size_t slot = home(changes_[index].key);
-            while (slots_[slot] != 0) slot = (slot + 1) & (slots_.size() - 1);
-            slots_[slot] = static_cast<uint32_t>(index + 1);
-            changes_[index].slot = static_cast<uint32_t>(slot);
-        }
+    static TokenId other_token(const Change& change) {
+        return change.side == kBeforeLeft || change.side == kBeforeNew ? key_left(change.key) : key_right(change.key);
     }
 
     std::vector<Change> changes_;
-    std::vector<Listing> listings_;
-    std::vector<uint32_t> slots_;  // index + 1 into changes_, 0 when empty
+    std::vector<Listing> listings_;  // the first num_listings_ are this merge's
+    size_t num_listings_ = 0;
+    std::vector<uint32_t> slots_[4];    // per side, by other token: index + 1 into changes_, 0 when none
     std::vector<uint32_t> renumbered_;  // absorb's scratch: another table's change index -> ours
-    int shift_;
 };
 
 // Perf: the entry carries the pair's tokens (as its key) rather than reading them from the pair
