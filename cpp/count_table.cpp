@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -30,22 +29,26 @@ void store(void* array, size_t index, T value) {
     std::memcpy(static_cast<char*>(array) + index * sizeof(T), &value, sizeof(T));
 }
 
-uint64_t hash_word(std::string_view word) { return std::hash<std::string_view>{}(word); }
-
-// Distinct words of a growing table by open addressing. A slot holds the high half of the word's
-// hash beside its index + 1 (0: empty), so probing rarely reads a word that is not the one sought;
-// the full hashes are kept so that growing never hashes a word again.
+// Distinct words of a growing table by open addressing over the canonical hash (the counter's):
+// a word's home slot is the top bits of the hash, so words that arrive in about hash order (a
+// counter's table, a slice of one) walk the slots in order instead of jumping around memory. A slot
+// holds the hash's high half beside the word's index + 1 (0: empty), so a probe rarely reads a word
+// it does not want; the full hashes are kept so that growing never hashes a word again.
 class WordIndex {
   public:
-    explicit WordIndex(size_t expected_words) { rebuild(expected_words * 2); }
+    explicit WordIndex(size_t expected_words) {
+        hashes_.reserve(expected_words);
+        rebuild(expected_words * 2);
+    }
 
     // A hint that `hash` will be looked up soon: its slot is fetched from memory meanwhile.
-    void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
+    void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[home(hash)]); }
 
-    // The index in `table` of `word` (whose hash_word is `hash`), appended with count 0 when new.
+    // The index in `table` of `word` (whose canonical_word_hash is `hash`), appended with count 0
+    // when new.
     size_t find_or_add(WordCounts& table, std::string_view word, uint64_t hash) {
-        const uint64_t tag = hash >> 32 << 32;
-        size_t slot = hash & mask_;
+        const uint64_t tag = hash & kTagBits;
+        size_t slot = home(hash);
         for (;;) {
             const uint64_t entry = slots_[slot];
             if (entry == 0) break;
@@ -67,13 +70,17 @@ class WordIndex {
   private:
     static constexpr uint64_t kTagBits = ~uint64_t{0} << 32;
 
+    size_t home(uint64_t hash) const { return static_cast<size_t>(hash >> shift_); }
+
     void rebuild(size_t min_slots) {
         size_t size = 16;
-        while (size < min_slots) size *= 2;
+        unsigned bits = 4;
+        while (size < min_slots) size *= 2, ++bits;
         slots_.assign(size, 0);
         mask_ = size - 1;
+        shift_ = 64 - bits;
         for (size_t index = 0; index < hashes_.size(); ++index) {
-            size_t slot = hashes_[index] & mask_;
+            size_t slot = home(hashes_[index]);
             while (slots_[slot] != 0) slot = (slot + 1) & mask_;
             slots_[slot] = (hashes_[index] & kTagBits) | (index + 1);
         }
@@ -82,7 +89,13 @@ class WordIndex {
     std::vector<uint64_t> slots_;
     std::vector<uint64_t> hashes_;  // by word index
     size_t mask_ = 0;
+    unsigned shift_ = 0;  // home slot = hash >> shift_
 };
+
+// The canonical hash of a table's word; the words lie back to back, so short ones hash from whole loads.
+uint64_t hash_in_table(const WordCounts& words, size_t index) {
+    return canonical_word_hash(word_at(words, index), words.bytes.data() + words.bytes.size());
+}
 
 // Words are hashed this many ahead of their lookup, their slots prefetched meanwhile.
 constexpr size_t kLookAhead = 16;
@@ -90,25 +103,28 @@ constexpr size_t kLookAhead = 16;
 }  // namespace
 
 WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
-    size_t largest_words = 0, largest_bytes = 0;
+    size_t largest_words = 0, all_words = 0, all_bytes = 0;
     for (const WordCounts* table : tables) {
         largest_words = std::max(largest_words, table->size());
-        largest_bytes = std::max(largest_bytes, table->bytes.size());
+        all_words += table->size();
+        all_bytes += table->bytes.size();
     }
+    // The result's arrays never move (reserved pages that stay unused are never touched); the index
+    // is cleared up front, so it starts at a guess and grows.
     WordCounts total;
-    total.reserve(largest_words + largest_words / 4, largest_bytes + largest_bytes / 4);
-    WordIndex index(largest_words + largest_words / 4);
+    total.reserve(all_words, all_bytes);
+    WordIndex index(std::min(all_words, largest_words + largest_words / 2));
     uint64_t hashes[kLookAhead];
     for (const WordCounts* table : tables) {
         const size_t size = table->size();
         for (size_t ahead = 0; ahead < std::min(size, kLookAhead); ++ahead) {
-            hashes[ahead] = hash_word(word_at(*table, ahead));
+            hashes[ahead] = hash_in_table(*table, ahead);
             index.prefetch(hashes[ahead]);
         }
         for (size_t word = 0; word < size; ++word) {
             const uint64_t hash = hashes[word % kLookAhead];
             if (word + kLookAhead < size) {
-                const uint64_t next = hash_word(word_at(*table, word + kLookAhead));
+                const uint64_t next = hash_in_table(*table, word + kLookAhead);
                 hashes[word % kLookAhead] = next;
                 index.prefetch(next);
             }
@@ -124,9 +140,7 @@ WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
 }
 
 size_t word_slice(std::string_view word, size_t num_slices) {
-    // The high half (add_word_counts places words by the low bits of the same hash), scaled to
-    // [0, num_slices) by a multiply instead of a division.
-    return static_cast<size_t>(((hash_word(word) >> 32) * num_slices) >> 32);
+    return word_slice_of_hash(canonical_word_hash(word), num_slices);
 }
 
 std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_slices) {

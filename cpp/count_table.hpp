@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bpe_merge.hpp"  // WordCounts
+#include "word_count.hpp"  // word_slice_of_hash
 
 namespace bpe {
 
@@ -19,7 +20,7 @@ namespace bpe {
 WordCounts add_word_counts(const std::vector<const WordCounts*>& tables);
 
 // Which of `num_slices` (at most 2**32) slices a word belongs to: the same for every table and in
-// every process of one build.
+// every process of one build, and the same as WordCounter::take_slices (word_slice_of_hash).
 size_t word_slice(std::string_view word, size_t num_slices);
 
 // `words` cut into `num_slices` tables by word_slice, each keeping the order of `words`: tables
