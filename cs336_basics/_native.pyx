@@ -17,6 +17,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.string cimport string
+from libcpp.memory cimport unique_ptr
 from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
@@ -206,6 +207,54 @@ def count_words_in_buffer(
     with nogil:
         counted = lib.count_words_in_buffer(text, tokens, options, &report)
     return wrap_counts(counted, report, options.num_threads)
+
+
+cdef class WordCounter:
+    """Counts several texts and byte ranges of files into one table (`bpe::WordCounter`): the counts
+    of what it was given, as if concatenated (each piece must start and end at a safe cut)."""
+
+    cdef unique_ptr[lib.WordCounter] counter
+    cdef int num_threads
+
+    def __cinit__(self, special_tokens: Iterable[str] = (), num_threads: int | None = None):
+        cdef vector[string] tokens = encode_special_tokens(special_tokens)
+        cdef lib.CountOptions options = make_options(num_threads, None)
+        self.num_threads = options.num_threads
+        self.counter.reset(new lib.WordCounter(tokens, options))
+
+    def count(self, const unsigned char[::1] data not None) -> None:
+        """Counts UTF-8 bytes in memory (ValueError with the offset in `data` when not UTF-8)."""
+        cdef string_view text = view_of(data)
+        with nogil:
+            self.counter.get().count(text)
+
+    def count_file_range(self, path: str | os.PathLike, size_t begin, size_t end) -> None:
+        """Counts bytes [begin, end) of a file, memory-mapped, its pages released as they are counted."""
+        cdef string encoded = os.fsencode(path)
+        with nogil:
+            self.counter.get().count_file_range(encoded, begin, end)
+
+    def take(self, canonical_order: bool = False) -> NativeWordCounts:
+        """The counts so far (the counter starts again empty): in count_words' canonical order, or
+        in table order, which skips sorting (for tables that are only added up)."""
+        cdef lib.WordCounts counted
+        cdef lib.CountReport report
+        cdef bint canonical = canonical_order
+        with nogil:
+            counted = self.counter.get().take(canonical)
+        return wrap_counts(counted, report, self.num_threads)
+
+    def take_slices(self, num_slices: int) -> list:
+        """The counts so far cut into `num_slices` tables as `NativeWordCounts.split_into_slices`
+        cuts them, each in table order (the counter starts again empty): one pass, no sorting."""
+        if num_slices < 1:
+            raise ValueError(f"num_slices must be positive, got {num_slices!r}")
+        cdef vector[lib.WordCounts] slices
+        cdef size_t count = num_slices
+        cdef lib.CountReport no_count
+        with nogil:
+            slices = self.counter.get().take_slices(count)
+        return [wrap_counts(slices[index], no_count, self.num_threads) for index in range(slices.size())]
 
 
 cdef class NativeWordCounts:
