@@ -11,7 +11,7 @@ the same changes of load on a shared machine):
   local, N files   word_counts.count_words on the files, --workers threads
   dask, N files    cluster.count_words_on_cluster on a LocalCluster of --workers single-threaded
                    worker processes (started once, outside the timing; its start-up time is printed),
-                   tasks of --task-mb MiB (default: the cluster module's DEFAULT_TASK_BYTES)
+                   tasks of --task-mb MiB (default: the cluster module's, one task per worker)
 and checks that every method gives the same counts. Timings on a shared machine are noisy; the CPU
 seconds (least of the rounds, all processes and threads: client, scheduler, workers) are less so.
 """
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from cs336_basics import bpe_v7
-from cs336_basics.cluster import DEFAULT_TASK_BYTES, count_words_on_cluster
+from cs336_basics.cluster import count_words_on_cluster
 from cs336_basics.phases import CountOptions
 from cs336_basics.word_counts import count_words
 
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--task-mb", type=int, default=DEFAULT_TASK_BYTES >> 20)
+    parser.add_argument("--task-mb", type=int, default=None)
     parser.add_argument("--special", default="<|endoftext|>")
     args = parser.parse_args()
     specials = [args.special]
@@ -94,7 +94,8 @@ def main() -> None:
                     time.sleep(0.01)
                 cpu = cluster_cpu_seconds()
                 started = time.perf_counter()
-                counts = count_words_on_cluster(client, parts, specials, task_bytes=args.task_mb << 20)
+                task_bytes = args.task_mb << 20 if args.task_mb else None
+                counts = count_words_on_cluster(client, parts, specials, task_bytes=task_bytes)
                 return time.perf_counter() - started, cluster_cpu_seconds() - cpu, counts
 
             def timed(run):
@@ -127,7 +128,7 @@ def main() -> None:
 
     print(
         f"corpus {args.corpus.name}: {size / 1e6:,.1f} MB, {len(reference):,} distinct words, "
-        f"{args.workers} workers, tasks of {args.task_mb} MiB, best of {args.repeat}, cpus {os.cpu_count()}"
+        f"{args.workers} workers, tasks of {args.task_mb or '(default)'} MiB, best of {args.repeat}, cpus {os.cpu_count()}"
     )
     base = best["v7 whole file"]
     for name, seconds in best.items():

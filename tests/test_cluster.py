@@ -16,7 +16,7 @@ from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noq
 from cs336_basics._common import count_words as count_words_in_text  # noqa: E402
 from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
-from cs336_basics.word_counts import count_task  # noqa: E402
+from cs336_basics.word_counts import count_tasks  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
 REFERENCE = "bpe_v7" if trainer_status()["bpe_v7"] is None else "bpe_v2"
@@ -68,12 +68,12 @@ def test_fsspec_urls(client: Client, corpus: tuple[Path, list[Path]]) -> None:
     assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
 
 
-def fail_once(marker: Path, *args: object) -> dict[bytes, int]:
-    """count_task, except that the first call anywhere fails (as a worker dying mid-task would)."""
+def fail_once(marker: Path, *args: object, **options: object) -> dict[bytes, int]:
+    """count_tasks, except that the first call anywhere fails (as a worker dying mid-task would)."""
     try:
         marker.touch(exist_ok=False)
     except FileExistsError:
-        return count_task(*args)
+        return count_tasks(*args, **options)
     raise RuntimeError("injected failure: this attempt dies")
 
 
@@ -119,12 +119,12 @@ def test_bad_cluster_spec_is_explained(tmp_path: Path, corpus, capsys) -> None:
     assert "positive integer" in capsys.readouterr().err
 
 
-def die_once(marker: Path, *args: object) -> dict[bytes, int]:
-    """count_task, except that the first call anywhere kills its worker process outright."""
+def die_once(marker: Path, *args: object, **options: object) -> dict[bytes, int]:
+    """count_tasks, except that the first call anywhere kills its worker process outright."""
     try:
         marker.touch(exist_ok=False)
     except FileExistsError:
-        return count_task(*args)
+        return count_tasks(*args, **options)
     os._exit(17)  # no exception, no cleanup: what a machine dying mid-task looks like to Dask
 
 
