@@ -216,9 +216,31 @@ std::vector<WordCounts> slices_in_table_order(const ThreadCounts& counts, size_t
         ++slice_words[slice];
         slice_bytes[slice] += slot.size();
     });
+    // Sized exactly, then written through cursors (not appended word by word).
+    struct Cursor {
+        char* byte;
+        uint64_t* offset;
+        int64_t* count;
+    };
     std::vector<WordCounts> slices(num_slices);
-    for (size_t slice = 0; slice < num_slices; ++slice) slices[slice].reserve(slice_words[slice], slice_bytes[slice]);
-    for_each_word([&](const WordSlot& slot) { slices[slice_of(slot)].add(slot.bytes(), slot.size(), slot.count); });
+    std::vector<Cursor> cursors(num_slices);
+    for (size_t slice = 0; slice < num_slices; ++slice) {
+        WordCounts& words = slices[slice];
+        words.bytes.resize(slice_bytes[slice]);
+        words.offsets.resize(slice_words[slice] + 1);
+        words.counts.resize(slice_words[slice]);
+        cursors[slice] = {words.bytes.data(), words.offsets.data() + 1, words.counts.data()};
+    }
+    for_each_word([&](const WordSlot& slot) {
+        const size_t slice = slice_of(slot);
+        Cursor& cursor = cursors[slice];
+        const size_t size = slot.size();
+        std::memcpy(cursor.byte, slot.bytes(), size);
+        cursor.byte += size;
+        *cursor.offset = uint64_t(cursor.byte - slices[slice].bytes.data());
+        ++cursor.offset;
+        *cursor.count++ = slot.count;
+    });
     return slices;
 }
 

@@ -56,7 +56,15 @@ from .word_counts import (
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-__all__ = ["MAX_TASK_BYTES", "RANGE_BYTES", "connect", "count_words_on_cluster", "pack_table", "sum_tables", "unpack_table"]
+__all__ = [
+    "MAX_TASK_BYTES",
+    "RANGE_BYTES",
+    "connect",
+    "count_words_on_cluster",
+    "pack_table",
+    "sum_tables",
+    "unpack_table",
+]
 
 # The largest task by default: what a retried task counts again. Below it, a task is a worker's
 # share of the input: one table per worker, nothing built twice (docs/PERFORMANCE.md).

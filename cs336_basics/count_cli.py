@@ -52,7 +52,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
     add_cluster_argument(parser)
-    parser.add_argument("--task-mb", type=int, default=None, help="bytes per counting task, in MiB (on Dask: a worker's share, at most 4096)")
+    parser.add_argument(
+        "--task-mb", type=int, default=None, help="MiB per counting task (Dask: a worker's share, at most 4096)"
+    )
     parser.add_argument("--workers", type=int, default=None, help="threads on this machine; -1 = all (default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)

@@ -60,6 +60,13 @@ def test_any_number_of_slices_gives_the_same_counts(client: Client, corpus: tupl
     assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
 
 
+def test_progress_reaches_the_input_size(client: Client, corpus: tuple[Path, list[Path]], capsys) -> None:
+    whole, parts = corpus
+    counts = count_words_on_cluster(client, parts, SPECIALS, task_bytes=90_000, progress=True)
+    assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
+    assert "100%" in capsys.readouterr().err
+
+
 def test_fsspec_urls(client: Client, corpus: tuple[Path, list[Path]]) -> None:
     pytest.importorskip("fsspec", reason="URLs need fsspec")
     whole, parts = corpus
