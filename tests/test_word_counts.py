@@ -20,10 +20,10 @@ from cs336_basics.demo import write_demo_corpus
 from cs336_basics.word_counts import (
     FORMAT_VERSION,
     MAGIC,
+    Segment,
     WordCountFileError,
     WordCounts,
     add_tables,
-    Segment,
     concatenate_slices,
     count_tasks,
     count_words,
