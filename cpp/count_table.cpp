@@ -217,29 +217,35 @@ size_t first_unordered_word(const WordCounts& words) {
     return words.size();
 }
 
-WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
-                                   const void* counts, size_t num_words) {
+void append_word_counts_from_arrays(WordCounts& words, const char* blob, size_t blob_size, const void* lengths,
+                                    const void* counts, size_t num_words) {
     const auto length_at = [lengths](size_t index) { return load<uint32_t>(lengths, index); };
     uint64_t total_length = 0;
     for (size_t index = 0; index < num_words; ++index) total_length += length_at(index);
     if (total_length != blob_size) {
         throw std::invalid_argument("word-count arrays: the word lengths do not add up to the words' bytes");
     }
-    WordCounts words;
-    words.bytes.assign(blob, blob_size);
-    words.offsets.resize(num_words + 1);
-    words.counts.resize(num_words);
-    uint64_t offset = 0;
+    const size_t first = words.size();
+    uint64_t offset = words.bytes.size();
+    words.bytes.append(blob, blob_size);
+    words.offsets.resize(first + num_words + 1);
+    words.counts.resize(first + num_words);
     for (size_t index = 0; index < num_words; ++index) {
         const uint64_t count = load<uint64_t>(counts, index);
         if (count == 0) throw std::invalid_argument("word-count arrays: a count is 0");
         if (count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
             throw std::overflow_error("word-count arrays: a count does not fit in int64");
         }
-        words.counts[index] = static_cast<int64_t>(count);
+        words.counts[first + index] = static_cast<int64_t>(count);
         offset += length_at(index);
-        words.offsets[index + 1] = offset;
+        words.offsets[first + index + 1] = offset;
     }
+}
+
+WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
+                                   const void* counts, size_t num_words) {
+    WordCounts words;
+    append_word_counts_from_arrays(words, blob, blob_size, lengths, counts, num_words);
     return words;
 }
 

@@ -44,6 +44,12 @@ size_t first_unordered_word(const WordCounts& words);
 WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
                                    const void* counts, size_t num_words);
 
+// The same arrays appended to `words` (tables that share no word, as slices do, so appended they are
+// their sum): one copy where building each table and concatenating them takes two. Throws as
+// word_counts_from_arrays; `words` then holds part of them.
+void append_word_counts_from_arrays(WordCounts& words, const char* blob, size_t blob_size, const void* lengths,
+                                    const void* counts, size_t num_words);
+
 // The count file's arrays of `words`: uint32 lengths into `lengths` and uint64 counts into `counts`
 // (size() entries each, any alignment; the words' bytes are `words.bytes`). Throws std::invalid_argument when a word is
 // 4 GiB or longer or a count is below 1.

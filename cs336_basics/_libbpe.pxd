@@ -88,6 +88,10 @@ cdef extern from "count_table.hpp" namespace "bpe" nogil:
     WordCounts word_counts_from_arrays(
         const char* blob, size_t blob_size, const void* lengths, const void* counts, size_t num_words
     ) except +
+    void append_word_counts_from_arrays(
+        WordCounts& words, const char* blob, size_t blob_size, const void* lengths, const void* counts,
+        size_t num_words
+    ) except +
     void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
 
 

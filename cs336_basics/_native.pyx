@@ -352,6 +352,31 @@ cdef class NativeWordCounts:
         return lib.first_unordered_word(self.words)
 
 
+cdef size_t words_in_arrays(const unsigned char[::1] lengths, const unsigned char[::1] counts) except? 0:
+    cdef size_t size = <size_t>lengths.shape[0] // 4
+    if <size_t>lengths.shape[0] != 4 * size or <size_t>counts.shape[0] != 8 * size:
+        raise ValueError(
+            f"word-count arrays: {lengths.shape[0]} bytes of lengths and {counts.shape[0]} bytes of counts "
+            "are not 4 and 8 bytes a word"
+        )
+    return size
+
+
+cdef int append_arrays(
+    lib.WordCounts* table,
+    const unsigned char[::1] words,
+    const unsigned char[::1] lengths,
+    const unsigned char[::1] counts,
+) except -1:
+    cdef size_t size = words_in_arrays(lengths, counts)
+    cdef string_view blob = view_of(words)
+    cdef const void* length_data = &lengths[0] if size else NULL
+    cdef const void* count_data = &counts[0] if size else NULL
+    with nogil:
+        lib.append_word_counts_from_arrays(table[0], blob.data(), blob.size(), length_data, count_data, size)
+    return 0
+
+
 def word_counts_from_arrays(
     const unsigned char[::1] words not None,
     const unsigned char[::1] lengths not None,
@@ -360,18 +385,24 @@ def word_counts_from_arrays(
     """A table from the count file's arrays (see NativeWordCounts.to_arrays; bytes-like, native byte
     order). ValueError when they do not fit together or a count is 0; OverflowError when a count
     does not fit in int64 (the caller keeps such a table in Python)."""
-    cdef size_t size = <size_t>lengths.shape[0] // 4
-    if <size_t>lengths.shape[0] != 4 * size or <size_t>counts.shape[0] != 8 * size:
-        raise ValueError(
-            f"word-count arrays: {lengths.shape[0]} bytes of lengths and {counts.shape[0]} bytes of counts "
-            "are not 4 and 8 bytes a word"
-        )
-    cdef string_view blob = view_of(words)
-    cdef const void* length_data = &lengths[0] if size else NULL
-    cdef const void* count_data = &counts[0] if size else NULL
     cdef lib.WordCounts table
-    with nogil:
-        table = lib.word_counts_from_arrays(blob.data(), blob.size(), length_data, count_data, size)
+    append_arrays(&table, words, lengths, counts)
+    return wrap_table(table)
+
+
+def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
+    """One table from several tables' arrays `(words, lengths, counts)` (as word_counts_from_arrays
+    takes them), one after the other: their sum when no word is in two of them (slices). One copy,
+    where building each table and concatenating them makes two."""
+    sets = [tuple(arrays) for arrays in array_sets]
+    cdef lib.WordCounts table
+    cdef size_t num_words = 0, num_bytes = 0
+    for words, lengths, counts in sets:
+        num_words += words_in_arrays(lengths, counts)
+        num_bytes += memoryview(words).nbytes
+    table.reserve(num_words, num_bytes)
+    for words, lengths, counts in sets:
+        append_arrays(&table, words, lengths, counts)
     return wrap_table(table)
 
 

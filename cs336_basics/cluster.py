@@ -5,17 +5,21 @@
         counts = count_words_on_cluster(client, ["s3://bucket/part-00.txt", ...], ["<|endoftext|>"])
     vocab, merges = train_bpe_from_counts(counts, 32_000)
 
-The inputs, read as if concatenated, are cut into tasks of about `task_bytes` by
-`word_counts.plan_count_tasks` (stretches that begin and end at special tokens or at whitespace that
-splits no pre-token, as v7 cuts its chunks; file boundaries need no cut, and small files share a
-task). Each task runs the native counter (one thread) on its bytes, memory-mapped when it is one
-range of a local file, else read (locally or through fsspec) and joined, so a worker holds one
-task's bytes plus one count table, whatever the input size. Each task cuts its table into slices by
-a hash of the word (one per worker); the slices are added up on the workers, one tree per slice
-(`fan_in` tables per addition), so the tops of the trees run in parallel and their sums share no
-word: the client only concatenates them. Tables stay in C++ throughout (they travel between
-processes as three flat arrays: words, lengths, counts), and the client keeps the result in C++
-for bpe_v7 or a count file.
+The inputs, read as if concatenated, are cut into ranges by `word_counts.plan_count_tasks`
+(stretches that begin and end at special tokens or at whitespace that splits no pre-token, as v7
+cuts its chunks; file boundaries need no cut, and small files share a range), and consecutive ranges
+are grouped into tasks of about equal bytes: by default one task per worker (at most
+`MAX_TASK_BYTES`), so each worker builds one count table, as each of v7's threads does. A task runs
+the native counter (one thread) over its ranges one after another into that one table
+(`word_counts.count_tasks`): a local range memory-mapped with its pages released as they are
+counted, a URL's range read (fsspec), so a worker holds one range's bytes plus the table, whatever
+the input size. The table comes out unsorted, cut into slices by the counter's hash of the word (one
+per worker); the slices are added up on the workers, one tree per slice (`fan_in` tables per
+addition), so the tops of the trees run in parallel and their sums share no word: the client only
+concatenates them. Tables stay in C++ throughout (they travel between processes as three flat
+arrays: words, lengths, counts), and the client keeps the result in C++ for bpe_v7 or a count
+file. Progress: each task reports the bytes it has counted after every range (Dask events), and
+the client shows their sum.
 Tasks are pure functions of their (small) arguments and never change their inputs, so when Dask
 re-runs a task after an error or a lost worker, nothing is lost or counted twice: a result either
 arrives once or the task runs again.
@@ -43,6 +47,7 @@ from .backend import usable_cores
 from .word_counts import (
     CountTable,
     CountTask,
+    TableArrays,
     WordCounts,
     add_tables,
     concatenate_slices,
@@ -150,9 +155,18 @@ def count_sliced(
     return tuple(pack_table(table) for table in slices)
 
 
-def sum_tables(*packed_tables: CountTable | bytes) -> CountTable | bytes:
-    """The sum of packed count tables, packed (a new object: the inputs are never changed)."""
-    return pack_table(add_tables([unpack_table(packed) for packed in packed_tables]))
+def sum_tables(*packed_tables: CountTable | bytes, for_client: bool = False) -> CountTable | bytes | TableArrays:
+    """The sum of packed count tables, packed (a new object: the inputs are never changed); with
+    `for_client`, as `arrays_for_client` gives it."""
+    total = add_tables([unpack_table(packed) for packed in packed_tables])
+    return arrays_for_client(total) if for_client else pack_table(total)
+
+
+def arrays_for_client(table: CountTable | bytes) -> TableArrays | bytes:
+    """A slice's sum as the client takes it: a native table as `word_counts.TableArrays`, a dict
+    packed."""
+    table = unpack_table(table)
+    return pack_table(table) if isinstance(table, dict) else TableArrays(*table.to_arrays())
 
 
 def _task_count(total_bytes: int, num_workers: int, task_bytes: int | None) -> int:
@@ -224,9 +238,14 @@ def count_words_on_cluster(
     for index in range(slices):
         level = [client.submit(operator.getitem, future, index, pure=True) for future in counted]
         reduction += level
+        if len(level) == 1:
+            level = [client.submit(arrays_for_client, level[0], pure=True)]
         while len(level) > 1:
+            last = len(level) <= fan_in
             level = [
-                client.submit(sum_tables, *level[start : start + fan_in], pure=True, retries=retries)
+                client.submit(
+                    sum_tables, *level[start : start + fan_in], for_client=last, pure=True, retries=retries
+                )
                 for start in range(0, len(level), fan_in)
             ]
             reduction += level
@@ -246,7 +265,7 @@ def count_words_on_cluster(
             finally:
                 if topic is not None:
                     client.unsubscribe_topic(topic)
-        table = concatenate_slices([unpack_table(packed) for packed in client.gather(tops)])
+        table = concatenate_slices([unpack_table(top) for top in client.gather(tops)])
     except BaseException:
         # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
         # the scheduler).

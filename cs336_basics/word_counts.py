@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
+from pickle import PickleBuffer
 from typing import Any
 
 from tqdm import tqdm
@@ -74,6 +75,7 @@ __all__ = [
     "MAGIC",
     "CountTask",
     "Segment",
+    "TableArrays",
     "WordCountFileError",
     "CountTable",
     "WordCounts",
@@ -156,12 +158,33 @@ def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
     return slices
 
 
-def concatenate_slices(tables: Sequence[CountTable]) -> CountTable:
+class TableArrays:
+    """A native table's three arrays (`to_arrays`: words, lengths, counts) as they travel to the
+    client: out of band with pickle protocol 5, and concatenated with other slices' arrays in one
+    copy by `concatenate_slices`, where unpickling tables and concatenating them copies twice."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, words: Any, lengths: Any, counts: Any) -> None:
+        self.arrays = (words, lengths, counts)
+
+    def __reduce_ex__(self, protocol: int):
+        return TableArrays, tuple(PickleBuffer(array) for array in self.arrays) if protocol >= 5 else self.arrays
+
+
+def concatenate_slices(tables: Sequence[CountTable | TableArrays]) -> CountTable:
     """The sum of the slice sums of `split_table` as one new table: concatenated in C++ when all are
     native (all were sliced alike, so no word is in two); added as dicts otherwise (a dict may be a
-    mix of tables sliced by different hashes, when workers differ)."""
+    mix of tables sliced by different hashes, when workers differ). Native tables may also come as
+    `TableArrays`."""
+    native = _native_module()
+    if tables and all(isinstance(table, TableArrays) for table in tables):
+        return native.concatenate_arrays([table.arrays for table in tables])
+    tables = [
+        native.word_counts_from_arrays(*table.arrays) if isinstance(table, TableArrays) else table for table in tables
+    ]
     if tables and all(not isinstance(table, dict) for table in tables):
-        return _native_module().concatenate_word_counts(tables)
+        return native.concatenate_word_counts(tables)
     return add_tables(tables)
 
 

@@ -105,6 +105,7 @@ def test_without_retries_the_error_reaches_the_client(client: Client, corpus: tu
 def test_sum_tables_leaves_its_inputs_alone() -> None:
     first, second = pack_table({b"a": 1, b"b": 2}), pack_table({b"b": 3})
     assert unpack_table(sum_tables(first, second, pack_table({}))) == {b"a": 1, b"b": 5}
+    assert unpack_table(sum_tables(first, second, for_client=True)) == {b"a": 1, b"b": 5}
     assert unpack_table(first) == {b"a": 1, b"b": 2} and unpack_table(second) == {b"b": 3}
 
 

@@ -21,6 +21,7 @@ from cs336_basics.word_counts import (
     FORMAT_VERSION,
     MAGIC,
     Segment,
+    TableArrays,
     WordCountFileError,
     WordCounts,
     add_tables,
@@ -207,6 +208,10 @@ def test_slices_summed_apart_add_up_to_the_sum(tables: list[dict[bytes, int]], n
         assert as_dict(concatenate_slices(sums)) == add_tables(tables)
         if all(not isinstance(one, dict) for one in sums):
             assert sum(map(len, sums)) == len(add_tables(tables))  # no word in two slices
+            # As the client gets them from the workers: arrays, all of them or some.
+            arrays = [pickle.loads(pickle.dumps(TableArrays(*one.to_arrays()), protocol=5)) for one in sums]
+            assert as_dict(concatenate_slices(arrays)) == add_tables(tables)
+            assert as_dict(concatenate_slices([arrays[0], *sums[1:]])) == add_tables(tables)
 
 
 def test_sums_past_int64_leave_cpp_for_python_ints(table_backend: str) -> None:
