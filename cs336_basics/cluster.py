@@ -197,7 +197,9 @@ def count_words_on_cluster(
 
     The inputs are cut into ranges of about `range_bytes` (None: a 32nd of a task, at most
     RANGE_BYTES) and the ranges grouped into tasks of about `task_bytes` (None: one task per
-    worker, see `_task_count`); a task counts its ranges one after another into one table.
+    worker, see `_task_count`; the workers connected when it starts: on a cluster still scaling up,
+    call `client.wait_for_workers(n)` first); a task counts its ranges one after another into one
+    table.
     `retries` is how often Dask may re-run a failed task; `count` is the task function
     (`word_counts.count_tasks`'s signature). The words are added up in `slices` independent trees
     of `fan_in` tables per addition (None: one per worker)."""
@@ -240,6 +242,7 @@ def count_words_on_cluster(
         reduction += level
         if len(level) == 1:
             level = [client.submit(arrays_for_client, level[0], pure=True)]
+            reduction += level
         while len(level) > 1:
             last = len(level) <= fan_in
             level = [
