@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -30,22 +29,26 @@ void store(void* array, size_t index, T value) {
     std::memcpy(static_cast<char*>(array) + index * sizeof(T), &value, sizeof(T));
 }
 
-uint64_t hash_word(std::string_view word) { return std::hash<std::string_view>{}(word); }
-
-// Distinct words of a growing table by open addressing. A slot holds the high half of the word's
-// hash beside its index + 1 (0: empty), so probing rarely reads a word that is not the one sought;
-// the full hashes are kept so that growing never hashes a word again.
+// Distinct words of a growing table by open addressing over the canonical hash (the counter's):
+// a word's home slot is the top bits of the hash, so words that arrive in about hash order (a
+// counter's table, a slice of one) walk the slots in order instead of jumping around memory. A slot
+// holds the hash's high half beside the word's index + 1 (0: empty), so a probe rarely reads a word
+// it does not want; the full hashes are kept so that growing never hashes a word again.
 class WordIndex {
   public:
-    explicit WordIndex(size_t expected_words) { rebuild(expected_words * 2); }
+    explicit WordIndex(size_t expected_words) {
+        hashes_.reserve(expected_words);
+        rebuild(expected_words * 2);
+    }
 
     // A hint that `hash` will be looked up soon: its slot is fetched from memory meanwhile.
-    void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[hash & mask_]); }
+    void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[home(hash)]); }
 
-    // The index in `table` of `word` (whose hash_word is `hash`), appended with count 0 when new.
+    // The index in `table` of `word` (whose canonical_word_hash is `hash`), appended with count 0
+    // when new.
     size_t find_or_add(WordCounts& table, std::string_view word, uint64_t hash) {
-        const uint64_t tag = hash >> 32 << 32;
-        size_t slot = hash & mask_;
+        const uint64_t tag = hash & kTagBits;
+        size_t slot = home(hash);
         for (;;) {
             const uint64_t entry = slots_[slot];
             if (entry == 0) break;
@@ -67,13 +70,17 @@ class WordIndex {
   private:
     static constexpr uint64_t kTagBits = ~uint64_t{0} << 32;
 
+    size_t home(uint64_t hash) const { return static_cast<size_t>(hash >> shift_); }
+
     void rebuild(size_t min_slots) {
         size_t size = 16;
-        while (size < min_slots) size *= 2;
+        unsigned bits = 4;
+        while (size < min_slots) size *= 2, ++bits;
         slots_.assign(size, 0);
         mask_ = size - 1;
+        shift_ = 64 - bits;
         for (size_t index = 0; index < hashes_.size(); ++index) {
-            size_t slot = hashes_[index] & mask_;
+            size_t slot = home(hashes_[index]);
             while (slots_[slot] != 0) slot = (slot + 1) & mask_;
             slots_[slot] = (hashes_[index] & kTagBits) | (index + 1);
         }
@@ -82,7 +89,13 @@ class WordIndex {
     std::vector<uint64_t> slots_;
     std::vector<uint64_t> hashes_;  // by word index
     size_t mask_ = 0;
+    unsigned shift_ = 0;  // home slot = hash >> shift_
 };
+
+// The canonical hash of a table's word; the words lie back to back, so short ones hash from whole loads.
+uint64_t hash_in_table(const WordCounts& words, size_t index) {
+    return canonical_word_hash(word_at(words, index), words.bytes.data() + words.bytes.size());
+}
 
 // Words are hashed this many ahead of their lookup, their slots prefetched meanwhile.
 constexpr size_t kLookAhead = 16;
@@ -90,25 +103,28 @@ constexpr size_t kLookAhead = 16;
 }  // namespace
 
 WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
-    size_t largest_words = 0, largest_bytes = 0;
+    size_t largest_words = 0, all_words = 0, all_bytes = 0;
     for (const WordCounts* table : tables) {
         largest_words = std::max(largest_words, table->size());
-        largest_bytes = std::max(largest_bytes, table->bytes.size());
+        all_words += table->size();
+        all_bytes += table->bytes.size();
     }
+    // The result's arrays never move (reserved pages that stay unused are never touched); the index
+    // is cleared up front, so it starts at a guess and grows.
     WordCounts total;
-    total.reserve(largest_words + largest_words / 4, largest_bytes + largest_bytes / 4);
-    WordIndex index(largest_words + largest_words / 4);
+    total.reserve(all_words, all_bytes);
+    WordIndex index(std::min(all_words, largest_words + largest_words / 2));
     uint64_t hashes[kLookAhead];
     for (const WordCounts* table : tables) {
         const size_t size = table->size();
         for (size_t ahead = 0; ahead < std::min(size, kLookAhead); ++ahead) {
-            hashes[ahead] = hash_word(word_at(*table, ahead));
+            hashes[ahead] = hash_in_table(*table, ahead);
             index.prefetch(hashes[ahead]);
         }
         for (size_t word = 0; word < size; ++word) {
             const uint64_t hash = hashes[word % kLookAhead];
             if (word + kLookAhead < size) {
-                const uint64_t next = hash_word(word_at(*table, word + kLookAhead));
+                const uint64_t next = hash_in_table(*table, word + kLookAhead);
                 hashes[word % kLookAhead] = next;
                 index.prefetch(next);
             }
@@ -124,9 +140,7 @@ WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
 }
 
 size_t word_slice(std::string_view word, size_t num_slices) {
-    // The high half (add_word_counts places words by the low bits of the same hash), scaled to
-    // [0, num_slices) by a multiply instead of a division.
-    return static_cast<size_t>(((hash_word(word) >> 32) * num_slices) >> 32);
+    return word_slice_of_hash(canonical_word_hash(word), num_slices);
 }
 
 std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_slices) {
@@ -203,29 +217,35 @@ size_t first_unordered_word(const WordCounts& words) {
     return words.size();
 }
 
-WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
-                                   const void* counts, size_t num_words) {
+void append_word_counts_from_arrays(WordCounts& words, const char* blob, size_t blob_size, const void* lengths,
+                                    const void* counts, size_t num_words) {
     const auto length_at = [lengths](size_t index) { return load<uint32_t>(lengths, index); };
     uint64_t total_length = 0;
     for (size_t index = 0; index < num_words; ++index) total_length += length_at(index);
     if (total_length != blob_size) {
         throw std::invalid_argument("word-count arrays: the word lengths do not add up to the words' bytes");
     }
-    WordCounts words;
-    words.bytes.assign(blob, blob_size);
-    words.offsets.resize(num_words + 1);
-    words.counts.resize(num_words);
-    uint64_t offset = 0;
+    const size_t first = words.size();
+    uint64_t offset = words.bytes.size();
+    words.bytes.append(blob, blob_size);
+    words.offsets.resize(first + num_words + 1);
+    words.counts.resize(first + num_words);
     for (size_t index = 0; index < num_words; ++index) {
         const uint64_t count = load<uint64_t>(counts, index);
         if (count == 0) throw std::invalid_argument("word-count arrays: a count is 0");
         if (count > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
             throw std::overflow_error("word-count arrays: a count does not fit in int64");
         }
-        words.counts[index] = static_cast<int64_t>(count);
+        words.counts[first + index] = static_cast<int64_t>(count);
         offset += length_at(index);
-        words.offsets[index + 1] = offset;
+        words.offsets[first + index + 1] = offset;
     }
+}
+
+WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
+                                   const void* counts, size_t num_words) {
+    WordCounts words;
+    append_word_counts_from_arrays(words, blob, blob_size, lengths, counts, num_words);
     return words;
 }
 

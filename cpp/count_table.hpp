@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bpe_merge.hpp"  // WordCounts
+#include "word_count.hpp"  // word_slice_of_hash
 
 namespace bpe {
 
@@ -19,7 +20,7 @@ namespace bpe {
 WordCounts add_word_counts(const std::vector<const WordCounts*>& tables);
 
 // Which of `num_slices` (at most 2**32) slices a word belongs to: the same for every table and in
-// every process of one build.
+// every process of one build, and the same as WordCounter::take_slices (word_slice_of_hash).
 size_t word_slice(std::string_view word, size_t num_slices);
 
 // `words` cut into `num_slices` tables by word_slice, each keeping the order of `words`: tables
@@ -42,6 +43,12 @@ size_t first_unordered_word(const WordCounts& words);
 // `blob_size` or a count is 0, std::overflow_error when a count does not fit in int64.
 WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
                                    const void* counts, size_t num_words);
+
+// The same arrays appended to `words` (tables that share no word, as slices do, so appended they are
+// their sum): one copy where building each table and concatenating them takes two. Throws as
+// word_counts_from_arrays; `words` then holds part of them.
+void append_word_counts_from_arrays(WordCounts& words, const char* blob, size_t blob_size, const void* lengths,
+                                    const void* counts, size_t num_words);
 
 // The count file's arrays of `words`: uint32 lengths into `lengths` and uint64 counts into `counts`
 // (size() entries each, any alignment; the words' bytes are `words.bytes`). Throws std::invalid_argument when a word is

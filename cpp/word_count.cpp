@@ -9,6 +9,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <ios>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "chunking.hpp"
@@ -139,18 +142,17 @@ WordCounts merge_counts(const std::vector<ThreadCounts>& per_thread, int threads
 
 namespace {
 
-// Counting over `text`; `file`, when given, is the mapping `text` lies in, whose pages are released
-// chunk by chunk as they are counted.
-WordCounts count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
-                            const CountOptions& options, CountReport* report, const MappedFile* file) {
-    const int threads = options.num_threads > 0 ? options.num_threads : omp_default_threads();
-    const SpecialTokens special(special_tokens);
+// Counts `text` into `per_thread` (one table per thread; the tables may already hold counts).
+// `file`, when given, is the mapping `text` lies in, whose pages are released chunk by chunk as they
+// are counted. False when the progress callback stopped it.
+bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, const SpecialTokens& special,
+                const CountOptions& options, CountReport* report, const MappedFile* file) {
+    const int threads = int(per_thread.size());
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes
                                                        : default_chunk_bytes(text.size(), threads);
     const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads);
     const size_t num_chunks = boundaries.size() - 1;
 
-    std::vector<ThreadCounts> per_thread(size_t(std::max(threads, 1)));
     std::vector<char> worked(per_thread.size(), 0);  // one byte per thread: no shared counter
     std::atomic<size_t> first_invalid{kValidUtf8};
     std::atomic<size_t> bytes_done{0};
@@ -173,7 +175,7 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
             stopped.store(true, std::memory_order_relaxed);
         }
     });
-    if (stopped.load()) return {};
+    if (stopped.load()) return false;
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
     // The last report is the whole: the calling thread may not have counted the last chunks.
     if (options.progress != nullptr) options.progress(options.progress_context, bytes_done.load());
@@ -181,7 +183,77 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
         report->chunks = num_chunks;
         report->threads_used = int(std::count(worked.begin(), worked.end(), char(1)));
     }
-    return merge_counts(per_thread, threads);
+    return true;
+}
+
+int resolved_threads(const CountOptions& options) {
+    return std::max(options.num_threads > 0 ? options.num_threads : omp_default_threads(), 1);
+}
+
+// Counting over `text`; `file` as for count_into.
+WordCounts count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
+                            const CountOptions& options, CountReport* report, const MappedFile* file) {
+    const SpecialTokens special(special_tokens);
+    std::vector<ThreadCounts> per_thread(size_t(resolved_threads(options)));
+    if (!count_into(per_thread, text, special, options, report, file)) return {};
+    return merge_counts(per_thread, int(per_thread.size()));
+}
+
+// One table's words cut into `num_slices` by word_slice_of_hash, in table order (no sorting): two
+// passes over the slots, sizes then copies.
+std::vector<WordCounts> slices_in_table_order(const ThreadCounts& counts, size_t num_slices) {
+    const auto for_each_word = [&](auto&& visit) {
+        for (size_t partition = 0; partition < kPartitions; ++partition) {
+            counts.table.for_each_in_partition(partition, visit);
+        }
+    };
+    const auto slice_of = [num_slices](const WordSlot& slot) {
+        return word_slice_of_hash(uint64_t(slot.check) << 32, num_slices);
+    };
+    std::vector<size_t> slice_words(num_slices, 0), slice_bytes(num_slices, 0);
+    for_each_word([&](const WordSlot& slot) {
+        const size_t slice = slice_of(slot);
+        ++slice_words[slice];
+        slice_bytes[slice] += slot.size();
+    });
+    // Sized exactly, then written through cursors (not appended word by word).
+    struct Cursor {
+        char* byte;
+        uint64_t* offset;
+        int64_t* count;
+    };
+    std::vector<WordCounts> slices(num_slices);
+    std::vector<Cursor> cursors(num_slices);
+    for (size_t slice = 0; slice < num_slices; ++slice) {
+        WordCounts& words = slices[slice];
+        words.bytes.resize(slice_bytes[slice]);
+        words.offsets.resize(slice_words[slice] + 1);
+        words.counts.resize(slice_words[slice]);
+        cursors[slice] = {words.bytes.data(), words.offsets.data() + 1, words.counts.data()};
+    }
+    for_each_word([&](const WordSlot& slot) {
+        const size_t slice = slice_of(slot);
+        Cursor& cursor = cursors[slice];
+        const size_t size = slot.size();
+        std::memcpy(cursor.byte, slot.bytes(), size);
+        cursor.byte += size;
+        *cursor.offset = uint64_t(cursor.byte - slices[slice].bytes.data());
+        ++cursor.offset;
+        *cursor.count++ = slot.count;
+    });
+    return slices;
+}
+
+// Merged counts cut into `num_slices` by word_slice_of_hash, keeping their order.
+std::vector<WordCounts> slices_of(const WordCounts& words, size_t num_slices) {
+    std::vector<WordCounts> slices(num_slices);
+    for (size_t index = 0; index < words.size(); ++index) {
+        const char* const word = words.bytes.data() + words.offsets[index];
+        const size_t length = size_t(words.offsets[index + 1] - words.offsets[index]);
+        const size_t slice = word_slice_of_hash(canonical_word_hash({word, length}), num_slices);
+        slices[slice].add(word, length, words.counts[index]);
+    }
+    return slices;
 }
 
 }  // namespace
@@ -195,6 +267,62 @@ WordCounts count_words(const std::string& path, const std::vector<std::string>& 
                                const CountOptions& options, CountReport* report) {
     const MappedFile file(path);
     return count_words_impl(file.view(), special_tokens, options, report, &file);
+}
+
+struct WordCounter::State {
+    SpecialTokens special;
+    CountOptions options;
+    std::vector<ThreadCounts> per_thread;
+
+    State(const std::vector<std::string>& special_tokens, const CountOptions& counter_options)
+        : special(special_tokens), options(counter_options), per_thread(size_t(resolved_threads(counter_options))) {}
+};
+
+WordCounter::WordCounter(const std::vector<std::string>& special_tokens, const CountOptions& options)
+    : state_(std::make_unique<State>(special_tokens, options)) {}
+
+WordCounter::~WordCounter() = default;
+
+bool WordCounter::count(std::string_view text) {
+    return count_into(state_->per_thread, text, state_->special, state_->options, nullptr, nullptr);
+}
+
+bool WordCounter::count_file_range(const std::string& path, size_t begin, size_t end) {
+    const MappedFile file(path);
+    const std::string_view whole = file.view();
+    if (begin > end || end > whole.size()) {
+        throw std::ios_base::failure(path + ": bytes " + std::to_string(begin) + ".." + std::to_string(end) +
+                                     " are not in the file (" + std::to_string(whole.size()) + " bytes)");
+    }
+    return count_into(state_->per_thread, whole.substr(begin, end - begin), state_->special, state_->options,
+                      nullptr, &file);
+}
+
+WordCounts WordCounter::take(bool canonical_order) {
+    std::vector<ThreadCounts>& per_thread = state_->per_thread;
+    WordCounts result = canonical_order || per_thread.size() > 1
+                            ? merge_counts(per_thread, int(per_thread.size()))
+                            : std::move(slices_in_table_order(per_thread[0], 1)[0]);
+    std::vector<ThreadCounts> fresh(per_thread.size());
+    per_thread.swap(fresh);
+    return result;
+}
+
+std::vector<WordCounts> WordCounter::take_slices(size_t num_slices) {
+    if (num_slices == 0 || num_slices >= (size_t(1) << 32)) {
+        throw std::invalid_argument("word counter: the number of slices must be in [1, 2**32)");
+    }
+    std::vector<ThreadCounts>& per_thread = state_->per_thread;
+    std::vector<WordCounts> slices = per_thread.size() > 1
+                                         ? slices_of(merge_counts(per_thread, int(per_thread.size())), num_slices)
+                                         : slices_in_table_order(per_thread[0], num_slices);
+    std::vector<ThreadCounts> fresh(per_thread.size());
+    per_thread.swap(fresh);
+    return slices;
+}
+
+uint64_t canonical_word_hash(std::string_view word, const char* readable_end) {
+    return word.empty() ? 0 : word_table::make_key(word.data(), word.size(), readable_end).hash;
 }
 
 }  // namespace bpe

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +47,46 @@ WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::s
 // The same for a file, memory-mapped (it may be larger than memory).
 WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options = {}, CountReport* report = nullptr);
+
+// The hash count_words orders its words by; the same in every process of one build. Bytes from the
+// word up to `readable_end` (at or past its end) may be read, which makes short words cheaper.
+uint64_t canonical_word_hash(std::string_view word, const char* readable_end);
+inline uint64_t canonical_word_hash(std::string_view word) {
+    return canonical_word_hash(word, word.data() + word.size());
+}
+
+// Which of `num_slices` (below 2**32) slices a word belongs to, from the high half of its canonical
+// hash: the same for every table, and slices are ranges of count_words' order.
+inline size_t word_slice_of_hash(uint64_t hash, size_t num_slices) {
+    return size_t(((hash >> 32) * num_slices) >> 32);
+}
+
+// Counts several texts into one set of tables (one per thread), kept between calls: the byte
+// ranges of one cluster task cost one table, not one each. The counts of all texts given, in any
+// order, equal count_words of their concatenation when each text starts and ends at a safe cut.
+// After an error (InvalidUtf8Error with the offset in that text, or an I/O error) the counts so
+// far are incomplete: discard the counter.
+class WordCounter {
+public:
+    WordCounter(const std::vector<std::string>& special_tokens, const CountOptions& options = {});
+    ~WordCounter();
+    WordCounter(const WordCounter&) = delete;
+    WordCounter& operator=(const WordCounter&) = delete;
+
+    // Counts `text` (options.progress, if set, sees bytes of this text). False: stopped by progress.
+    bool count(std::string_view text);
+    // Counts bytes [begin, end) of the file at `path`, memory-mapped, pages released as counted.
+    bool count_file_range(const std::string& path, size_t begin, size_t end);
+    // The counts so far, and the counter emptied. `canonical_order`: words in count_words' order;
+    // otherwise in table order, which skips sorting (for tables that will only be added up).
+    WordCounts take(bool canonical_order);
+    // The counts so far cut into `num_slices` tables by word_slice, each in table order, and the
+    // counter emptied: one pass over the table instead of take() and a split.
+    std::vector<WordCounts> take_slices(size_t num_slices);
+
+private:
+    struct State;
+    std::unique_ptr<State> state_;
+};
 
 }  // namespace bpe

@@ -70,6 +70,13 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         CountReport* report
     ) except +
 
+    cdef cppclass WordCounter:
+        WordCounter(const vector[string]& special_tokens, const CountOptions& options) except +
+        cbool count(string_view text) except +
+        cbool count_file_range(const string& path, size_t begin, size_t end) except +
+        WordCounts take(cbool canonical_order) except +
+        vector[WordCounts] take_slices(size_t num_slices) except +
+
 
 # count_table.hpp: whole word-count tables: sums, the count file's order and arrays.
 cdef extern from "count_table.hpp" namespace "bpe" nogil:
@@ -80,6 +87,10 @@ cdef extern from "count_table.hpp" namespace "bpe" nogil:
     size_t first_unordered_word(const WordCounts& words)
     WordCounts word_counts_from_arrays(
         const char* blob, size_t blob_size, const void* lengths, const void* counts, size_t num_words
+    ) except +
+    void append_word_counts_from_arrays(
+        WordCounts& words, const char* blob, size_t blob_size, const void* lengths, const void* counts,
+        size_t num_words
     ) except +
     void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
 

@@ -17,6 +17,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.string cimport string
+from libcpp.memory cimport unique_ptr
 from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
@@ -208,6 +209,54 @@ def count_words_in_buffer(
     return wrap_counts(counted, report, options.num_threads)
 
 
+cdef class WordCounter:
+    """Counts several texts and byte ranges of files into one table (`bpe::WordCounter`): the counts
+    of what it was given, as if concatenated (each piece must start and end at a safe cut)."""
+
+    cdef unique_ptr[lib.WordCounter] counter
+    cdef int num_threads
+
+    def __cinit__(self, special_tokens: Iterable[str] = (), num_threads: int | None = None):
+        cdef vector[string] tokens = encode_special_tokens(special_tokens)
+        cdef lib.CountOptions options = make_options(num_threads, None)
+        self.num_threads = options.num_threads
+        self.counter.reset(new lib.WordCounter(tokens, options))
+
+    def count(self, const unsigned char[::1] data not None) -> None:
+        """Counts UTF-8 bytes in memory (ValueError with the offset in `data` when not UTF-8)."""
+        cdef string_view text = view_of(data)
+        with nogil:
+            self.counter.get().count(text)
+
+    def count_file_range(self, path: str | os.PathLike, size_t begin, size_t end) -> None:
+        """Counts bytes [begin, end) of a file, memory-mapped, its pages released as they are counted."""
+        cdef string encoded = os.fsencode(path)
+        with nogil:
+            self.counter.get().count_file_range(encoded, begin, end)
+
+    def take(self, canonical_order: bool = False) -> NativeWordCounts:
+        """The counts so far (the counter starts again empty): in count_words' canonical order, or
+        in table order, which skips sorting (for tables that are only added up)."""
+        cdef lib.WordCounts counted
+        cdef lib.CountReport report
+        cdef bint canonical = canonical_order
+        with nogil:
+            counted = self.counter.get().take(canonical)
+        return wrap_counts(counted, report, self.num_threads)
+
+    def take_slices(self, num_slices: int) -> list:
+        """The counts so far cut into `num_slices` tables as `NativeWordCounts.split_into_slices`
+        cuts them, each in table order (the counter starts again empty): one pass, no sorting."""
+        if num_slices < 1:
+            raise ValueError(f"num_slices must be positive, got {num_slices!r}")
+        cdef vector[lib.WordCounts] slices
+        cdef size_t count = num_slices
+        cdef lib.CountReport no_count
+        with nogil:
+            slices = self.counter.get().take_slices(count)
+        return [wrap_counts(slices[index], no_count, self.num_threads) for index in range(slices.size())]
+
+
 cdef class NativeWordCounts:
     """Word counts held in C++ (from count_words): words in a canonical order, identical for every
     thread count and chunk size."""
@@ -303,6 +352,31 @@ cdef class NativeWordCounts:
         return lib.first_unordered_word(self.words)
 
 
+cdef size_t words_in_arrays(const unsigned char[::1] lengths, const unsigned char[::1] counts) except? 0:
+    cdef size_t size = <size_t>lengths.shape[0] // 4
+    if <size_t>lengths.shape[0] != 4 * size or <size_t>counts.shape[0] != 8 * size:
+        raise ValueError(
+            f"word-count arrays: {lengths.shape[0]} bytes of lengths and {counts.shape[0]} bytes of counts "
+            "are not 4 and 8 bytes a word"
+        )
+    return size
+
+
+cdef int append_arrays(
+    lib.WordCounts* table,
+    const unsigned char[::1] words,
+    const unsigned char[::1] lengths,
+    const unsigned char[::1] counts,
+) except -1:
+    cdef size_t size = words_in_arrays(lengths, counts)
+    cdef string_view blob = view_of(words)
+    cdef const void* length_data = &lengths[0] if size else NULL
+    cdef const void* count_data = &counts[0] if size else NULL
+    with nogil:
+        lib.append_word_counts_from_arrays(table[0], blob.data(), blob.size(), length_data, count_data, size)
+    return 0
+
+
 def word_counts_from_arrays(
     const unsigned char[::1] words not None,
     const unsigned char[::1] lengths not None,
@@ -311,18 +385,24 @@ def word_counts_from_arrays(
     """A table from the count file's arrays (see NativeWordCounts.to_arrays; bytes-like, native byte
     order). ValueError when they do not fit together or a count is 0; OverflowError when a count
     does not fit in int64 (the caller keeps such a table in Python)."""
-    cdef size_t size = <size_t>lengths.shape[0] // 4
-    if <size_t>lengths.shape[0] != 4 * size or <size_t>counts.shape[0] != 8 * size:
-        raise ValueError(
-            f"word-count arrays: {lengths.shape[0]} bytes of lengths and {counts.shape[0]} bytes of counts "
-            "are not 4 and 8 bytes a word"
-        )
-    cdef string_view blob = view_of(words)
-    cdef const void* length_data = &lengths[0] if size else NULL
-    cdef const void* count_data = &counts[0] if size else NULL
     cdef lib.WordCounts table
-    with nogil:
-        table = lib.word_counts_from_arrays(blob.data(), blob.size(), length_data, count_data, size)
+    append_arrays(&table, words, lengths, counts)
+    return wrap_table(table)
+
+
+def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
+    """One table from several tables' arrays `(words, lengths, counts)` (as word_counts_from_arrays
+    takes them), one after the other: their sum when no word is in two of them (slices). One copy,
+    where building each table and concatenating them makes two."""
+    sets = [tuple(arrays) for arrays in array_sets]
+    cdef lib.WordCounts table
+    cdef size_t num_words = 0, num_bytes = 0
+    for words, lengths, counts in sets:
+        num_words += words_in_arrays(lengths, counts)
+        num_bytes += memoryview(words).nbytes
+    table.reserve(num_words, num_bytes)
+    for words, lengths, counts in sets:
+        append_arrays(&table, words, lengths, counts)
     return wrap_table(table)
 
 

@@ -5,17 +5,21 @@
         counts = count_words_on_cluster(client, ["s3://bucket/part-00.txt", ...], ["<|endoftext|>"])
     vocab, merges = train_bpe_from_counts(counts, 32_000)
 
-The inputs, read as if concatenated, are cut into tasks of about `task_bytes` by
-`word_counts.plan_count_tasks` (stretches that begin and end at special tokens or at whitespace that
-splits no pre-token, as v7 cuts its chunks; file boundaries need no cut, and small files share a
-task). Each task runs the native counter (one thread) on its bytes, memory-mapped when it is one
-range of a local file, else read (locally or through fsspec) and joined, so a worker holds one
-task's bytes plus one count table, whatever the input size. Each task cuts its table into slices by
-a hash of the word (one per worker); the slices are added up on the workers, one tree per slice
-(`fan_in` tables per addition), so the tops of the trees run in parallel and their sums share no
-word: the client only concatenates them. Tables stay in C++ throughout (they travel between
-processes as three flat arrays: words, lengths, counts), and the client keeps the result in C++
-for bpe_v7 or a count file.
+The inputs, read as if concatenated, are cut into ranges by `word_counts.plan_count_tasks`
+(stretches that begin and end at special tokens or at whitespace that splits no pre-token, as v7
+cuts its chunks; file boundaries need no cut, and small files share a range), and consecutive ranges
+are grouped into tasks of about equal bytes: by default one task per worker (at most
+`MAX_TASK_BYTES`), so each worker builds one count table, as each of v7's threads does. A task runs
+the native counter (one thread) over its ranges one after another into that one table
+(`word_counts.count_tasks`): a local range memory-mapped with its pages released as they are
+counted, a URL's range read (fsspec), so a worker holds one range's bytes plus the table, whatever
+the input size. The table comes out unsorted, cut into slices by the counter's hash of the word (one
+per worker); the slices are added up on the workers, one tree per slice (`fan_in` tables per
+addition), so the tops of the trees run in parallel and their sums share no word: the client only
+concatenates them. Tables stay in C++ throughout (they travel between processes as three flat
+arrays: words, lengths, counts), and the client keeps the result in C++ for bpe_v7 or a count
+file. Progress: each task reports the bytes it has counted after every range (Dask events), and
+the client shows their sum.
 Tasks are pure functions of their (small) arguments and never change their inputs, so when Dask
 re-runs a task after an error or a lost worker, nothing is lost or counted twice: a result either
 arrives once or the task runs again.
@@ -30,6 +34,8 @@ from __future__ import annotations
 import operator
 import os
 import pickle
+import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -41,23 +47,36 @@ from .backend import usable_cores
 from .word_counts import (
     CountTable,
     CountTask,
+    TableArrays,
     WordCounts,
     add_tables,
     concatenate_slices,
-    count_task,
+    count_tasks,
+    group_into_batches,
+    input_bytes,
     plan_count_tasks,
-    split_table,
     task_size,
 )
 
 if TYPE_CHECKING:
     from distributed import Client, Future
 
-__all__ = ["DEFAULT_TASK_BYTES", "connect", "count_words_on_cluster", "pack_table", "sum_tables", "unpack_table"]
+__all__ = [
+    "MAX_TASK_BYTES",
+    "RANGE_BYTES",
+    "connect",
+    "count_words_on_cluster",
+    "pack_table",
+    "sum_tables",
+    "unpack_table",
+]
 
-# Large enough that scheduling (~1 ms a task) is noise next to counting (~1 s at ~60 MB/s a core),
-# small enough that a retried task costs little and memory stays low.
-DEFAULT_TASK_BYTES = 64 << 20
+# The largest task by default: what a retried task counts again. Below it, a task is a worker's
+# share of the input: one table per worker, nothing built twice (docs/PERFORMANCE.md).
+MAX_TASK_BYTES = 4 << 30
+# The largest range a task counts at once: the memory of a range read from a URL, the steps of the
+# progress bar and of the balance between tasks.
+RANGE_BYTES = 64 << 20
 
 
 def _import_distributed():
@@ -109,15 +128,54 @@ def unpack_table(packed: CountTable | bytes) -> CountTable:
     return pickle.loads(packed) if isinstance(packed, bytes) else packed
 
 
-def count_sliced(count: Callable[..., CountTable], num_slices: int, *args: object) -> tuple:
-    """One counting task on a worker: `count(*args)` cut into `num_slices` slices by word (see
-    `word_counts.split_table`), each packed."""
-    return tuple(pack_table(table) for table in split_table(count(*args), num_slices))
+def count_sliced(
+    count: Callable[..., CountTable],
+    num_slices: int,
+    tasks: tuple[CountTask, ...],
+    special_tokens: list[str],
+    storage_options: Mapping[str, object] | None,
+    progress_topic: str | None,
+    batch: int,
+) -> tuple:
+    """One counting task on a worker: `count(tasks, ...)` (one table for all of them, see
+    `word_counts.count_tasks`) in `num_slices` slices by word (see `word_counts.split_table`), each
+    packed. With a `progress_topic`, the bytes counted so far go to the client as events
+    `(batch, bytes)` (a retried task starts again from 0; the client keeps each batch's largest)."""
+    report = None
+    if progress_topic is not None:
+        worker = _import_distributed().get_worker()
+        done = 0
+
+        def report(size: int) -> None:
+            nonlocal done
+            done += size
+            worker.log_event(progress_topic, (batch, done))
+
+    slices = count(tasks, special_tokens, 1, storage_options, progress=report, num_slices=num_slices)
+    return tuple(pack_table(table) for table in slices)
 
 
-def sum_tables(*packed_tables: CountTable | bytes) -> CountTable | bytes:
-    """The sum of packed count tables, packed (a new object: the inputs are never changed)."""
-    return pack_table(add_tables([unpack_table(packed) for packed in packed_tables]))
+def sum_tables(*packed_tables: CountTable | bytes, for_client: bool = False) -> CountTable | bytes | TableArrays:
+    """The sum of packed count tables, packed (a new object: the inputs are never changed); with
+    `for_client`, as `arrays_for_client` gives it."""
+    total = add_tables([unpack_table(packed) for packed in packed_tables])
+    return arrays_for_client(total) if for_client else pack_table(total)
+
+
+def arrays_for_client(table: CountTable | bytes) -> TableArrays | bytes:
+    """A slice's sum as the client takes it: a native table as `word_counts.TableArrays`, a dict
+    packed."""
+    table = unpack_table(table)
+    return pack_table(table) if isinstance(table, dict) else TableArrays(*table.to_arrays())
+
+
+def _task_count(total_bytes: int, num_workers: int, task_bytes: int | None) -> int:
+    """How many counting tasks: `total_bytes / task_bytes`, or by default one per worker while a
+    worker's share fits in MAX_TASK_BYTES (else that many per worker again)."""
+    if task_bytes is not None:
+        return max(1, -(-total_bytes // task_bytes))
+    per_worker = max(1, -(-total_bytes // (num_workers * MAX_TASK_BYTES)))
+    return num_workers * per_worker
 
 
 def count_words_on_cluster(
@@ -125,36 +183,55 @@ def count_words_on_cluster(
     paths: Iterable[str | os.PathLike],
     special_tokens: Iterable[str] | None = None,
     *,
-    task_bytes: int = DEFAULT_TASK_BYTES,
+    task_bytes: int | None = None,
+    range_bytes: int | None = None,
     progress: bool = False,
     retries: int = 3,
     fan_in: int = 8,
     slices: int | None = None,
     storage_options: Mapping[str, object] | None = None,
-    count: Callable[..., CountTable] = count_task,
+    count: Callable[..., CountTable] = count_tasks,
 ) -> WordCounts:
     """Count the inputs, read as if concatenated, on the cluster behind `client`; equal to
-    `word_counts.count_words(paths, special_tokens)`. `retries` is how often Dask may re-run a
-    failed task; `count` is the task function (`word_counts.count_task`'s signature). The words are
-    added up in `slices` independent trees of `fan_in` tables per addition (None: one per worker)."""
+    `word_counts.count_words(paths, special_tokens)`.
+
+    The inputs are cut into ranges of about `range_bytes` (None: a 32nd of a task, at most
+    RANGE_BYTES) and the ranges grouped into tasks of about `task_bytes` (None: one task per
+    worker, see `_task_count`; the workers connected when it starts: on a cluster still scaling up,
+    call `client.wait_for_workers(n)` first); a task counts its ranges one after another into one
+    table.
+    `retries` is how often Dask may re-run a failed task; `count` is the task function
+    (`word_counts.count_tasks`'s signature). The words are added up in `slices` independent trees
+    of `fan_in` tables per addition (None: one per worker)."""
     specials = check_special_tokens(special_tokens)
     if fan_in < 2:
         raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
     if slices is not None and slices < 1:
         raise BPEInputError(f"slices must be positive, got {slices}")
+    for name, value in (("task_bytes", task_bytes), ("range_bytes", range_bytes)):
+        if value is not None and value < 1:
+            raise BPEInputError(f"{name} must be positive, got {value}")
     paths = [os.fspath(path) for path in paths]
-    tasks: list[CountTask] = plan_count_tasks(paths, specials, task_bytes=task_bytes, storage_options=storage_options)
-    total_bytes = sum(map(task_size, tasks))
-    if not tasks:
+    total_bytes = input_bytes(paths, storage_options)
+    if total_bytes == 0:
         return WordCounts({}, specials, GPT2_SPLIT_PATTERN, 0)
     distributed = _import_distributed()
+    num_workers = max(1, len(client.scheduler_info().get("workers", {})))
+    num_tasks = _task_count(total_bytes, num_workers, task_bytes)
+    if range_bytes is None:
+        range_bytes = max(1, min(RANGE_BYTES, total_bytes // (32 * num_tasks)))
+    ranges = plan_count_tasks(paths, specials, task_bytes=range_bytes, storage_options=storage_options)
+    batches = group_into_batches(ranges, num_tasks)
 
     options = dict(storage_options) if storage_options else None
     if slices is None:
-        slices = max(1, len(client.scheduler_info().get("workers", {})))
+        slices = num_workers
+    topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
     counted = [
-        client.submit(count_sliced, count, slices, task, specials, 1, options, pure=True, retries=retries)
-        for task in tasks
+        client.submit(
+            count_sliced, count, slices, batch, specials, options, topic, index, pure=True, retries=retries
+        )
+        for index, batch in enumerate(batches)
     ]
     # Each slice of the words is added up in its own tree, submitted up front: additions start as
     # soon as their inputs exist, and the tops of the trees run on different workers.
@@ -163,24 +240,62 @@ def count_words_on_cluster(
     for index in range(slices):
         level = [client.submit(operator.getitem, future, index, pure=True) for future in counted]
         reduction += level
+        if len(level) == 1:
+            level = [client.submit(arrays_for_client, level[0], pure=True)]
+            reduction += level
         while len(level) > 1:
+            last = len(level) <= fan_in
             level = [
-                client.submit(sum_tables, *level[start : start + fan_in], pure=True, retries=retries)
+                client.submit(
+                    sum_tables, *level[start : start + fan_in], for_client=last, pure=True, retries=retries
+                )
                 for start in range(0, len(level), fan_in)
             ]
             reduction += level
         tops.append(level[0])
-    sizes = {future.key: task_size(task) for future, task in zip(counted, tasks)}
+    sizes = [sum(map(task_size, batch)) for batch in batches]
+    batch_of = {future.key: index for index, future in enumerate(counted)}
     try:
         with tqdm(total=total_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
-            for future in distributed.as_completed(counted):
-                if future.status == "error":
-                    future.result()  # raises the task's error, after its retries
-                bar.update(sizes[future.key])
-        table = concatenate_slices([unpack_table(packed) for packed in client.gather(tops)])
+            shown = _BatchProgress(bar, sizes)
+            if topic is not None:
+                client.subscribe_topic(topic, shown.event)
+            try:
+                for future in distributed.as_completed(counted):
+                    if future.status == "error":
+                        future.result()  # raises the task's error, after its retries
+                    shown.finished(batch_of[future.key])
+            finally:
+                if topic is not None:
+                    client.unsubscribe_topic(topic)
+        table = concatenate_slices([unpack_table(top) for top in client.gather(tops)])
     except BaseException:
         # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
         # the scheduler).
         client.cancel([future for future in [*counted, *reduction] if not future.done()])
         raise
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)
+
+
+class _BatchProgress:
+    """The client's progress bar: each task's largest reported bytes (events from the workers, and
+    its whole size once it is done), so a retried task is never shown twice."""
+
+    def __init__(self, bar: tqdm, sizes: list[int]) -> None:
+        self.bar = bar
+        self.sizes = sizes
+        self.done = [0] * len(sizes)
+        self.lock = threading.Lock()
+
+    def _show(self, batch: int, done: int) -> None:
+        with self.lock:
+            if done > self.done[batch]:
+                self.bar.update(done - self.done[batch])
+                self.done[batch] = done
+
+    def event(self, event: tuple[float, tuple[int, int]]) -> None:
+        batch, done = event[1]
+        self._show(batch, min(done, self.sizes[batch]))
+
+    def finished(self, batch: int) -> None:
+        self._show(batch, self.sizes[batch])

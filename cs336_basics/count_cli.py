@@ -32,11 +32,11 @@ def count_inputs(
     """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
     (`local`, `local:N`, `tcp://...`), else on this machine's threads."""
     if cluster:
-        from .cluster import DEFAULT_TASK_BYTES, connect, count_words_on_cluster
+        from .cluster import connect, count_words_on_cluster
 
         with connect(cluster) as client:
             return count_words_on_cluster(
-                client, paths, special_tokens, task_bytes=task_bytes or DEFAULT_TASK_BYTES, progress=progress
+                client, paths, special_tokens, task_bytes=task_bytes, progress=progress
             )
     return count_words(
         paths, special_tokens, num_threads=num_threads, task_bytes=task_bytes or LOCAL_TASK_BYTES, progress=progress
@@ -52,7 +52,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
     add_cluster_argument(parser)
-    parser.add_argument("--task-mb", type=int, default=None, help="bytes per counting task, in MiB (64 on Dask)")
+    parser.add_argument(
+        "--task-mb", type=int, default=None, help="MiB per counting task (Dask: a worker's share, at most 4096)"
+    )
     parser.add_argument("--workers", type=int, default=None, help="threads on this machine; -1 = all (default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)

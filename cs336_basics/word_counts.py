@@ -46,10 +46,11 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
+from pickle import PickleBuffer
 from typing import Any
 
 from tqdm import tqdm
@@ -74,6 +75,7 @@ __all__ = [
     "MAGIC",
     "CountTask",
     "Segment",
+    "TableArrays",
     "WordCountFileError",
     "CountTable",
     "WordCounts",
@@ -81,7 +83,10 @@ __all__ = [
     "add_tables",
     "concatenate_slices",
     "count_task",
+    "count_tasks",
     "count_words",
+    "group_into_batches",
+    "input_bytes",
     "plan_count_tasks",
     "split_table",
 ]
@@ -92,7 +97,7 @@ _LITTLE_ENDIAN = sys.byteorder == "little"
 
 # Local counting cuts each file into ranges of about this size: progress moves, memory does not grow.
 LOCAL_TASK_BYTES = 256 << 20
-# Local counting adds its tables up in groups of this many (each addition costs their words).
+# Counting without the compiled module adds its tables up in groups of this many.
 _LOCAL_FAN_IN = 8
 # Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
 # to the block `_common.find_chunk_boundaries` scans.
@@ -153,12 +158,33 @@ def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
     return slices
 
 
-def concatenate_slices(tables: Sequence[CountTable]) -> CountTable:
+class TableArrays:
+    """A native table's three arrays (`to_arrays`: words, lengths, counts) as they travel to the
+    client: out of band with pickle protocol 5, and concatenated with other slices' arrays in one
+    copy by `concatenate_slices`, where unpickling tables and concatenating them copies twice."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, words: Any, lengths: Any, counts: Any) -> None:
+        self.arrays = (words, lengths, counts)
+
+    def __reduce_ex__(self, protocol: int):
+        return TableArrays, tuple(PickleBuffer(array) for array in self.arrays) if protocol >= 5 else self.arrays
+
+
+def concatenate_slices(tables: Sequence[CountTable | TableArrays]) -> CountTable:
     """The sum of the slice sums of `split_table` as one new table: concatenated in C++ when all are
     native (all were sliced alike, so no word is in two); added as dicts otherwise (a dict may be a
-    mix of tables sliced by different hashes, when workers differ)."""
+    mix of tables sliced by different hashes, when workers differ). Native tables may also come as
+    `TableArrays`."""
+    native = _native_module()
+    if tables and all(isinstance(table, TableArrays) for table in tables):
+        return native.concatenate_arrays([table.arrays for table in tables])
+    tables = [
+        native.word_counts_from_arrays(*table.arrays) if isinstance(table, TableArrays) else table for table in tables
+    ]
     if tables and all(not isinstance(table, dict) for table in tables):
-        return _native_module().concatenate_word_counts(tables)
+        return native.concatenate_word_counts(tables)
     return add_tables(tables)
 
 
@@ -507,6 +533,13 @@ class _CutFinder:
         return None
 
 
+def input_bytes(paths: Sequence[str | os.PathLike], storage_options: Mapping[str, object] | None = None) -> int:
+    """The inputs' total size (each checked as planning checks it)."""
+    if not paths:
+        raise BPEInputError("no input files given")
+    return sum(_Source(os.fspath(path), storage_options).size for path in paths)
+
+
 def plan_count_tasks(
     paths: Sequence[str | os.PathLike],
     special_tokens: Iterable[str],
@@ -591,6 +624,27 @@ def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask
     return [tuple(group) for group in groups]
 
 
+def group_into_batches(tasks: Sequence[CountTask], num_batches: int) -> list[tuple[CountTask, ...]]:
+    """The tasks, in order, as at most `num_batches` runs of about equal bytes (each run ends at the
+    task boundary nearest its share of the total), for `count_tasks`: one table per run."""
+    if num_batches < 1:
+        raise BPEInputError(f"num_batches must be positive, got {num_batches}")
+    total = sum(map(task_size, tasks))
+    batches: list[tuple[CountTask, ...]] = []
+    start = done = 0
+    for index, task in enumerate(tasks):
+        size = task_size(task)
+        target = total * (len(batches) + 1) / num_batches
+        # Close the run before this task when that lands nearer the target than after it.
+        if index > start and done + size - target > target - done:
+            batches.append(tuple(tasks[start:index]))
+            start = index
+        done += size
+    if start < len(tasks):
+        batches.append(tuple(tasks[start:]))
+    return batches
+
+
 # ---------------------------------------------------------------------------------------------
 # Counting
 
@@ -612,6 +666,18 @@ def _count_buffer(
         raise BPEInputError(f"{describe_task(task)}: {error}") from None
 
 
+def _checked_local_range(segment: Segment) -> None:
+    if segment.end > os.stat(segment.path).st_size:
+        raise BPEInputError(f"{segment.path} is shorter than when it was planned (changed while counting?)")
+
+
+def _read_task(task: CountTask, storage_options: Mapping[str, object] | None) -> bytes:
+    data = b"".join(_read_range(segment.path, segment.start, segment.end, storage_options) for segment in task)
+    if len(data) != task_size(task):
+        raise BPEInputError(f"{describe_task(task)}: input is shorter than when it was planned")
+    return data
+
+
 def count_task(
     task: CountTask,
     special_tokens: list[str],
@@ -626,18 +692,57 @@ def count_task(
     if len(task) == 1 and not is_url(task[0].path):
         segment = task[0]
         with open(segment.path, "rb") as file:
-            if segment.end > os.fstat(file.fileno()).st_size:
-                raise BPEInputError(f"{segment.path} is shorter than when it was planned (changed while counting?)")
+            _checked_local_range(segment)
             with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 view = memoryview(mapped)[segment.start : segment.end]
                 try:
                     return _count_buffer(view, special_tokens, num_threads, task)
                 finally:
                     view.release()
-    data = b"".join(_read_range(segment.path, segment.start, segment.end, storage_options) for segment in task)
-    if len(data) != sum(segment.end - segment.start for segment in task):
-        raise BPEInputError(f"{describe_task(task)}: input is shorter than when it was planned")
-    return _count_buffer(data, special_tokens, num_threads, task)
+    return _count_buffer(_read_task(task, storage_options), special_tokens, num_threads, task)
+
+
+def count_tasks(
+    tasks: Sequence[CountTask],
+    special_tokens: list[str],
+    num_threads: int | None = 1,
+    storage_options: Mapping[str, object] | None = None,
+    progress: Callable[[int], object] | None = None,
+    num_slices: int | None = None,
+) -> CountTable | list[CountTable]:
+    """The word counts of several tasks' bytes in one table (their sum), a pure function of its
+    arguments (safe to retry); with `num_slices`, that table cut as `split_table` cuts it. With the
+    compiled module every task is counted into the same native table (`_native.WordCounter`), so a
+    batch of tasks costs one table, not one each, and it comes out in table order, unsorted (fit for
+    adding up; `WordCounts` sorts it for a count file). A local range is memory-mapped with its pages
+    released as they are counted; other tasks are read whole: memory is one task's bytes plus the
+    table. `progress`, if given, gets each task's size once it is counted."""
+    native = _native_module()
+    if native is None:
+        tables: list[CountTable] = []
+        for task in tasks:
+            tables.append(count_task(task, special_tokens, num_threads, storage_options))
+            if len(tables) == _LOCAL_FAN_IN:  # memory: a few tables, whatever the input size
+                tables = [add_tables(tables)]
+            if progress is not None:
+                progress(task_size(task))
+        table = add_tables(tables)
+        return table if num_slices is None else split_table(table, num_slices)
+    counter = native.WordCounter(special_tokens, num_threads)
+    for task in tasks:
+        try:
+            if len(task) == 1 and not is_url(task[0].path):
+                segment = task[0]
+                _checked_local_range(segment)
+                counter.count_file_range(segment.path, segment.start, segment.end)
+            else:
+                counter.count(_read_task(task, storage_options))
+        except ValueError as error:
+            # Offsets in the message count from the start of this task's bytes.
+            raise BPEInputError(f"{describe_task(task)}: {error}") from None
+        if progress is not None:
+            progress(task_size(task))
+    return counter.take() if num_slices is None else counter.take_slices(num_slices)
 
 
 def task_size(task: CountTask) -> int:
@@ -666,12 +771,7 @@ def count_words(
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     tasks = plan_count_tasks(_as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options)
-    tables: list[CountTable] = []
     source_bytes = sum(map(task_size, tasks))
     with tqdm(total=source_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
-        for task in tasks:
-            tables.append(count_task(task, specials, num_threads, storage_options))
-            if len(tables) == _LOCAL_FAN_IN:  # memory: a few tables, whatever the input size
-                tables = [add_tables(tables)]
-            bar.update(task_size(task))
-    return WordCounts(add_tables(tables), specials, GPT2_SPLIT_PATTERN, source_bytes)
+        table = count_tasks(tasks, specials, num_threads, storage_options, progress=bar.update)
+    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, source_bytes)

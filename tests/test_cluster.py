@@ -16,7 +16,7 @@ from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noq
 from cs336_basics._common import count_words as count_words_in_text  # noqa: E402
 from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
-from cs336_basics.word_counts import count_task  # noqa: E402
+from cs336_basics.word_counts import count_tasks  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
 REFERENCE = "bpe_v7" if trainer_status()["bpe_v7"] is None else "bpe_v2"
@@ -60,6 +60,13 @@ def test_any_number_of_slices_gives_the_same_counts(client: Client, corpus: tupl
     assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
 
 
+def test_progress_reaches_the_input_size(client: Client, corpus: tuple[Path, list[Path]], capsys) -> None:
+    whole, parts = corpus
+    counts = count_words_on_cluster(client, parts, SPECIALS, task_bytes=90_000, progress=True)
+    assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
+    assert "100%" in capsys.readouterr().err
+
+
 def test_fsspec_urls(client: Client, corpus: tuple[Path, list[Path]]) -> None:
     pytest.importorskip("fsspec", reason="URLs need fsspec")
     whole, parts = corpus
@@ -68,12 +75,12 @@ def test_fsspec_urls(client: Client, corpus: tuple[Path, list[Path]]) -> None:
     assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
 
 
-def fail_once(marker: Path, *args: object) -> dict[bytes, int]:
-    """count_task, except that the first call anywhere fails (as a worker dying mid-task would)."""
+def fail_once(marker: Path, *args: object, **options: object) -> dict[bytes, int]:
+    """count_tasks, except that the first call anywhere fails (as a worker dying mid-task would)."""
     try:
         marker.touch(exist_ok=False)
     except FileExistsError:
-        return count_task(*args)
+        return count_tasks(*args, **options)
     raise RuntimeError("injected failure: this attempt dies")
 
 
@@ -98,6 +105,7 @@ def test_without_retries_the_error_reaches_the_client(client: Client, corpus: tu
 def test_sum_tables_leaves_its_inputs_alone() -> None:
     first, second = pack_table({b"a": 1, b"b": 2}), pack_table({b"b": 3})
     assert unpack_table(sum_tables(first, second, pack_table({}))) == {b"a": 1, b"b": 5}
+    assert unpack_table(sum_tables(first, second, for_client=True)) == {b"a": 1, b"b": 5}
     assert unpack_table(first) == {b"a": 1, b"b": 2} and unpack_table(second) == {b"b": 3}
 
 
@@ -119,12 +127,12 @@ def test_bad_cluster_spec_is_explained(tmp_path: Path, corpus, capsys) -> None:
     assert "positive integer" in capsys.readouterr().err
 
 
-def die_once(marker: Path, *args: object) -> dict[bytes, int]:
-    """count_task, except that the first call anywhere kills its worker process outright."""
+def die_once(marker: Path, *args: object, **options: object) -> dict[bytes, int]:
+    """count_tasks, except that the first call anywhere kills its worker process outright."""
     try:
         marker.touch(exist_ok=False)
     except FileExistsError:
-        return count_task(*args)
+        return count_tasks(*args, **options)
     os._exit(17)  # no exception, no cleanup: what a machine dying mid-task looks like to Dask
 
 

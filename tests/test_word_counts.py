@@ -20,13 +20,18 @@ from cs336_basics.demo import write_demo_corpus
 from cs336_basics.word_counts import (
     FORMAT_VERSION,
     MAGIC,
+    Segment,
+    TableArrays,
     WordCountFileError,
     WordCounts,
     add_tables,
     concatenate_slices,
+    count_tasks,
     count_words,
+    group_into_batches,
     plan_count_tasks,
     split_table,
+    task_size,
 )
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
 
@@ -203,6 +208,10 @@ def test_slices_summed_apart_add_up_to_the_sum(tables: list[dict[bytes, int]], n
         assert as_dict(concatenate_slices(sums)) == add_tables(tables)
         if all(not isinstance(one, dict) for one in sums):
             assert sum(map(len, sums)) == len(add_tables(tables))  # no word in two slices
+            # As the client gets them from the workers: arrays, all of them or some.
+            arrays = [pickle.loads(pickle.dumps(TableArrays(*one.to_arrays()), protocol=5)) for one in sums]
+            assert as_dict(concatenate_slices(arrays)) == add_tables(tables)
+            assert as_dict(concatenate_slices([arrays[0], *sums[1:]])) == add_tables(tables)
 
 
 def test_sums_past_int64_leave_cpp_for_python_ints(table_backend: str) -> None:
@@ -259,6 +268,37 @@ def test_several_files_count_as_their_concatenation(case: tuple[bytes, list[str]
     spans = [(str(segment.path), segment.start, segment.end) for task in tasks for segment in task]
     assert [end - start for _, start, end in spans if end > start] == [end - start for _, start, end in spans]
     assert sum(end - start for _, start, end in spans) == len(data)
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+@pytest.mark.parametrize("num_slices", [None, 1, 3])
+def test_tasks_counted_into_one_table_give_the_slices_of_the_whole(
+    tmp_path: Path, num_threads: int, num_slices: int | None
+) -> None:
+    """count_tasks: many ranges, one table (native: one WordCounter), cut as split_table cuts."""
+    corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=120_000)
+    tasks = plan_count_tasks([corpus], SPECIALS, task_bytes=7_000)
+    assert len(tasks) > 10
+    counted = count_tasks(tasks, SPECIALS, num_threads, num_slices=num_slices)
+    counts = count_words(corpus, SPECIALS)
+    whole = counts.counts if counts.native is None else counts.native  # a table of the same kind
+    expected = split_table(whole, num_slices) if num_slices else whole
+    if num_slices is None:
+        assert as_dict(counted) == as_dict(expected)
+    else:
+        assert [as_dict(one) for one in counted] == [as_dict(one) for one in expected]
+
+
+@pytest.mark.parametrize("num_batches", [1, 2, 3, 7, 40])
+def test_batches_are_the_tasks_in_order_in_shares_of_about_equal_bytes(num_batches: int) -> None:
+    sizes = [5, 90, 3, 3, 40, 41, 7, 60, 1, 1, 1, 30, 55, 2, 20]
+    tasks = [(Segment("f", sum(sizes[:index]), sum(sizes[: index + 1])),) for index in range(len(sizes))]
+    batches = group_into_batches(tasks, num_batches)
+    assert [task for batch in batches for task in batch] == tasks and all(batches)
+    assert len(batches) == min(num_batches, len(tasks))
+    share, largest = sum(sizes) / num_batches, max(sizes)
+    # Each run ends at the task boundary nearest its share, so it is off by at most one task.
+    assert all(abs(sum(map(task_size, batch)) - share) <= largest for batch in batches)
 
 
 def test_a_word_across_a_file_boundary_is_one_word(tmp_path: Path) -> None:
