@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "chunking.hpp"
+#include "count_table.hpp"  // split_into_slices
 #include "mapped_file.hpp"
 #include "omp_shim.hpp"
 #include "pretokenize.hpp"
@@ -244,18 +245,6 @@ std::vector<WordCounts> slices_in_table_order(const ThreadCounts& counts, size_t
     return slices;
 }
 
-// Merged counts cut into `num_slices` by word_slice_of_hash, keeping their order.
-std::vector<WordCounts> slices_of(const WordCounts& words, size_t num_slices) {
-    std::vector<WordCounts> slices(num_slices);
-    for (size_t index = 0; index < words.size(); ++index) {
-        const char* const word = words.bytes.data() + words.offsets[index];
-        const size_t length = size_t(words.offsets[index + 1] - words.offsets[index]);
-        const size_t slice = word_slice_of_hash(canonical_word_hash({word, length}), num_slices);
-        slices[slice].add(word, length, words.counts[index]);
-    }
-    return slices;
-}
-
 }  // namespace
 
 WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
@@ -314,7 +303,7 @@ std::vector<WordCounts> WordCounter::take_slices(size_t num_slices) {
     }
     std::vector<ThreadCounts>& per_thread = state_->per_thread;
     std::vector<WordCounts> slices = per_thread.size() > 1
-                                         ? slices_of(merge_counts(per_thread, int(per_thread.size())), num_slices)
+                                         ? split_into_slices(merge_counts(per_thread, int(per_thread.size())), num_slices)
                                          : slices_in_table_order(per_thread[0], num_slices);
     std::vector<ThreadCounts> fresh(per_thread.size());
     per_thread.swap(fresh);
