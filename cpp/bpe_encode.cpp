@@ -14,6 +14,7 @@
 #include "mapped_file.hpp"
 #include "omp_shim.hpp"
 #include "pretokenize.hpp"
+#include "word_table.hpp"  // kKeep
 
 namespace bpe {
 
@@ -53,24 +54,11 @@ inline void prefetch(const void* address) {
 #endif
 }
 
-// Masks keeping a word's first `size` bytes (0..16) in the two little-endian words of a key.
-struct KeyMasks {
-    uint64_t first[17];
-    uint64_t second[17];
-    constexpr KeyMasks() : first(), second() {
-        for (size_t size = 0; size <= 16; ++size) {
-            first[size] = size >= 8 ? ~uint64_t(0) : (uint64_t(1) << (8 * size)) - 1;
-            second[size] = size <= 8 ? 0 : size == 16 ? ~uint64_t(0) : (uint64_t(1) << (8 * (size - 8))) - 1;
-        }
-    }
-};
-inline constexpr KeyMasks kKeyMasks{};
-
 // The cache key of a word of 1..Encoder::kInlineBytes bytes, read from `readable`, where 16 bytes
 // can be read: the bytes zero-padded, the size in the top byte (so no two words share a key).
 inline void short_key(const unsigned char* readable, size_t size, uint64_t key[2]) {
-    key[0] = detail::load_little_endian64(readable) & kKeyMasks.first[size];
-    key[1] = (detail::load_little_endian64(readable + 8) & kKeyMasks.second[size]) | (uint64_t(size) << 56);
+    key[0] = detail::load_little_endian64(readable) & word_table::kKeep.masks[size][0];
+    key[1] = (detail::load_little_endian64(readable + 8) & word_table::kKeep.masks[size][1]) | (uint64_t(size) << 56);
 }
 
 // The key of a longer word: its hash and size, tagged so that no short word's key equals it.

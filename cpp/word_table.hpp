@@ -1,6 +1,6 @@
 // The word counter's hash table: one per thread, open addressing over 32-byte slots that hold short
 // words inline, lookups queued in batches with their slots prefetched, and huge pages for big tables.
-// Only word_count.cpp includes it.
+// word_count.cpp includes it; the encoder borrows kKeep for its own cache keys.
 #pragma once
 
 #include <algorithm>
@@ -98,8 +98,8 @@ inline uint64_t hash_long(const char* p, size_t length) {
     return mix(h ^ tail[0]);
 }
 
-#if defined(BPE_LITTLE_ENDIAN)
-// kKeep.masks[n]: the first n bytes of a 16-byte little-endian load.
+// kKeep.masks[n]: the first n bytes of a 16-byte little-endian load (the encoder's cache keys use
+// them too).
 struct KeepMasks {
     uint64_t masks[kPackedBytes + 1][2];
     constexpr KeepMasks() : masks() {
@@ -110,7 +110,6 @@ struct KeepMasks {
     }
 };
 inline constexpr KeepMasks kKeep{};
-#endif
 
 // The length of an inline word, placed in byte 15 of `packed`.
 inline uint64_t inline_length_tag(size_t length) {
