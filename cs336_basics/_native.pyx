@@ -406,30 +406,28 @@ def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
     return wrap_table(table)
 
 
-cdef vector[const lib.WordCounts*] table_pointers(list held):
+cdef NativeWordCounts combine_tables(tables, bint add):
+    """The tables added up (`add`) or one after the other, as a new table; the inputs unchanged."""
+    held = list(tables)  # keeps every table alive while C++ reads it
     cdef vector[const lib.WordCounts*] pointers
     cdef NativeWordCounts table
     for table in held:
         pointers.push_back(&table.words)
-    return pointers
+    cdef lib.WordCounts total
+    with nogil:
+        if add:
+            total = lib.add_word_counts(pointers)
+        else:
+            total = lib.concatenate_word_counts(pointers)
+    return wrap_table(total)
 
 
 def concatenate_word_counts(tables: Iterable[NativeWordCounts]) -> NativeWordCounts:
     """The tables one after the other, as a new table: their sum when no word is in two of them."""
-    held = list(tables)  # keeps every table alive while C++ reads it
-    cdef vector[const lib.WordCounts*] pointers = table_pointers(held)
-    cdef lib.WordCounts total
-    with nogil:
-        total = lib.concatenate_word_counts(pointers)
-    return wrap_table(total)
+    return combine_tables(tables, False)
 
 
 def add_word_counts(tables: Iterable[NativeWordCounts]) -> NativeWordCounts:
     """The sum of native tables, as a new table (the inputs are not changed): every distinct word
     once, in the order of first appearance. OverflowError when a sum does not fit in int64."""
-    held = list(tables)  # keeps every table alive while C++ reads it
-    cdef vector[const lib.WordCounts*] pointers = table_pointers(held)
-    cdef lib.WordCounts total
-    with nogil:
-        total = lib.add_word_counts(pointers)
-    return wrap_table(total)
+    return combine_tables(tables, True)
