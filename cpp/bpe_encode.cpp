@@ -70,37 +70,62 @@ inline void long_key(const unsigned char* word, size_t size, uint64_t key[2]) {
 
 }  // namespace
 
-// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge) and each is a likely
-// cache miss, so the table is small: 8-byte slots of a check and the rank. When every id is below
-// 2^16 - 1 (GPT-2's vocabulary, most trained ones) the check is the pair itself and a lookup reads one
-// slot; otherwise it is part of the pair's hash, and a match is verified in the rule the rank names.
+// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the table is
+// small: 8-byte slots of a check and the rank, in buckets of four (32 bytes, one cache line), a
+// pair in its home bucket unless that is full (then the next, and so on). When every id is below
+// 2^16 - 1 (GPT-2's vocabulary, most trained ones) the check is the pair itself, and a lookup
+// compares the four checks of its bucket without a branch: the one branch left, taken when the
+// bucket is full and does not hold the pair, rarely is with at most half the slots used (a branch
+// per slot mispredicted about once a lookup, the pair being there or not). Otherwise the check is part of
+// the pair's hash, and a match is verified in the rule the rank names.
 class Encoder::PairTable {
 public:
     PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id) : rules_(merges), narrow_(largest_id < 65535) {
-        size_t capacity = 16;
-        while (capacity < 2 * merges.size()) capacity *= 2;
-        slots_.assign(capacity, Slot{0, kNoRank});
-        mask_ = capacity - 1;
+        size_t buckets = 2;
+        while (buckets * kBucket < kSlotsPerMerge * merges.size()) buckets *= 2;
+        slots_.reset(static_cast<Slot*>(std::aligned_alloc(sizeof(Slot) * kBucket, buckets * kBucket * sizeof(Slot))));
+        if (slots_ == nullptr) throw std::bad_alloc();
+        std::fill(slots_.get(), slots_.get() + buckets * kBucket, Slot{kEmptyCheck, kNoRank});
+        mask_ = buckets - 1;
         shift_ = 64;
-        for (size_t c = capacity; c > 1; c >>= 1) --shift_;
+        for (size_t b = buckets; b > 1; b >>= 1) --shift_;
         merged_.reserve(merges.size());
         for (uint32_t rank = 0; rank < merges.size(); ++rank) {
             const MergeRule& rule = merges[rank];
             merged_.push_back(rule.merged);
             if (this->rank(rule.left, rule.right) != kNoRank) continue;  // a repeated pair keeps its first rank
-            const auto [slot_index, check] = home(rule.left, rule.right);
-            size_t slot = slot_index;
-            while (slots_[slot].rank != kNoRank) slot = (slot + 1) & mask_;
-            slots_[slot] = Slot{check, rank};
+            const auto [home_bucket, check] = home(rule.left, rule.right);
+            Slot* slot = nullptr;
+            for (size_t bucket = home_bucket; slot == nullptr; bucket = (bucket + 1) & mask_) {
+                Slot* const first = slots_.get() + bucket * kBucket;
+                for (size_t way = 0; way < kBucket && slot == nullptr; ++way) {
+                    if (first[way].rank == kNoRank) slot = first + way;
+                }
+            }
+            *slot = Slot{check, rank};
         }
     }
 
     uint32_t rank(uint32_t left, uint32_t right) const {
-        const auto [slot_index, check] = home(left, right);
-        for (size_t slot = slot_index;; slot = (slot + 1) & mask_) {
-            const Slot entry = slots_[slot];
-            if (entry.rank == kNoRank) return kNoRank;
-            if (entry.check == check && (narrow_ || same_pair(entry.rank, left, right))) return entry.rank;
+        const auto [home_bucket, check] = home(left, right);
+        for (size_t bucket = home_bucket;; bucket = (bucket + 1) & mask_) {
+            const Slot* const slots = slots_.get() + bucket * kBucket;
+            if (narrow_) {
+                // At most one slot holds the pair (empty ones hold kEmptyCheck): the AND of each slot's
+                // rank, all ones where the check differs, is its rank or kNoRank. Masks, not a select,
+                // which the compiler would turn back into branches.
+                uint32_t found = kNoRank;
+                for (size_t way = 0; way < kBucket; ++way) {
+                    found &= slots[way].rank | (0u - uint32_t(slots[way].check != check));
+                }
+                const bool full = slots[kBucket - 1].rank != kNoRank;  // slots fill in order
+                if (!full || found != kNoRank) return found;
+                continue;
+            }
+            for (size_t way = 0; way < kBucket; ++way) {
+                if (slots[way].rank == kNoRank) return kNoRank;
+                if (slots[way].check == check && same_pair(slots[way].rank, left, right)) return slots[way].rank;
+            }
         }
     }
 
@@ -111,8 +136,11 @@ private:
         uint32_t check;  // narrow: left << 16 | right; else the low half of the pair's hash
         uint32_t rank;   // kNoRank: empty
     };
+    static constexpr size_t kBucket = 4;
+    static constexpr size_t kSlotsPerMerge = 2;
+    static constexpr uint32_t kEmptyCheck = 0xFFFFFFFF;  // no narrow pair: ids are below 0xFFFF
 
-    // The pair's first slot and its check.
+    // The pair's home bucket and its check.
     std::pair<size_t, uint32_t> home(uint32_t left, uint32_t right) const {
         if (narrow_) {
             const uint32_t pair = (left << 16) | right;
@@ -126,10 +154,14 @@ private:
         return rules_[rank].left == left && rules_[rank].right == right;
     }
 
+    struct Free {
+        void operator()(Slot* slots) const { std::free(slots); }
+    };
+
     std::vector<MergeRule> rules_;
     std::vector<uint32_t> merged_;  // merged_[rank]: the rule's merged id
-    std::vector<Slot> slots_;
-    size_t mask_ = 0;
+    std::unique_ptr<Slot[], Free> slots_;  // buckets of kBucket slots, each bucket 32-byte aligned
+    size_t mask_ = 0;  // buckets - 1
     int shift_ = 64;
     bool narrow_;
 };

@@ -488,6 +488,20 @@ def test_long_text_of_each_str_width_matches_tiktoken(sized_tok: Tokenizer, wide
     assert sized_tok.encode(fresh) == expected
 
 
+@pytest.mark.parametrize("slots", [0, 4096], ids=["uncached", "cached"])
+def test_ids_past_16_bits_match_tiktoken_on_fixtures(gpt2: None, slots: int) -> None:
+    """An id past 2**16 - 2 makes the native pair table check a hash of the pair, verified in the rule,
+    instead of the pair itself: the same ids either way."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    vocab = {**vocab, 70_000: b"\xff\xfe\xfd-unused"}
+    wide = Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=slots)
+    texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
+    text = "\n".join(texts) + LONG_WORDS
+    assert wide.encode(text) == reference_ids(text)
+
+
 def test_cache_slots_are_rounded_up() -> None:
     if not native_available():
         pytest.skip(NATIVE_MISSING)
