@@ -68,6 +68,9 @@ inline void long_key(const unsigned char* word, size_t size, uint64_t key[2]) {
     key[1] = kLongKey | size;
 }
 
+// Both halves of the key of a special token's slot (BatchedLookup), which no word has.
+constexpr uint64_t kSpecialKey = ~uint64_t(0);
+
 }  // namespace
 
 // (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the table is
@@ -459,7 +462,10 @@ public:
     }
     // A special token ends at `end`, its id `id`.
     void add_special(size_t end, uint32_t id) {
-        special_ids_[special_count_++ % kSpecialQueue] = id;
+        WordCache::Slot& slot = special_slots_[special_count_++ % kSpecialQueue];
+        slot.key[0] = slot.key[1] = kSpecialKey;
+        slot.ids[0] = id;
+        slot.count = 1;
         ends_[scanned_++] = end | kSpecialEnd;
         if (scanned_ >= kBatch) advance(kBatch);
     }
@@ -523,12 +529,12 @@ private:
         std::memmove(ends_, ends_ + count, scanned_ * sizeof(size_t));
     }
 
-    // A special token: encode_word writes its id.
+    // A special token: a hit in the first way of a set of its own (its slot here), like most words.
     size_t prepare_special(PendingWord& word, size_t end) {
         word.data = nullptr;
-        word.size = special_ids_[special_prepared_++ % kSpecialQueue];
-        word.key[0] = word.key[1] = ~uint64_t(0);  // no slot's key
-        word.set = no_slots_;
+        word.size = 0;
+        word.key[0] = word.key[1] = kSpecialKey;
+        word.set = &special_slots_[special_prepared_++ % kSpecialQueue];
         return end & ~kSpecialEnd;
     }
 
@@ -562,14 +568,15 @@ private:
     PendingWord batches_[2][kBatch];  // the prepared batch and the one being prepared
     size_t next_batch_ = 0;
     size_t ready_count_ = 0;  // words in the prepared batch
-    // Special tokens are words whose end has kSpecialEnd set; their ids wait here in order.
+    // Special tokens are words whose end has kSpecialEnd set; their slots wait here in order, from
+    // the scan until the lookup of their batch.
     static constexpr size_t kSpecialEnd = size_t(1) << (8 * sizeof(size_t) - 1);
-    static constexpr size_t kSpecialQueue = 2 * kBatch;
-    static_assert(kSpecialQueue >= kBatch + detail::kBlockBytes, "room for every special token scanned ahead");
-    uint32_t special_ids_[kSpecialQueue];
+    static constexpr size_t kSpecialQueue = 4 * kBatch;
+    static_assert(kSpecialQueue >= 2 * kBatch + detail::kBlockBytes,
+                  "room for every special token scanned ahead or prepared and not yet looked up");
+    WordCache::Slot special_slots_[kSpecialQueue];
     size_t special_count_ = 0;
     size_t special_prepared_ = 0;
-    WordCache::Slot no_slots_[WordCache::kWays] = {};  // the set special tokens look in: empty
 };
 
 size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cache) const {
@@ -614,10 +621,6 @@ uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_
 }
 
 uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache& cache) const {
-    if (word.data == nullptr) {  // a special token (BatchedLookup)
-        *out = uint32_t(word.size);
-        return out + 1;
-    }
     WordCache::Slot* const set = word.set;
     size_t victim = WordCache::kWays - 1;  // the least recently used, or the word's own outdated slot
     for (size_t way = 0; way < WordCache::kWays; ++way) {

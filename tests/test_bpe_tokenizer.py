@@ -473,6 +473,28 @@ def test_every_cache_size_matches_tiktoken_on_generated_text(sized_tok: Tokenize
     assert sized_tok.encode(text) == reference_ids(text)
 
 
+SPECIALS = (ENDOFTEXT, "<|a|>", "<|b|>")
+
+
+@pytest.mark.parametrize("slots", CACHE_SLOTS, ids=[f"slots={slots}" for slots in CACHE_SLOTS])
+@pytest.mark.parametrize(
+    "unit",
+    ["".join(SPECIALS), "a<|a|>", f"<|b|> x{ENDOFTEXT}yz\n<|a|>", "é<|b|>'s<|a|>"],
+    ids=["specials only", "one byte between", "mixed", "non-ASCII"],
+)
+def test_runs_of_special_tokens_match_the_pure_path(gpt2: None, slots: int, unit: str) -> None:
+    """More special tokens, of different ids, than the batched lookup holds in flight (a few hundred),
+    among short words: the native ids equal the pure path's, cold and from the cache."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    native = Tokenizer(vocab, merges, list(SPECIALS), native=True, native_cache_slots=slots)
+    text = unit * 700 + "end"
+    expected = gpt2_tokenizer("pure", SPECIALS).encode(text)
+    assert native.encode(text) == expected
+    assert native.encode(text) == expected, "a second pass, answered from the cache"
+
+
 @pytest.mark.parametrize("widest", ["é", "ж", "😀"], ids=["latin-1", "two-byte", "four-byte"])
 def test_long_text_of_each_str_width_matches_tiktoken(sized_tok: Tokenizer, widest: str) -> None:
     """Past a megabyte (encode goes in pieces) and in each of CPython's str layouts (one, two or four
