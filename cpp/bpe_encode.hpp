@@ -18,8 +18,9 @@
 //   prefetched while the batch before it is looked up, across special tokens, so memory fetches
 //   overlap instead of each lookup waiting for its own.
 // - Misses merge short words on a small array, looking up again only pairs next to a merged token,
-//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges) that holds the pair itself when
-//   every id is below 2^16 - 1 (one read per lookup); the first lookups, pairs of two bytes, in a
+//   in a pair table of 8-byte slots in buckets of four (1 MiB for GPT-2's 50K merges) that holds the
+//   pair itself when every id is below 2^16 - 1 (a bucket's four checks compared without a branch:
+//   mispredicted branches are what a miss costs most); the first lookups, pairs of two bytes, in a
 //   256 x 256 table. Words longer than kShortWord use a heap of candidate pairs with lazy deletion,
 //   so a megabyte without a space is O(n log n).
 // - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
