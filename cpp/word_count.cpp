@@ -35,9 +35,12 @@ void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialToken
     special.for_each_piece(chunk, [&](size_t begin, size_t end) {
         if (invalid != kValidUtf8) return;
         const char* const piece = chunk.data() + begin;
-        const size_t bad = for_each_pretoken(piece, end - begin, [&](size_t word_begin, size_t word_end) {
-            counts.add(piece + word_begin, word_end - word_begin);
-        });
+        const size_t bad = for_each_pretoken_block(
+            piece, end - begin,
+            [&](size_t word_begin, size_t word_end) { counts.add(piece + word_begin, word_end - word_begin); },
+            [&](const unsigned char* block, size_t offset, uint64_t boundaries) {
+                counts.add_block(block, piece + offset, boundaries);
+            });
         if (bad != kValidUtf8) invalid = chunk_offset + begin + bad;
     });
     counts.flush();
@@ -168,7 +171,9 @@ bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, co
         const size_t thread = size_t(omp_thread_id());
         worked[thread] = 1;
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
-        count_chunk(piece, begin, special, per_thread[thread], first_invalid);
+        ThreadCounts& counts = per_thread[thread];
+        count_chunk(piece, begin, special, counts, first_invalid);
+        if (!counts.table_sized) counts.reserve_for(piece.size(), text.size() / size_t(threads));
         if (file != nullptr) file->release(piece.data(), piece.size());
         const size_t done = bytes_done.fetch_add(piece.size()) + piece.size();
         if (options.progress != nullptr && int(thread) == reporting_thread &&
@@ -178,6 +183,7 @@ bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, co
     });
     if (stopped.load()) return false;
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
+    for (ThreadCounts& counts : per_thread) counts.fold_short_words();
     // The last report is the whole: the calling thread may not have counted the last chunks.
     if (options.progress != nullptr) options.progress(options.progress_context, bytes_done.load());
     if (report != nullptr) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "huge_pages.hpp"
+#include "pretokenize.hpp"  // count_trailing_zeros, count_leading_zeros
 
 namespace bpe {
 namespace word_table {
@@ -279,7 +281,26 @@ public:
         size_ += probe.added;
     }
 
+    // Adds `count` occurrences of the word `key`.
+    void add(const WordKey& key, int64_t count, Arena& arena) {
+        if (10 * (size_ + 1) > 7 * home_slots()) grow();
+        Probe probe{&slots_[0], slots_.size(), shift_, 0};
+        while (!probe.try_add(key, count, arena)) {
+            grow();
+            probe = Probe{&slots_[0], slots_.size(), shift_, 0};
+        }
+        size_ += probe.added;
+    }
+
     size_t size() const { return size_; }
+
+    // Grows the table at once to hold `words` words (growing step by step copies and clears every
+    // intermediate size).
+    void reserve(size_t words) {
+        unsigned bits = bits_;
+        while (bits < 32 && 10 * words > 7 * (size_t(1) << bits)) ++bits;
+        if (bits > bits_) rebuild(bits);
+    }
 
     // Calls `visit(slot)` for each word whose hash is in `partition`.
     template <typename Visit>
@@ -348,7 +369,11 @@ private:
     void grow() {
         // The slot index is taken from the 32-bit check, so 2^32 home slots (128 GiB) is the limit.
         if (bits_ >= 32) throw std::length_error("word table too large");
-        WordTable bigger(bits_ + 1);
+        rebuild(bits_ + 1);
+    }
+
+    void rebuild(unsigned bits) {
+        WordTable bigger(bits);
         for (size_t index = 0; index < slots_.size(); ++index) {
             const WordSlot& slot = slots_[index];
             if (!slot.empty()) bigger.insert_new(slot);
@@ -393,11 +418,18 @@ struct alignas(64) ThreadCounts {
     WordKey* waiting = batches[1];
     uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
+    bool table_sized = false;            // reserve_for has run
 
     // The batch pointers point into the object itself.
     ThreadCounts() = default;
     ThreadCounts(const ThreadCounts&) = delete;
     ThreadCounts& operator=(const ThreadCounts&) = delete;
+
+    // Words of one and two ASCII bytes (two in five pre-tokens of English) are counted in arrays
+    // indexed by their bytes: no key, hash or table lookup. fold_short_words moves them into the table.
+    static constexpr size_t kAsciiBytes = 128;
+    std::unique_ptr<int64_t[]> one_byte_counts{new int64_t[kAsciiBytes]()};
+    std::unique_ptr<int64_t[]> two_byte_counts{new int64_t[kAsciiBytes * kAsciiBytes]()};
 
     void add(const char* word, size_t length) {
         WordKey* const key = next;
@@ -407,10 +439,61 @@ struct alignas(64) ThreadCounts {
         if (key + 1 == filling_end) advance();
     }
 
+    // The words of a block the scanner decided (for_each_pretoken_block): a set bit of `boundaries`
+    // at each word's start and one past the last word; `block` holds the block's bytes (all ASCII
+    // up to that last bit), `text` is where they are in the chunk.
+    void add_block(const unsigned char* block, const char* text, uint64_t boundaries) {
+        const uint64_t next_starts = boundaries >> 1;
+        uint64_t one_byte = boundaries & next_starts;
+        uint64_t two_bytes = boundaries & ~next_starts & (boundaries >> 2);
+        const uint64_t last = uint64_t(1) << (63 - detail::count_leading_zeros(boundaries));
+        uint64_t longer = boundaries & ~(one_byte | two_bytes | last);
+        for (; one_byte != 0; one_byte &= one_byte - 1) {
+            ++one_byte_counts[block[detail::count_trailing_zeros(one_byte)]];
+        }
+        for (; two_bytes != 0; two_bytes &= two_bytes - 1) {
+            const unsigned at = detail::count_trailing_zeros(two_bytes);
+            ++two_byte_counts[block[at] * kAsciiBytes + block[at + 1]];
+        }
+        for (; longer != 0; longer &= longer - 1) {
+            const unsigned at = detail::count_trailing_zeros(longer);
+            // At least three bytes long, so its end is a set bit from at + 3 on.
+            const unsigned end = at + 3 + detail::count_trailing_zeros(boundaries >> (at + 3));
+            add(text + at, end - at);
+        }
+    }
+
     // Must run before the batches' long words' bytes go away (at the end of a chunk).
     void flush() {
         advance();
         advance();
+    }
+
+    // After the first chunk (`counted` bytes) of the `expected` this thread will count, sizes the
+    // table for the words to come. Distinct words grow about as bytes^0.6 (Heaps' law; 0.67 on
+    // real_mix, less on English alone): a shortfall only means growing later, an excess is memory.
+    void reserve_for(size_t counted, size_t expected) {
+        table_sized = true;
+        if (counted == 0 || expected <= counted) return;
+        const double predicted = double(table.size()) * std::pow(double(expected) / double(counted), 0.6);
+        table.reserve(size_t(std::min(predicted, double(expected))));
+    }
+
+    // Moves the one- and two-byte counts into the table; before anything reads the table.
+    void fold_short_words() {
+        char word[2];
+        for (size_t first = 0; first < kAsciiBytes; ++first) {
+            word[0] = char(first);
+            if (one_byte_counts[first] != 0) {
+                table.add(make_key(word, 1), std::exchange(one_byte_counts[first], 0), arena);
+            }
+            for (size_t second = 0; second < kAsciiBytes; ++second) {
+                int64_t& count = two_byte_counts[first * kAsciiBytes + second];
+                if (count == 0) continue;
+                word[1] = char(second);
+                table.add(make_key(word, 2), std::exchange(count, 0), arena);
+            }
+        }
     }
 
 private:

@@ -332,6 +332,21 @@ def test_count_real_text(fixture: str) -> None:
         assert native.count_words(source, [ENDOFTEXT], threads, chunk_bytes).to_dict() == expected
 
 
+def test_one_and_two_byte_words_count_alike_in_and_out_of_ascii_blocks() -> None:
+    # Short ASCII words are counted apart from the table where the scanner's block path finds them
+    # (long ASCII runs); next to a non-ASCII character the character path finds the same words.
+    rng = random.Random(7)
+    ascii_text = "".join(rng.choices("ab1 ,.'\n\t-", k=20_000))
+    neighbours = ["é", "x", " y", "\n", "''", "s"]
+    mixed_text = "".join(rng.choice(neighbours) + ascii_text[i : i + 3] for i in range(0, 6_000, 3))
+    data = (ascii_text + ENDOFTEXT + mixed_text + ascii_text[:5]).encode("utf-8")
+    expected = python_counts(data, [ENDOFTEXT])
+    assert sum(count for word, count in expected.items() if len(word) <= 2) > 10_000
+    for threads, chunk_bytes in [(1, None), (2, 1000), (2, 7)]:
+        counts = native.count_words_in_buffer(data, [ENDOFTEXT], threads, chunk_bytes)
+        assert counts.to_dict() == expected, (threads, chunk_bytes)
+
+
 def test_many_distinct_words(tmp_path: Path) -> None:
     # Enough distinct words that the per-thread tables grow many times and merge in parallel.
     rng = random.Random(1234)
