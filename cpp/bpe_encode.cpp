@@ -172,7 +172,7 @@ private:
 // One thread's pre-token -> ids cache: sets of four 32-byte slots (two cache lines), the most
 // recently used first. A slot's key is the word itself when it has at most kInlineBytes bytes
 // (zero-padded, its size in the top byte), else a hash of the word tagged kLongKey with its size.
-// The value is up to kInlineIds ids, or where the ids lie in the arena (with a long word's bytes,
+// The value is up to Slot::capacity ids, or where the ids lie in the arena (with a long word's bytes,
 // checked on every hit). The arena is emptied when full; its epoch then changes, which turns the
 // slots that pointed into it into misses.
 class Encoder::WordCache {
@@ -183,11 +183,44 @@ public:
         uint64_t key[2];            // all zero: empty (no word has that key)
         uint32_t ids[kInlineIds];   // count == 0: arena offset, arena epoch, number of ids
         uint32_t count;             // ids held in `ids`; 0: in the arena (or empty)
+
+        // A narrow cache (every id below 2^16) keeps up to kNarrowInlineIds 16-bit ids in the
+        // bytes of `ids`, so that most words of 4 to 6 tokens need no arena.
+        static size_t capacity(bool narrow) { return narrow ? kNarrowInlineIds : kInlineIds; }
+        // Writes the inline ids to `out`, and more up to the capacity (the caller's spare room).
+        void copy_ids(bool narrow, uint32_t* out) const {
+            if (narrow) {
+#if defined(__SSE2__)
+                // The 16 bytes of `ids` and `count`, widened: ids 0-3, then 4-5 (count's bytes unused).
+                const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ids));
+                const __m128i zero = _mm_setzero_si128();
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(packed, zero));
+                _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 4), _mm_unpackhi_epi16(packed, zero));
+#else
+                uint16_t narrow_ids[kNarrowInlineIds];
+                std::memcpy(narrow_ids, ids, sizeof(narrow_ids));
+                for (size_t k = 0; k < kNarrowInlineIds; ++k) out[k] = narrow_ids[k];
+#endif
+            } else {
+                std::memcpy(out, ids, sizeof(ids));
+            }
+        }
+        void store_ids(bool narrow, const uint32_t* values, size_t size) {
+            if (narrow) {
+                uint16_t narrow_ids[kNarrowInlineIds] = {};
+                for (size_t k = 0; k < size; ++k) narrow_ids[k] = uint16_t(values[k]);
+                std::memcpy(ids, narrow_ids, sizeof(narrow_ids));
+            } else {
+                std::memcpy(ids, values, size * sizeof(uint32_t));
+            }
+            count = uint32_t(size);
+        }
     };
     static_assert(sizeof(Slot) == 32, "two slots fill a 64-byte cache line");
+    static_assert(sizeof(uint16_t) * kNarrowInlineIds == sizeof(uint32_t) * kInlineIds, "the same bytes");
 
-    // `slots`: a power of two, at least kWays.
-    explicit WordCache(size_t slots) {
+    // `slots`: a power of two, at least kWays; `narrow`: every id is below 2^16.
+    WordCache(size_t slots, bool narrow) : narrow_(narrow) {
         slots_ = HugePageArray<Slot>(slots);
         const size_t sets = slots / kWays;
         set_mask_ = sets - 1;
@@ -213,6 +246,7 @@ public:
         }
     };
     Sets sets() { return Sets{slots_.data(), shift_, set_mask_}; }
+    bool narrow() const { return narrow_; }
 
     // The ids an arena slot of `word` names, or nullptr when they are gone (an older epoch) or the
     // slot is another long word's with the same hash and size.
@@ -230,9 +264,8 @@ public:
         Slot slot{};
         slot.key[0] = key[0];
         slot.key[1] = key[1];
-        if (size <= kInlineBytes && count <= kInlineIds) {
-            std::memcpy(slot.ids, ids, count * sizeof(uint32_t));
-            slot.count = uint32_t(count);
+        if (size <= kInlineBytes && count <= Slot::capacity(narrow_)) {
+            slot.store_ids(narrow_, ids, count);
         } else {
             const size_t byte_words = size <= kInlineBytes ? 0 : (size + 3) / 4;
             const size_t record_words = byte_words + count;
@@ -273,6 +306,7 @@ private:
     }
 
     HugePageArray<Slot> slots_;  // huge-page aligned when large: a set is then two cache lines
+    bool narrow_;
     size_t set_mask_ = 0;
     int shift_ = 63;
     uint32_t* arena_ = nullptr;  // records: a long word's bytes (padded to 4), then the ids
@@ -294,7 +328,7 @@ public:
     CacheLease(Encoder& encoder, int threads) : lock_(encoder.caches_mutex_, std::try_to_lock) {
         if (!lock_.owns_lock() || encoder.cache_slots_ == 0) return;
         while (encoder.caches_.size() < size_t(std::max(threads, 1))) {
-            encoder.caches_.push_back(std::make_unique<WordCache>(encoder.cache_slots_));
+            encoder.caches_.push_back(std::make_unique<WordCache>(encoder.cache_slots_, encoder.narrow_ids_));
         }
         caches_ = &encoder.caches_;
     }
@@ -346,12 +380,15 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
         const size_t index = size_t(std::find(tokens.begin(), tokens.end(), token) - tokens.begin());
         if (special_ids_[index] == std::numeric_limits<uint32_t>::max()) special_ids_[index] = id;
     }
+    uint32_t largest_special = 0;
+    for (const uint32_t id : special_ids_) largest_special = std::max(largest_special, id);
+    narrow_ids_ = std::max(largest_id, largest_special) <= 0xFFFF;
 
     if (cache_slots > 0) {
         cache_slots_ = WordCache::kWays;
         while (cache_slots_ < cache_slots) cache_slots_ <<= 1;
         // The calling thread's cache now, so that encode never reserves memory.
-        caches_.push_back(std::make_unique<WordCache>(cache_slots_));
+        caches_.push_back(std::make_unique<WordCache>(cache_slots_, narrow_ids_));
     }
 }
 
@@ -368,7 +405,7 @@ std::vector<size_t> Encoder::pieces(std::string_view text, size_t piece_bytes) c
 
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
     const size_t before = out.size();
-    out.resize(before + text.size() + 2);
+    out.resize(before + text.size() + kSpareIds);
     out.resize(before + encode(text, out.data() + before));
 }
 
@@ -407,9 +444,9 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
         const size_t count = std::min(window, chunks - first);
         for (size_t i = 0; i < count; ++i) {
             const size_t size = cuts[first + i + 1] - cuts[first + i];
-            if (capacities[i] < size + 2) {
-                buffers[i].reset(new uint32_t[size + 2]);
-                capacities[i] = size + 2;
+            if (capacities[i] < size + kSpareIds) {
+                buffers[i].reset(new uint32_t[size + kSpareIds]);
+                capacities[i] = size + kSpareIds;
             }
             invalid[i] = kValidUtf8;
         }
@@ -438,6 +475,9 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
 // enough for the compiler to keep their state in registers.
 constexpr size_t kBatch = 128;
 
+// kNarrow: the cache's slots hold 16-bit ids (WordCache::Slot), decided once per text rather than
+// tested per word.
+template <bool kNarrow>
 class Encoder::BatchedLookup {
 public:
     BatchedLookup(const Encoder& encoder, WordCache& cache, std::string_view text, uint32_t* out)
@@ -464,8 +504,7 @@ public:
     void add_special(size_t end, uint32_t id) {
         WordCache::Slot& slot = special_slots_[special_count_++ % kSpecialQueue];
         slot.key[0] = slot.key[1] = kSpecialKey;
-        slot.ids[0] = id;
-        slot.count = 1;
+        slot.store_ids(kNarrow, &id, 1);
         ends_[scanned_++] = end | kSpecialEnd;
         if (scanned_ >= kBatch) advance(kBatch);
     }
@@ -541,14 +580,14 @@ private:
     // A word found in the first way of its set is taken here; everything else in encode_word.
     uint32_t* take(const PendingWord& word, uint32_t* out) const {
         const WordCache::Slot& first = word.set[0];
-        std::memcpy(out, first.ids, sizeof(first.ids));  // the caller's spare room makes this safe
+        first.copy_ids(kNarrow, out);  // the caller's spare room makes this safe
         const bool hit = ((first.key[0] ^ word.key[0]) | (first.key[1] ^ word.key[1])) == 0;
         if (hit & (first.count != 0)) return out + first.count;
         // The second way shares the first's cache line: swapped to the front here, without a call.
         WordCache::Slot& second = word.set[1];
         const bool second_hit = ((second.key[0] ^ word.key[0]) | (second.key[1] ^ word.key[1])) == 0;
         if (second_hit & (second.count != 0)) {
-            std::memcpy(out, second.ids, sizeof(second.ids));
+            second.copy_ids(kNarrow, out);
             const size_t count = second.count;
             std::swap(word.set[0], second);
             return out + count;
@@ -590,8 +629,13 @@ size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cac
             [&](size_t token) { *end++ = special_ids_[token]; });
         return size_t(end - out);
     }
+    return cache->narrow() ? encode_cached<true>(text, out, *cache) : encode_cached<false>(text, out, *cache);
+}
+
+template <bool kNarrow>
+size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& cache) const {
     // One batched lookup for the whole text: documents between special tokens are often short.
-    BatchedLookup lookup(*this, *cache, text, out);
+    BatchedLookup<kNarrow> lookup(*this, cache, text, out);
     size_t invalid = kValidUtf8;
     specials_.for_each_part(
         text,
@@ -607,7 +651,7 @@ size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cac
         [&](size_t token) {
             if (invalid == kValidUtf8) lookup.add_special(lookup.end() + specials_.tokens()[token].size(), special_ids_[token]);
         });
-    end = lookup.finish();
+    uint32_t* const end = lookup.finish();
     if (invalid != kValidUtf8) throw InvalidUtf8Error(invalid);
     return size_t(end - out);
 }
@@ -628,7 +672,7 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
         if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1]) continue;
         size_t count = slot.count;
         if (count != 0) {
-            std::memcpy(out, slot.ids, sizeof(slot.ids));  // a fixed size: no call to memcpy
+            slot.copy_ids(cache.narrow(), out);  // a fixed size: no call to memcpy
         } else {
             count = slot.ids[2];
             const uint32_t* const ids = cache.arena_ids(slot, word.data, word.size);

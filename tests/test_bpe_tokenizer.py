@@ -473,6 +473,19 @@ def test_every_cache_size_matches_tiktoken_on_generated_text(sized_tok: Tokenize
     assert sized_tok.encode(text) == reference_ids(text)
 
 
+# Words of 4 to 8 GPT-2 tokens in at most 15 bytes: held in the cache's slot up to 6 (16-bit ids),
+# past that in its arena.
+MANY_TOKEN_WORDS = ["xqzv", "qzxvjk", " zxqvjkw", "jqxzvkwf", "éèêë", "😀🙃", "ЖЖЖЖ"]
+
+
+@pytest.mark.parametrize("word", MANY_TOKEN_WORDS)
+def test_words_of_many_tokens_at_the_end_match_tiktoken(sized_tok: Tokenizer, word: str) -> None:
+    """A cached word's ids are copied with its slot's spare room: at the very end of the text too."""
+    for text in (word, f"a{word}", f"{word}{ENDOFTEXT}{word}", f"{word} {word}"):
+        assert sized_tok.encode(text) == reference_ids(text)
+        assert sized_tok.encode_array(text).tolist() == reference_ids(text), "from the cache"
+
+
 SPECIALS = (ENDOFTEXT, "<|a|>", "<|b|>")
 
 
