@@ -75,15 +75,20 @@ constexpr uint64_t kSpecialKey = ~uint64_t(0);
 
 // (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the table is
 // small: 8-byte slots of a check and the rank, in buckets of four (32 bytes, one cache line), a
-// pair in its home bucket unless that is full (then the next, and so on). When every id is below
-// 2^16 - 1 (GPT-2's vocabulary, most trained ones) the check is the pair itself, and a lookup
-// compares the four checks of its bucket without a branch: the one branch left, taken when the
-// bucket is full and does not hold the pair, rarely is with at most half the slots used (a branch
-// per slot mispredicted about once a lookup, the pair being there or not). Otherwise the check is part of
-// the pair's hash, and a match is verified in the rule the rank names.
+// pair in its home bucket unless that is full (then the next, and so on). When every id and rank
+// is below 2^16 - 1 (GPT-2's vocabulary, most trained ones: "narrow") the check is the pair itself,
+// and a lookup compares the four checks of its bucket without a branch: the one branch left, taken
+// when the bucket is full and does not hold the pair, rarely is with at most half the slots used (a
+// branch per slot mispredicted about once a lookup, the pair being there or not). Otherwise the
+// check is part of the pair's hash, and a match is verified in the rule the rank names.
+//
+// What rank() returns orders and compares like the rank, which is all the merge loops ask of it; in
+// a narrow table (ids and ranks below 2^16 - 1) it is rank << 16 | merged id, so that merged()
+// reads no second array on the path from one round's lowest rank to the next round's lookups.
 class Encoder::PairTable {
 public:
-    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id) : rules_(merges), narrow_(largest_id < 65535) {
+    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id)
+        : rules_(merges), narrow_(largest_id < 65535 && merges.size() < 65535) {
         size_t buckets = 2;
         while (buckets * kBucket < kSlotsPerMerge * merges.size()) buckets *= 2;
         slots_.reset(static_cast<Slot*>(std::aligned_alloc(sizeof(Slot) * kBucket, buckets * kBucket * sizeof(Slot))));
@@ -105,7 +110,7 @@ public:
                     if (first[way].rank == kNoRank) slot = first + way;
                 }
             }
-            *slot = Slot{check, rank};
+            *slot = Slot{check, narrow_ ? (rank << 16) | rule.merged : rank};
         }
     }
 
@@ -132,12 +137,13 @@ public:
         }
     }
 
-    uint32_t merged(uint32_t rank) const { return merged_[rank]; }
+    // The merged id of what rank() returned.
+    uint32_t merged(uint32_t rank) const { return narrow_ ? rank & 0xFFFF : merged_[rank]; }
 
 private:
     struct Slot {
         uint32_t check;  // narrow: left << 16 | right; else the low half of the pair's hash
-        uint32_t rank;   // kNoRank: empty
+        uint32_t rank;   // narrow: rank << 16 | merged id; kNoRank: empty
     };
     static constexpr size_t kBucket = 4;
     static constexpr size_t kSlotsPerMerge = 2;
