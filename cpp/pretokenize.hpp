@@ -7,11 +7,12 @@
 // previous one ended. The character classes come from cpp/unicode_tables.hpp, generated from the
 // same `regex` package the Python pre-tokenizer uses.
 //
-// Speed: most text is ASCII, so the scanner first tries a 64-byte block at a time. It classifies the
-// block's bytes into bit masks (SSE2 where the compiler targets it, else SWAR on 64-bit words) and
-// derives every pre-token start in the block from the masks with a few shifts (block_boundaries);
-// the byte-at-a-time state machine below handles what the block rules cannot decide (non-ASCII
-// characters, pre-tokens running past the block). Both give the same pre-tokens: the tests compare
+// Speed: the scanner first tries a 64-byte block at a time. It classifies the block's bytes into bit
+// masks (SSE2 where the compiler targets it, else SWAR on 64-bit words), gives each multi-byte
+// character's bytes the class of the character (classify_multibyte), and derives every pre-token
+// start in the block from the masks with a few shifts (block_boundaries); the character-at-a-time
+// state machine below handles what the block rules cannot decide (non-ASCII spaces, invalid UTF-8,
+// pre-tokens running past the block). Both give the same pre-tokens: the tests compare
 // every path against `regex`, switching paths at run time with set_scanner_path.
 //
 // Errors: the visitor-based core returns the offset of the first byte that does not start a valid
@@ -283,9 +284,30 @@ inline BlockMasks block_masks_sse2(const unsigned char* p) {
 }
 #endif
 
+// Gives the block's multi-byte characters their classes, so that block_boundaries decides around
+// them too (most non-English text would otherwise go character by character): each character's
+// bytes join the mask of its class (none for "other") and leave `non_ascii`, up to the first one
+// that is not valid UTF-8, runs past the block, or is a space (the block rules take a space as one
+// byte: `\s+(?!\S)` gives back the run's last character).
+inline void classify_multibyte(const unsigned char* p, BlockMasks& m) {
+    uint64_t pending = m.non_ascii;
+    while (pending != 0) {
+        const unsigned at = count_trailing_zeros(pending);
+        uint8_t cls;
+        const unsigned length = read_multibyte(p + at, p + kBlockBytes, cls);
+        if (length == 0 || cls == unicode_tables::kSpace) return;
+        const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;  // length <= 4 and at + length <= 64
+        if (cls == unicode_tables::kLetter) m.letter |= bytes;
+        if (cls == unicode_tables::kNumber) m.digit |= bytes;
+        m.non_ascii &= ~bytes;
+        pending &= ~bytes;
+    }
+}
+
 // Pre-token starts in the 64 bytes at `p`, given that a pre-token starts at `p`: bit i set = one
-// starts at p + i (bit 0 always). Only starts the block decides are reported: those before its
-// first non-ASCII byte and before byte 62 (bytes 62 and 63 are lookahead for contractions).
+// starts at p + i (bit 0 always, unless the block starts with what it cannot decide: then 0). Only
+// starts the block decides are reported: those before the first byte left in `non_ascii` and before
+// byte 62 (bytes 62 and 63 are lookahead for contractions).
 // The pattern has no lookbehind, so the pre-tokens from a start on depend only on the text after
 // it. With K the class of each byte (letter, digit, space or other):
 //  * a start where K changes (the pattern's runs are one class each), except that
@@ -397,8 +419,9 @@ size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken, On
     const unsigned char* const end = base + size;
     const unsigned char* p = base;
     while (p < end) {
-        // The text's last bytes go through the block path as a copy padded with non-ASCII bytes:
-        // a pad byte ends every run and lookahead the block decides, as the end of the text does.
+        // The text's last bytes go through the block path as a copy padded with 0x80, which starts
+        // no character: a pad byte ends every run and lookahead the block decides, as the end of
+        // the text does.
         const unsigned char* block = p;
         unsigned char padded[kBlockBytes];
         if (kPath != ScannerPath::kScalar && size_t(end - p) < kBlockBytes) {
@@ -406,14 +429,15 @@ size_t scan_pretokens(const char* data, size_t size, OnPretoken& on_pretoken, On
             std::memcpy(padded, p, size_t(end - p));
             block = padded;
         }
-        if (kPath != ScannerPath::kScalar && (load_little_endian64(block) & kHighBits) == 0) {
+        if (kPath != ScannerPath::kScalar) {
 #if defined(__SSE2__)
-            const BlockMasks masks = kSimd ? block_masks_sse2(block) : block_masks_swar(block);
+            BlockMasks masks = kSimd ? block_masks_sse2(block) : block_masks_swar(block);
 #else
-            const BlockMasks masks = block_masks_swar(block);
+            BlockMasks masks = block_masks_swar(block);
 #endif
+            if (masks.non_ascii != 0) classify_multibyte(block, masks);
             const uint64_t boundaries = block_boundaries(block, masks);
-            if (boundaries != 1) {
+            if (boundaries > 1) {  // 0: the block starts with what it cannot decide
                 on_block(block, size_t(p - base), boundaries);
                 p += 63 - count_leading_zeros(boundaries);
                 continue;

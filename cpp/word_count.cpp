@@ -55,7 +55,11 @@ constexpr size_t kParallelMergeWords = size_t(1) << 16;
 
 // The canonical word order: by hash, then by bytes (for the rare equal checks).
 inline bool word_before(const WordSlot& a, const WordSlot& b) {
-    return a.check != b.check ? a.check < b.check : a.view() < b.view();
+    if (a.check != b.check) return a.check < b.check;
+    // Equal checks are nearly always the same word from two threads' tables: an inline word is then
+    // the same two integers, and the byte comparison (a call) is left for the rest.
+    if (a.packed[0] == b.packed[0] && a.packed[1] == b.packed[1]) return false;
+    return a.view() < b.view();
 }
 
 // A table scan lists words by home slot, i.e. by the top bits of the hash, out of order only within
@@ -89,8 +93,7 @@ WordCounts merge_counts(const std::vector<ThreadCounts>& per_thread, int threads
         std::vector<size_t> run_starts;
         for (const ThreadCounts& counts : per_thread) {
             run_starts.push_back(words.size());
-            counts.table.for_each_in_partition(partition,
-                                               [&](const WordSlot& slot) { words.push_back(slot); });
+            counts.table.append_partition(partition, words);
             sort_nearly_sorted(words.begin() + ptrdiff_t(run_starts.back()), words.end());
         }
         // Merge neighbouring runs pairwise until one is left: log2(threads) passes.
@@ -132,9 +135,17 @@ WordCounts merge_counts(const std::vector<ThreadCounts>& per_thread, int threads
     parallel_for(kPartitions, threads, [&](size_t partition) {
         size_t word_index = first_word[partition];
         size_t byte_offset = first_byte[partition];
+        const size_t bytes_end = first_byte[partition + 1];
         for (const WordSlot& word : partitions[partition]) {
-            std::memcpy(&result.bytes[byte_offset], word.bytes(), word.size());
-            byte_offset += word.size();
+            const size_t size = word.size();
+            // An inline word is copied as its whole 16 bytes where the partition has room (the
+            // next word overwrites the rest): a fixed-size copy, not a call.
+            if (word_table::is_inline(word.packed[1]) && byte_offset + word_table::kPackedBytes <= bytes_end) {
+                std::memcpy(&result.bytes[byte_offset], word.packed, word_table::kPackedBytes);
+            } else {
+                std::memcpy(&result.bytes[byte_offset], word.bytes(), size);
+            }
+            byte_offset += size;
             result.counts[word_index] = word.count;
             result.offsets[++word_index] = byte_offset;
         }

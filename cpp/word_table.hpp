@@ -302,6 +302,27 @@ public:
         if (bits > bits_) rebuild(bits);
     }
 
+    // Appends the words whose hash is in `partition` to `out`, in table order, with no branch per
+    // slot: about half the slots are empty, at random, and a branch on each mispredicts often.
+    void append_partition(size_t partition, std::vector<WordSlot>& out) const {
+        const size_t first = (partition << bits_) >> kPartitionBits;
+        size_t stop = ((partition + 1) << bits_) >> kPartitionBits;
+        while (stop < slots_.size() && !slots_[stop].empty()) ++stop;  // words displaced past the partition
+        constexpr size_t kGroup = 64;
+        size_t kept = out.size();
+        for (size_t group = first; group < stop; group += kGroup) {
+            const size_t group_end = std::min(group + kGroup, stop);
+            out.resize(kept + (group_end - group));
+            WordSlot* const to = out.data();
+            for (size_t index = group; index < group_end; ++index) {
+                const WordSlot& slot = slots_[index];
+                to[kept] = slot;
+                kept += size_t(!slot.empty() & (partition_of(slot.check) == partition));
+            }
+        }
+        out.resize(kept);
+    }
+
     // Calls `visit(slot)` for each word whose hash is in `partition`.
     template <typename Visit>
     void for_each_in_partition(size_t partition, Visit&& visit) const {
@@ -425,11 +446,13 @@ struct alignas(64) ThreadCounts {
     ThreadCounts(const ThreadCounts&) = delete;
     ThreadCounts& operator=(const ThreadCounts&) = delete;
 
-    // Words of one and two ASCII bytes (two in five pre-tokens of English) are counted in arrays
-    // indexed by their bytes: no key, hash or table lookup. fold_short_words moves them into the table.
+    // Words of one and two bytes (two in five pre-tokens of English) are counted in arrays indexed
+    // by their bytes: no key, hash or table lookup. fold_short_words moves them into the table.
+    // A one-byte word of a block is ASCII; a two-byte one may be a single two-byte character.
     static constexpr size_t kAsciiBytes = 128;
+    static constexpr size_t kByteValues = 256;
     std::unique_ptr<int64_t[]> one_byte_counts{new int64_t[kAsciiBytes]()};
-    std::unique_ptr<int64_t[]> two_byte_counts{new int64_t[kAsciiBytes * kAsciiBytes]()};
+    std::unique_ptr<int64_t[]> two_byte_counts{new int64_t[kByteValues * kByteValues]()};
 
     void add(const char* word, size_t length) {
         WordKey* const key = next;
@@ -440,8 +463,8 @@ struct alignas(64) ThreadCounts {
     }
 
     // The words of a block the scanner decided (for_each_pretoken_block): a set bit of `boundaries`
-    // at each word's start and one past the last word; `block` holds the block's bytes (all ASCII
-    // up to that last bit), `text` is where they are in the chunk.
+    // at each word's start and one past the last word; `block` holds the block's bytes, `text` is
+    // where they are in the chunk.
     void add_block(const unsigned char* block, const char* text, uint64_t boundaries) {
         const uint64_t next_starts = boundaries >> 1;
         uint64_t one_byte = boundaries & next_starts;
@@ -453,7 +476,7 @@ struct alignas(64) ThreadCounts {
         }
         for (; two_bytes != 0; two_bytes &= two_bytes - 1) {
             const unsigned at = detail::count_trailing_zeros(two_bytes);
-            ++two_byte_counts[block[at] * kAsciiBytes + block[at + 1]];
+            ++two_byte_counts[block[at] * kByteValues + block[at + 1]];
         }
         for (; longer != 0; longer &= longer - 1) {
             const unsigned at = detail::count_trailing_zeros(longer);
@@ -482,13 +505,13 @@ struct alignas(64) ThreadCounts {
     // Moves the one- and two-byte counts into the table; before anything reads the table.
     void fold_short_words() {
         char word[2];
-        for (size_t first = 0; first < kAsciiBytes; ++first) {
+        for (size_t first = 0; first < kByteValues; ++first) {
             word[0] = char(first);
-            if (one_byte_counts[first] != 0) {
+            if (first < kAsciiBytes && one_byte_counts[first] != 0) {
                 table.add(make_key(word, 1), std::exchange(one_byte_counts[first], 0), arena);
             }
-            for (size_t second = 0; second < kAsciiBytes; ++second) {
-                int64_t& count = two_byte_counts[first * kAsciiBytes + second];
+            for (size_t second = 0; second < kByteValues; ++second) {
+                int64_t& count = two_byte_counts[first * kByteValues + second];
                 if (count == 0) continue;
                 word[1] = char(second);
                 table.add(make_key(word, 2), std::exchange(count, 0), arena);
