@@ -68,51 +68,88 @@ inline void long_key(const unsigned char* word, size_t size, uint64_t key[2]) {
     key[1] = kLongKey | size;
 }
 
+// Both halves of the key of a special token's slot (BatchedLookup), which no word has.
+constexpr uint64_t kSpecialKey = ~uint64_t(0);
+
 }  // namespace
 
-// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge) and each is a likely
-// cache miss, so the table is small: 8-byte slots of a check and the rank. When every id is below
-// 2^16 - 1 (GPT-2's vocabulary, most trained ones) the check is the pair itself and a lookup reads one
-// slot; otherwise it is part of the pair's hash, and a match is verified in the rule the rank names.
+// (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the table is
+// small: 8-byte slots of a check and the rank, in buckets of four (32 bytes, one cache line), a
+// pair in its home bucket unless that is full (then the next, and so on). When every id and rank
+// is below 2^16 - 1 (GPT-2's vocabulary, most trained ones: "narrow") the check is the pair itself,
+// and a lookup compares the four checks of its bucket without a branch: the one branch left, taken
+// when the bucket is full and does not hold the pair, rarely is with at most half the slots used (a
+// branch per slot mispredicted about once a lookup, the pair being there or not). Otherwise the
+// check is part of the pair's hash, and a match is verified in the rule the rank names.
+//
+// What rank() returns orders and compares like the rank, which is all the merge loops ask of it; in
+// a narrow table (ids and ranks below 2^16 - 1) it is rank << 16 | merged id, so that merged()
+// reads no second array on the path from one round's lowest rank to the next round's lookups.
 class Encoder::PairTable {
 public:
-    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id) : rules_(merges), narrow_(largest_id < 65535) {
-        size_t capacity = 16;
-        while (capacity < 2 * merges.size()) capacity *= 2;
-        slots_.assign(capacity, Slot{0, kNoRank});
-        mask_ = capacity - 1;
+    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id)
+        : rules_(merges), narrow_(largest_id < 65535 && merges.size() < 65535) {
+        size_t buckets = 2;
+        while (buckets * kBucket < kSlotsPerMerge * merges.size()) buckets *= 2;
+        slots_.reset(static_cast<Slot*>(std::aligned_alloc(sizeof(Slot) * kBucket, buckets * kBucket * sizeof(Slot))));
+        if (slots_ == nullptr) throw std::bad_alloc();
+        std::fill(slots_.get(), slots_.get() + buckets * kBucket, Slot{kEmptyCheck, kNoRank});
+        mask_ = buckets - 1;
         shift_ = 64;
-        for (size_t c = capacity; c > 1; c >>= 1) --shift_;
+        for (size_t b = buckets; b > 1; b >>= 1) --shift_;
         merged_.reserve(merges.size());
         for (uint32_t rank = 0; rank < merges.size(); ++rank) {
             const MergeRule& rule = merges[rank];
             merged_.push_back(rule.merged);
             if (this->rank(rule.left, rule.right) != kNoRank) continue;  // a repeated pair keeps its first rank
-            const auto [slot_index, check] = home(rule.left, rule.right);
-            size_t slot = slot_index;
-            while (slots_[slot].rank != kNoRank) slot = (slot + 1) & mask_;
-            slots_[slot] = Slot{check, rank};
+            const auto [home_bucket, check] = home(rule.left, rule.right);
+            Slot* slot = nullptr;
+            for (size_t bucket = home_bucket; slot == nullptr; bucket = (bucket + 1) & mask_) {
+                Slot* const first = slots_.get() + bucket * kBucket;
+                for (size_t way = 0; way < kBucket && slot == nullptr; ++way) {
+                    if (first[way].rank == kNoRank) slot = first + way;
+                }
+            }
+            *slot = Slot{check, narrow_ ? (rank << 16) | rule.merged : rank};
         }
     }
 
     uint32_t rank(uint32_t left, uint32_t right) const {
-        const auto [slot_index, check] = home(left, right);
-        for (size_t slot = slot_index;; slot = (slot + 1) & mask_) {
-            const Slot entry = slots_[slot];
-            if (entry.rank == kNoRank) return kNoRank;
-            if (entry.check == check && (narrow_ || same_pair(entry.rank, left, right))) return entry.rank;
+        const auto [home_bucket, check] = home(left, right);
+        for (size_t bucket = home_bucket;; bucket = (bucket + 1) & mask_) {
+            const Slot* const slots = slots_.get() + bucket * kBucket;
+            if (narrow_) {
+                // At most one slot holds the pair (empty ones hold kEmptyCheck): the AND of each slot's
+                // rank, all ones where the check differs, is its rank or kNoRank. Masks, not a select,
+                // which the compiler would turn back into branches.
+                uint32_t found = kNoRank;
+                for (size_t way = 0; way < kBucket; ++way) {
+                    found &= slots[way].rank | (0u - uint32_t(slots[way].check != check));
+                }
+                const bool full = slots[kBucket - 1].rank != kNoRank;  // slots fill in order
+                if (!full || found != kNoRank) return found;
+                continue;
+            }
+            for (size_t way = 0; way < kBucket; ++way) {
+                if (slots[way].rank == kNoRank) return kNoRank;
+                if (slots[way].check == check && same_pair(slots[way].rank, left, right)) return slots[way].rank;
+            }
         }
     }
 
-    uint32_t merged(uint32_t rank) const { return merged_[rank]; }
+    // The merged id of what rank() returned.
+    uint32_t merged(uint32_t rank) const { return narrow_ ? rank & 0xFFFF : merged_[rank]; }
 
 private:
     struct Slot {
         uint32_t check;  // narrow: left << 16 | right; else the low half of the pair's hash
-        uint32_t rank;   // kNoRank: empty
+        uint32_t rank;   // narrow: rank << 16 | merged id; kNoRank: empty
     };
+    static constexpr size_t kBucket = 4;
+    static constexpr size_t kSlotsPerMerge = 2;
+    static constexpr uint32_t kEmptyCheck = 0xFFFFFFFF;  // no narrow pair: ids are below 0xFFFF
 
-    // The pair's first slot and its check.
+    // The pair's home bucket and its check.
     std::pair<size_t, uint32_t> home(uint32_t left, uint32_t right) const {
         if (narrow_) {
             const uint32_t pair = (left << 16) | right;
@@ -126,10 +163,14 @@ private:
         return rules_[rank].left == left && rules_[rank].right == right;
     }
 
+    struct Free {
+        void operator()(Slot* slots) const { std::free(slots); }
+    };
+
     std::vector<MergeRule> rules_;
     std::vector<uint32_t> merged_;  // merged_[rank]: the rule's merged id
-    std::vector<Slot> slots_;
-    size_t mask_ = 0;
+    std::unique_ptr<Slot[], Free> slots_;  // buckets of kBucket slots, each bucket 32-byte aligned
+    size_t mask_ = 0;  // buckets - 1
     int shift_ = 64;
     bool narrow_;
 };
@@ -137,7 +178,7 @@ private:
 // One thread's pre-token -> ids cache: sets of four 32-byte slots (two cache lines), the most
 // recently used first. A slot's key is the word itself when it has at most kInlineBytes bytes
 // (zero-padded, its size in the top byte), else a hash of the word tagged kLongKey with its size.
-// The value is up to kInlineIds ids, or where the ids lie in the arena (with a long word's bytes,
+// The value is up to Slot::capacity ids, or where the ids lie in the arena (with a long word's bytes,
 // checked on every hit). The arena is emptied when full; its epoch then changes, which turns the
 // slots that pointed into it into misses.
 class Encoder::WordCache {
@@ -148,11 +189,44 @@ public:
         uint64_t key[2];            // all zero: empty (no word has that key)
         uint32_t ids[kInlineIds];   // count == 0: arena offset, arena epoch, number of ids
         uint32_t count;             // ids held in `ids`; 0: in the arena (or empty)
+
+        // A narrow cache (every id below 2^16) keeps up to kNarrowInlineIds 16-bit ids in the
+        // bytes of `ids`, so that most words of 4 to 6 tokens need no arena.
+        static size_t capacity(bool narrow) { return narrow ? kNarrowInlineIds : kInlineIds; }
+        // Writes the inline ids to `out`, and more up to the capacity (the caller's spare room).
+        void copy_ids(bool narrow, uint32_t* out) const {
+            if (narrow) {
+#if defined(__SSE2__)
+                // The 16 bytes of `ids` and `count`, widened: ids 0-3, then 4-5 (count's bytes unused).
+                const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ids));
+                const __m128i zero = _mm_setzero_si128();
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_unpacklo_epi16(packed, zero));
+                _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 4), _mm_unpackhi_epi16(packed, zero));
+#else
+                uint16_t narrow_ids[kNarrowInlineIds];
+                std::memcpy(narrow_ids, ids, sizeof(narrow_ids));
+                for (size_t k = 0; k < kNarrowInlineIds; ++k) out[k] = narrow_ids[k];
+#endif
+            } else {
+                std::memcpy(out, ids, sizeof(ids));
+            }
+        }
+        void store_ids(bool narrow, const uint32_t* values, size_t size) {
+            if (narrow) {
+                uint16_t narrow_ids[kNarrowInlineIds] = {};
+                for (size_t k = 0; k < size; ++k) narrow_ids[k] = uint16_t(values[k]);
+                std::memcpy(ids, narrow_ids, sizeof(narrow_ids));
+            } else {
+                std::memcpy(ids, values, size * sizeof(uint32_t));
+            }
+            count = uint32_t(size);
+        }
     };
     static_assert(sizeof(Slot) == 32, "two slots fill a 64-byte cache line");
+    static_assert(sizeof(uint16_t) * kNarrowInlineIds == sizeof(uint32_t) * kInlineIds, "the same bytes");
 
-    // `slots`: a power of two, at least kWays.
-    explicit WordCache(size_t slots) {
+    // `slots`: a power of two, at least kWays; `narrow`: every id is below 2^16.
+    WordCache(size_t slots, bool narrow) : narrow_(narrow) {
         slots_ = HugePageArray<Slot>(slots);
         const size_t sets = slots / kWays;
         set_mask_ = sets - 1;
@@ -178,6 +252,7 @@ public:
         }
     };
     Sets sets() { return Sets{slots_.data(), shift_, set_mask_}; }
+    bool narrow() const { return narrow_; }
 
     // The ids an arena slot of `word` names, or nullptr when they are gone (an older epoch) or the
     // slot is another long word's with the same hash and size.
@@ -195,9 +270,8 @@ public:
         Slot slot{};
         slot.key[0] = key[0];
         slot.key[1] = key[1];
-        if (size <= kInlineBytes && count <= kInlineIds) {
-            std::memcpy(slot.ids, ids, count * sizeof(uint32_t));
-            slot.count = uint32_t(count);
+        if (size <= kInlineBytes && count <= Slot::capacity(narrow_)) {
+            slot.store_ids(narrow_, ids, count);
         } else {
             const size_t byte_words = size <= kInlineBytes ? 0 : (size + 3) / 4;
             const size_t record_words = byte_words + count;
@@ -238,6 +312,7 @@ private:
     }
 
     HugePageArray<Slot> slots_;  // huge-page aligned when large: a set is then two cache lines
+    bool narrow_;
     size_t set_mask_ = 0;
     int shift_ = 63;
     uint32_t* arena_ = nullptr;  // records: a long word's bytes (padded to 4), then the ids
@@ -259,7 +334,7 @@ public:
     CacheLease(Encoder& encoder, int threads) : lock_(encoder.caches_mutex_, std::try_to_lock) {
         if (!lock_.owns_lock() || encoder.cache_slots_ == 0) return;
         while (encoder.caches_.size() < size_t(std::max(threads, 1))) {
-            encoder.caches_.push_back(std::make_unique<WordCache>(encoder.cache_slots_));
+            encoder.caches_.push_back(std::make_unique<WordCache>(encoder.cache_slots_, encoder.narrow_ids_));
         }
         caches_ = &encoder.caches_;
     }
@@ -311,12 +386,15 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
         const size_t index = size_t(std::find(tokens.begin(), tokens.end(), token) - tokens.begin());
         if (special_ids_[index] == std::numeric_limits<uint32_t>::max()) special_ids_[index] = id;
     }
+    uint32_t largest_special = 0;
+    for (const uint32_t id : special_ids_) largest_special = std::max(largest_special, id);
+    narrow_ids_ = std::max(largest_id, largest_special) <= 0xFFFF;
 
     if (cache_slots > 0) {
         cache_slots_ = WordCache::kWays;
         while (cache_slots_ < cache_slots) cache_slots_ <<= 1;
         // The calling thread's cache now, so that encode never reserves memory.
-        caches_.push_back(std::make_unique<WordCache>(cache_slots_));
+        caches_.push_back(std::make_unique<WordCache>(cache_slots_, narrow_ids_));
     }
 }
 
@@ -333,7 +411,7 @@ std::vector<size_t> Encoder::pieces(std::string_view text, size_t piece_bytes) c
 
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
     const size_t before = out.size();
-    out.resize(before + text.size() + 2);
+    out.resize(before + text.size() + kSpareIds);
     out.resize(before + encode(text, out.data() + before));
 }
 
@@ -372,9 +450,9 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
         const size_t count = std::min(window, chunks - first);
         for (size_t i = 0; i < count; ++i) {
             const size_t size = cuts[first + i + 1] - cuts[first + i];
-            if (capacities[i] < size + 2) {
-                buffers[i].reset(new uint32_t[size + 2]);
-                capacities[i] = size + 2;
+            if (capacities[i] < size + kSpareIds) {
+                buffers[i].reset(new uint32_t[size + kSpareIds]);
+                capacities[i] = size + kSpareIds;
             }
             invalid[i] = kValidUtf8;
         }
@@ -403,6 +481,9 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
 // enough for the compiler to keep their state in registers.
 constexpr size_t kBatch = 128;
 
+// kNarrow: the cache's slots hold 16-bit ids (WordCache::Slot), decided once per text rather than
+// tested per word.
+template <bool kNarrow>
 class Encoder::BatchedLookup {
 public:
     BatchedLookup(const Encoder& encoder, WordCache& cache, std::string_view text, uint32_t* out)
@@ -427,7 +508,9 @@ public:
     }
     // A special token ends at `end`, its id `id`.
     void add_special(size_t end, uint32_t id) {
-        special_ids_[special_count_++ % kSpecialQueue] = id;
+        WordCache::Slot& slot = special_slots_[special_count_++ % kSpecialQueue];
+        slot.key[0] = slot.key[1] = kSpecialKey;
+        slot.store_ids(kNarrow, &id, 1);
         ends_[scanned_++] = end | kSpecialEnd;
         if (scanned_ >= kBatch) advance(kBatch);
     }
@@ -491,26 +574,26 @@ private:
         std::memmove(ends_, ends_ + count, scanned_ * sizeof(size_t));
     }
 
-    // A special token: encode_word writes its id.
+    // A special token: a hit in the first way of a set of its own (its slot here), like most words.
     size_t prepare_special(PendingWord& word, size_t end) {
         word.data = nullptr;
-        word.size = special_ids_[special_prepared_++ % kSpecialQueue];
-        word.key[0] = word.key[1] = ~uint64_t(0);  // no slot's key
-        word.set = no_slots_;
+        word.size = 0;
+        word.key[0] = word.key[1] = kSpecialKey;
+        word.set = &special_slots_[special_prepared_++ % kSpecialQueue];
         return end & ~kSpecialEnd;
     }
 
     // A word found in the first way of its set is taken here; everything else in encode_word.
     uint32_t* take(const PendingWord& word, uint32_t* out) const {
         const WordCache::Slot& first = word.set[0];
-        std::memcpy(out, first.ids, sizeof(first.ids));  // the caller's spare room makes this safe
+        first.copy_ids(kNarrow, out);  // the caller's spare room makes this safe
         const bool hit = ((first.key[0] ^ word.key[0]) | (first.key[1] ^ word.key[1])) == 0;
         if (hit & (first.count != 0)) return out + first.count;
         // The second way shares the first's cache line: swapped to the front here, without a call.
         WordCache::Slot& second = word.set[1];
         const bool second_hit = ((second.key[0] ^ word.key[0]) | (second.key[1] ^ word.key[1])) == 0;
         if (second_hit & (second.count != 0)) {
-            std::memcpy(out, second.ids, sizeof(second.ids));
+            second.copy_ids(kNarrow, out);
             const size_t count = second.count;
             std::swap(word.set[0], second);
             return out + count;
@@ -530,14 +613,15 @@ private:
     PendingWord batches_[2][kBatch];  // the prepared batch and the one being prepared
     size_t next_batch_ = 0;
     size_t ready_count_ = 0;  // words in the prepared batch
-    // Special tokens are words whose end has kSpecialEnd set; their ids wait here in order.
+    // Special tokens are words whose end has kSpecialEnd set; their slots wait here in order, from
+    // the scan until the lookup of their batch.
     static constexpr size_t kSpecialEnd = size_t(1) << (8 * sizeof(size_t) - 1);
-    static constexpr size_t kSpecialQueue = 2 * kBatch;
-    static_assert(kSpecialQueue >= kBatch + detail::kBlockBytes, "room for every special token scanned ahead");
-    uint32_t special_ids_[kSpecialQueue];
+    static constexpr size_t kSpecialQueue = 4 * kBatch;
+    static_assert(kSpecialQueue >= 2 * kBatch + detail::kBlockBytes,
+                  "room for every special token scanned ahead or prepared and not yet looked up");
+    WordCache::Slot special_slots_[kSpecialQueue];
     size_t special_count_ = 0;
     size_t special_prepared_ = 0;
-    WordCache::Slot no_slots_[WordCache::kWays] = {};  // the set special tokens look in: empty
 };
 
 size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cache) const {
@@ -551,8 +635,13 @@ size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cac
             [&](size_t token) { *end++ = special_ids_[token]; });
         return size_t(end - out);
     }
+    return cache->narrow() ? encode_cached<true>(text, out, *cache) : encode_cached<false>(text, out, *cache);
+}
+
+template <bool kNarrow>
+size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& cache) const {
     // One batched lookup for the whole text: documents between special tokens are often short.
-    BatchedLookup lookup(*this, *cache, text, out);
+    BatchedLookup<kNarrow> lookup(*this, cache, text, out);
     size_t invalid = kValidUtf8;
     specials_.for_each_part(
         text,
@@ -568,7 +657,7 @@ size_t Encoder::encode_with(std::string_view text, uint32_t* out, WordCache* cac
         [&](size_t token) {
             if (invalid == kValidUtf8) lookup.add_special(lookup.end() + specials_.tokens()[token].size(), special_ids_[token]);
         });
-    end = lookup.finish();
+    uint32_t* const end = lookup.finish();
     if (invalid != kValidUtf8) throw InvalidUtf8Error(invalid);
     return size_t(end - out);
 }
@@ -582,10 +671,6 @@ uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_
 }
 
 uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache& cache) const {
-    if (word.data == nullptr) {  // a special token (BatchedLookup)
-        *out = uint32_t(word.size);
-        return out + 1;
-    }
     WordCache::Slot* const set = word.set;
     size_t victim = WordCache::kWays - 1;  // the least recently used, or the word's own outdated slot
     for (size_t way = 0; way < WordCache::kWays; ++way) {
@@ -593,7 +678,7 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
         if (slot.key[0] != word.key[0] || slot.key[1] != word.key[1]) continue;
         size_t count = slot.count;
         if (count != 0) {
-            std::memcpy(out, slot.ids, sizeof(slot.ids));  // a fixed size: no call to memcpy
+            slot.copy_ids(cache.narrow(), out);  // a fixed size: no call to memcpy
         } else {
             count = slot.ids[2];
             const uint32_t* const ids = cache.arena_ids(slot, word.data, word.size);

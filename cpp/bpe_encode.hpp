@@ -10,16 +10,18 @@
 // Performance notes (the measurements are in docs/PERFORMANCE.md, "Encoding"):
 // - Pre-tokens repeat, so their ids are cached (WordCache): every word has a 32-byte slot in a set
 //   of four (most recently used first), keyed by the word itself when it has up to kInlineBytes
-//   bytes, else by its hash; up to kInlineIds ids sit in the slot, more (and a long word's bytes,
+//   bytes, else by its hash; up to kInlineIds ids sit in the slot (kNarrowInlineIds when every id
+//   fits 16 bits), more (and a long word's bytes,
 //   checked on every hit) in an arena emptied when full. A hit in a set's first way is one compare
-//   of two words and a copy of three ids. Merging is what costs: a miss costs some 50 hits.
+//   of two words and a copy of the slot's ids. Merging is what costs: a miss costs some 50 hits.
 // - Lookups go in batches (BatchedLookup): the scanner only records where words end, a block of
 //   them at a time (for_each_pretoken_block); each batch's keys are computed and its sets
 //   prefetched while the batch before it is looked up, across special tokens, so memory fetches
 //   overlap instead of each lookup waiting for its own.
 // - Misses merge short words on a small array, looking up again only pairs next to a merged token,
-//   in a pair table of 8-byte slots (1 MiB for GPT-2's 50K merges) that holds the pair itself when
-//   every id is below 2^16 - 1 (one read per lookup); the first lookups, pairs of two bytes, in a
+//   in a pair table of 8-byte slots in buckets of four (1 MiB for GPT-2's 50K merges) that holds the
+//   pair itself when every id is below 2^16 - 1 (a bucket's four checks compared without a branch:
+//   mispredicted branches are what a miss costs most); the first lookups, pairs of two bytes, in a
 //   256 x 256 table. Words longer than kShortWord use a heap of candidate pairs with lazy deletion,
 //   so a megabyte without a space is O(n log n).
 // - Ids are written straight into the caller's buffer, sized for the worst case (one id per byte):
@@ -61,6 +63,10 @@ class Encoder {
 public:
     static constexpr size_t kInlineBytes = 15;
     static constexpr size_t kInlineIds = 3;
+    static constexpr size_t kNarrowInlineIds = 6;  // in the same bytes, when every id is below 2^16
+    // Ids past the text's worst case (one per byte) that `out` must have room for: a cache hit
+    // copies a slot's ids and the rest of its capacity unconditionally.
+    static constexpr size_t kSpareIds = kNarrowInlineIds - 1;
     static constexpr size_t kShortWord = 48;
 
     // `byte_ids[b]` is the id of the single byte b (256 entries); `merges` in rank order (a pair that
@@ -74,9 +80,8 @@ public:
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
 
-    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + 2 ids (no token
-    // is shorter than a byte; the two spare let a cache hit copy kInlineIds ids unconditionally),
-    // and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
+    // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + kSpareIds ids (no
+    // token is shorter than a byte), and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
     // with the offset of the first invalid byte; `out` then holds the ids of the text before it.
     size_t encode(std::string_view text, uint32_t* out);
 
@@ -89,7 +94,7 @@ public:
     void encode(std::string_view text, std::vector<uint32_t>& out);
 
     // encode for each text on `threads` threads (<= 0: OpenMP's default): `outs[i]` has room for
-    // texts[i].size() + 2 ids, `counts[i]` receives how many were written.
+    // texts[i].size() + kSpareIds ids, `counts[i]` receives how many were written.
     void encode_batch(const std::vector<std::string_view>& texts, uint32_t* const* outs, size_t* counts,
                       int threads);
 
@@ -107,12 +112,15 @@ private:
     class PairTable;
     class WordCache;
     struct PendingWord;
+    template <bool kNarrow>
     class BatchedLookup;
 
     // A batch of caches for `threads` threads, or none (uncached) when another call holds them.
     class CacheLease;
 
     size_t encode_with(std::string_view text, uint32_t* out, WordCache* cache) const;
+    template <bool kNarrow>
+    size_t encode_cached(std::string_view text, uint32_t* out, WordCache& cache) const;
     uint32_t* encode_ordinary(std::string_view text, size_t offset, uint32_t* out) const;
     uint32_t* encode_word(const PendingWord& word, uint32_t* out, WordCache& cache) const;
     uint32_t* merge(const unsigned char* word, size_t size, uint32_t* out) const;
@@ -129,6 +137,7 @@ private:
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
 
     size_t cache_slots_ = 0;
+    bool narrow_ids_ = false;  // every id is below 2^16: the caches keep up to kNarrowInlineIds inline
     std::vector<std::unique_ptr<WordCache>> caches_;  // one per thread, made on first use
     std::mutex caches_mutex_;
 };

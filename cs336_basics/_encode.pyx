@@ -47,6 +47,14 @@ cdef size_t PIECE_BYTES = 1 << 20
 cdef size_t TRANSCODE_WITHOUT_GIL = 1 << 16
 
 
+# Ids of room past a text's worst case (one id per byte) that Encoder::encode asks for.
+cdef extern from *:
+    """
+    static const size_t cs336_spare_ids = bpe::Encoder::kSpareIds;
+    """
+    const size_t SPARE_IDS "cs336_spare_ids"
+
+
 # The UTF-8 copy CPython keeps inside a non-ASCII str once something asked for it (a str's
 # PyUnicode_AsUTF8), or NULL: read, never created, so encoding leaves no copy behind.
 cdef extern from *:
@@ -183,7 +191,7 @@ cdef class NativeEncoder:
 
     cdef array encode_utf8(self, _Utf8 utf8):
         # A long text goes in pieces, the array sized for the ids so far plus one piece's worst case
-        # (one id per byte, and the two spare the C++ asks for) and grown by half when short: an
+        # (one id per byte, and the spare the C++ asks for) and grown by half when short: an
         # array of the whole text's worst case (four bytes per byte of text) would be mapped afresh
         # by the allocator on every call, its pages faulted in again as the ids are written.
         cdef size_t size = utf8.view.size()
@@ -194,13 +202,13 @@ cdef class NativeEncoder:
         else:
             cuts = self.encoder.pieces(utf8.view, PIECE_BYTES)
         # A third of an id per byte to start with: GPT-2's vocabulary gives some 0.35 on mixed text.
-        cdef size_t capacity = min(size, size // 3 + PIECE_BYTES) + 2
+        cdef size_t capacity = min(size, size // 3 + PIECE_BYTES) + SPARE_IDS
         cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>capacity, False)
         cdef size_t count = 0, piece, needed
         cdef string_view text
         for piece in range(cuts.size() - 1):
             text = utf8.view.substr(cuts[piece], cuts[piece + 1] - cuts[piece])
-            needed = count + text.size() + 2
+            needed = count + text.size() + SPARE_IDS
             if needed > capacity:
                 capacity = max(needed, capacity + capacity // 2)
                 resize(result, <Py_ssize_t>capacity)
@@ -255,7 +263,7 @@ cdef class NativeEncoder:
         cdef _Utf8 source
         cdef array ids
         for source in sources:
-            ids = clone(UINT32_ARRAY, <Py_ssize_t>source.view.size() + 2, False)
+            ids = clone(UINT32_ARRAY, <Py_ssize_t>(source.view.size() + SPARE_IDS), False)
             results.append(ids)
             views.push_back(source.view)
             outs.push_back(<uint32_t*>ids.data.as_voidptr)

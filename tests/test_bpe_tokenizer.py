@@ -473,6 +473,41 @@ def test_every_cache_size_matches_tiktoken_on_generated_text(sized_tok: Tokenize
     assert sized_tok.encode(text) == reference_ids(text)
 
 
+# Words of 4 to 8 GPT-2 tokens in at most 15 bytes: held in the cache's slot up to 6 (16-bit ids),
+# past that in its arena.
+MANY_TOKEN_WORDS = ["xqzv", "qzxvjk", " zxqvjkw", "jqxzvkwf", "éèêë", "😀🙃", "ЖЖЖЖ"]
+
+
+@pytest.mark.parametrize("word", MANY_TOKEN_WORDS)
+def test_words_of_many_tokens_at_the_end_match_tiktoken(sized_tok: Tokenizer, word: str) -> None:
+    """A cached word's ids are copied with its slot's spare room: at the very end of the text too."""
+    for text in (word, f"a{word}", f"{word}{ENDOFTEXT}{word}", f"{word} {word}"):
+        assert sized_tok.encode(text) == reference_ids(text)
+        assert sized_tok.encode_array(text).tolist() == reference_ids(text), "from the cache"
+
+
+SPECIALS = (ENDOFTEXT, "<|a|>", "<|b|>")
+
+
+@pytest.mark.parametrize("slots", CACHE_SLOTS, ids=[f"slots={slots}" for slots in CACHE_SLOTS])
+@pytest.mark.parametrize(
+    "unit",
+    ["".join(SPECIALS), "a<|a|>", f"<|b|> x{ENDOFTEXT}yz\n<|a|>", "é<|b|>'s<|a|>"],
+    ids=["specials only", "one byte between", "mixed", "non-ASCII"],
+)
+def test_runs_of_special_tokens_match_the_pure_path(gpt2: None, slots: int, unit: str) -> None:
+    """More special tokens, of different ids, than the batched lookup holds in flight (a few hundred),
+    among short words: the native ids equal the pure path's, cold and from the cache."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    native = Tokenizer(vocab, merges, list(SPECIALS), native=True, native_cache_slots=slots)
+    text = unit * 700 + "end"
+    expected = gpt2_tokenizer("pure", SPECIALS).encode(text)
+    assert native.encode(text) == expected
+    assert native.encode(text) == expected, "a second pass, answered from the cache"
+
+
 @pytest.mark.parametrize("widest", ["é", "ж", "😀"], ids=["latin-1", "two-byte", "four-byte"])
 def test_long_text_of_each_str_width_matches_tiktoken(sized_tok: Tokenizer, widest: str) -> None:
     """Past a megabyte (encode goes in pieces) and in each of CPython's str layouts (one, two or four
@@ -486,6 +521,20 @@ def test_long_text_of_each_str_width_matches_tiktoken(sized_tok: Tokenizer, wide
     assert sized_tok.encode(text) == expected
     assert sized_tok.encode_array(text).tolist() == expected
     assert sized_tok.encode(fresh) == expected
+
+
+@pytest.mark.parametrize("slots", [0, 4096], ids=["uncached", "cached"])
+def test_ids_past_16_bits_match_tiktoken_on_fixtures(gpt2: None, slots: int) -> None:
+    """An id past 2**16 - 2 makes the native pair table check a hash of the pair, verified in the rule,
+    instead of the pair itself: the same ids either way."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    vocab = {**vocab, 70_000: b"\xff\xfe\xfd-unused"}
+    wide = Tokenizer(vocab, merges, [ENDOFTEXT], native=True, native_cache_slots=slots)
+    texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
+    text = "\n".join(texts) + LONG_WORDS
+    assert wide.encode(text) == reference_ids(text)
 
 
 def test_cache_slots_are_rounded_up() -> None:
