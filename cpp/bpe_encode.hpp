@@ -11,9 +11,8 @@
 // - Pre-tokens repeat, so their ids are cached (WordCache): every word has a 32-byte slot in a set
 //   of four (most recently used first), keyed by the word itself when it has up to kInlineBytes
 //   bytes, else by its hash; up to kInlineIds ids sit in the slot (kNarrowInlineIds when every id
-//   fits 16 bits), more (and a long word's bytes,
-//   checked on every hit) in an arena emptied when full. A hit in a set's first way is one compare
-//   of two words and a copy of the slot's ids. Merging is what costs: a miss costs some 50 hits.
+//   fits 16 bits), more (and a long word's bytes, checked on every hit) in an arena emptied when
+//   full. A hit in a set's first way is one compare of two words and a copy of the slot's ids. Merging is what costs: a miss costs some 50 hits.
 // - Lookups go in batches (BatchedLookup): the scanner only records where words end, a block of
 //   them at a time (for_each_pretoken_block); each batch's keys are computed and its sets
 //   prefetched while the batch before it is looked up, across special tokens, so memory fetches
@@ -81,8 +80,9 @@ public:
     Encoder& operator=(const Encoder&) = delete;
 
     // Writes the ids of `text` (UTF-8) to `out`, which has room for text.size() + kSpareIds ids (no
-    // token is shorter than a byte), and returns how many it wrote. Throws InvalidUtf8Error (pretokenize.hpp)
-    // with the offset of the first invalid byte; `out` then holds the ids of the text before it.
+    // token is shorter than a byte), and returns how many it wrote. Throws InvalidUtf8Error
+    // (pretokenize.hpp) with the offset of the first invalid byte; `out` then holds the ids of the
+    // text before it.
     size_t encode(std::string_view text, uint32_t* out);
 
     // Offsets [0, ..., text.size()] that cut `text` into pieces of about `piece_bytes` whose ids,

@@ -47,14 +47,6 @@ cdef size_t PIECE_BYTES = 1 << 20
 cdef size_t TRANSCODE_WITHOUT_GIL = 1 << 16
 
 
-# Ids of room past a text's worst case (one id per byte) that Encoder::encode asks for.
-cdef extern from *:
-    """
-    static const size_t cs336_spare_ids = bpe::Encoder::kSpareIds;
-    """
-    const size_t SPARE_IDS "cs336_spare_ids"
-
-
 # The UTF-8 copy CPython keeps inside a non-ASCII str once something asked for it (a str's
 # PyUnicode_AsUTF8), or NULL: read, never created, so encoding leaves no copy behind.
 cdef extern from *:
@@ -202,13 +194,13 @@ cdef class NativeEncoder:
         else:
             cuts = self.encoder.pieces(utf8.view, PIECE_BYTES)
         # A third of an id per byte to start with: GPT-2's vocabulary gives some 0.35 on mixed text.
-        cdef size_t capacity = min(size, size // 3 + PIECE_BYTES) + SPARE_IDS
+        cdef size_t capacity = min(size, size // 3 + PIECE_BYTES) + lib.kEncoderSpareIds
         cdef array result = clone(UINT32_ARRAY, <Py_ssize_t>capacity, False)
         cdef size_t count = 0, piece, needed
         cdef string_view text
         for piece in range(cuts.size() - 1):
             text = utf8.view.substr(cuts[piece], cuts[piece + 1] - cuts[piece])
-            needed = count + text.size() + SPARE_IDS
+            needed = count + text.size() + lib.kEncoderSpareIds
             if needed > capacity:
                 capacity = max(needed, capacity + capacity // 2)
                 resize(result, <Py_ssize_t>capacity)
@@ -263,7 +255,7 @@ cdef class NativeEncoder:
         cdef _Utf8 source
         cdef array ids
         for source in sources:
-            ids = clone(UINT32_ARRAY, <Py_ssize_t>(source.view.size() + SPARE_IDS), False)
+            ids = clone(UINT32_ARRAY, <Py_ssize_t>(source.view.size() + lib.kEncoderSpareIds), False)
             results.append(ids)
             views.push_back(source.view)
             outs.push_back(<uint32_t*>ids.data.as_voidptr)

@@ -109,6 +109,9 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
         uint32_t right
         uint32_t merged
 
+    # Ids of room past a text's worst case (one id per byte) that Encoder.encode asks for.
+    const size_t kEncoderSpareIds "bpe::Encoder::kSpareIds"
+
     # true: stop
     ctypedef cbool (*IdSink)(void* context, const uint32_t* ids, size_t count, size_t bytes_done) noexcept nogil
 
