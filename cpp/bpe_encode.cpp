@@ -648,7 +648,8 @@ size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& c
         [&](size_t begin, size_t stop) {
             if (stop == begin || invalid != kValidUtf8) return;
             const size_t bad = for_each_pretoken_block(
-                text.data() + begin, stop - begin, [&](size_t, size_t word_end) { lookup.add(begin + word_end); },
+                text.data() + begin, stop - begin, text.size() - begin,
+                [&](size_t, size_t word_end) { lookup.add(begin + word_end); },
                 [&](const unsigned char*, size_t offset, uint64_t boundaries) {
                     lookup.add_block(begin + offset, boundaries);
                 });

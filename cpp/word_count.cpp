@@ -36,7 +36,7 @@ void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialToken
         if (invalid != kValidUtf8) return;
         const char* const piece = chunk.data() + begin;
         const size_t bad = for_each_pretoken_block(
-            piece, end - begin,
+            piece, end - begin, chunk.size() - begin,
             [&](size_t word_begin, size_t word_end) { counts.add(piece + word_begin, word_end - word_begin); },
             [&](const unsigned char* block, size_t offset, uint64_t boundaries) {
                 counts.add_block(block, piece + offset, boundaries);
