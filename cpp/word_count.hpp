@@ -6,7 +6,8 @@
 // ' '/'\n' right after a non-space character (see chunking.hpp). Each thread counts into its own
 // table; the tables are merged and the words emitted in a canonical order, so the result is
 // identical for every thread count and chunk size. Memory: about 64 bytes per distinct word per
-// thread (each thread's table holds the words it has seen), plus the input's pages.
+// thread (each thread's table holds the words it has seen; sized after the thread's first chunk,
+// it can be larger when that chunk's words overestimate the rest), plus the input's pages.
 //
 // Errors: InvalidUtf8Error (pretokenize.hpp) with the smallest invalid offset in the text;
 // std::ios_base::failure when the file cannot be read.
