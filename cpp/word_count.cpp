@@ -1,7 +1,7 @@
 // Counting the words of a corpus on threads: special tokens split the text (special_tokens.hpp), the
 // text is cut into chunks that count independently (chunking.hpp), each thread pre-tokenizes its
 // chunks (pretokenize.hpp) into its own table (word_table.hpp), and the tables are merged in a
-// canonical order. About two fifths of the time is the pre-tokenizer and the rest the table (keys,
+// canonical order. About a third of the time is the pre-tokenizer and the rest the table (keys,
 // lookups, cache misses, merging); the measurements are in docs/PERFORMANCE.md.
 #include "word_count.hpp"
 
