@@ -97,10 +97,8 @@ public:
         mask_ = buckets - 1;
         shift_ = 64;
         for (size_t b = buckets; b > 1; b >>= 1) --shift_;
-        merged_.reserve(merges.size());
         for (uint32_t rank = 0; rank < merges.size(); ++rank) {
             const MergeRule& rule = merges[rank];
-            merged_.push_back(rule.merged);
             if (this->rank(rule.left, rule.right) != kNoRank) continue;  // a repeated pair keeps its first rank
             const auto [home_bucket, check] = home(rule.left, rule.right);
             Slot* slot = nullptr;
@@ -138,7 +136,7 @@ public:
     }
 
     // The merged id of what rank() returned.
-    uint32_t merged(uint32_t rank) const { return narrow_ ? rank & 0xFFFF : merged_[rank]; }
+    uint32_t merged(uint32_t rank) const { return narrow_ ? rank & 0xFFFF : rules_[rank].merged; }
 
 private:
     struct Slot {
@@ -168,7 +166,6 @@ private:
     };
 
     std::vector<MergeRule> rules_;
-    std::vector<uint32_t> merged_;  // merged_[rank]: the rule's merged id
     std::unique_ptr<Slot[], Free> slots_;  // buckets of kBucket slots, each bucket 32-byte aligned
     size_t mask_ = 0;  // buckets - 1
     int shift_ = 64;

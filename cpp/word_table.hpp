@@ -263,31 +263,20 @@ public:
 
     void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[check_of(hash) >> shift_]); }
 
-    // Adds one occurrence of each of `keys` (the load check runs once for the batch); a new long
+    // Adds `occurrences` of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
-    void add_each_once(const WordKey* keys, size_t count, Arena& arena) {
+    void add_each(const WordKey* keys, size_t count, int64_t occurrences, Arena& arena) {
         while (10 * (size_ + count) > 7 * home_slots()) grow();
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
         Probe probe{&slots_[0], slots_.size(), shift_, 0};
         // A pointer to the end, not a counter: the counter was kept in memory (registers run short).
         for (const WordKey* const end = keys + count; keys != end; ++keys) {
-            while (!probe.try_add(*keys, 1, arena)) {
+            while (!probe.try_add(*keys, occurrences, arena)) {
                 size_ += std::exchange(probe.added, 0);
                 grow();
                 probe = Probe{&slots_[0], slots_.size(), shift_, 0};
             }
-        }
-        size_ += probe.added;
-    }
-
-    // Adds `count` occurrences of the word `key`.
-    void add(const WordKey& key, int64_t count, Arena& arena) {
-        if (10 * (size_ + 1) > 7 * home_slots()) grow();
-        Probe probe{&slots_[0], slots_.size(), shift_, 0};
-        while (!probe.try_add(key, count, arena)) {
-            grow();
-            probe = Probe{&slots_[0], slots_.size(), shift_, 0};
         }
         size_ += probe.added;
     }
@@ -508,13 +497,15 @@ struct alignas(64) ThreadCounts {
         for (size_t first = 0; first < kByteValues; ++first) {
             word[0] = char(first);
             if (first < kAsciiBytes && one_byte_counts[first] != 0) {
-                table.add(make_key(word, 1), std::exchange(one_byte_counts[first], 0), arena);
+                const WordKey key = make_key(word, 1);
+                table.add_each(&key, 1, std::exchange(one_byte_counts[first], 0), arena);
             }
             for (size_t second = 0; second < kByteValues; ++second) {
                 int64_t& count = two_byte_counts[first * kByteValues + second];
                 if (count == 0) continue;
                 word[1] = char(second);
-                table.add(make_key(word, 2), std::exchange(count, 0), arena);
+                const WordKey key = make_key(word, 2);
+                table.add_each(&key, 1, std::exchange(count, 0), arena);
             }
         }
     }
@@ -530,7 +521,7 @@ private:
         filling = ready;
         filling_end = ready + kBatch;
         next = ready;
-        table.add_each_once(ready, num_ready, arena);
+        table.add_each(ready, num_ready, 1, arena);
     }
 };
 
