@@ -108,12 +108,13 @@ class Tokenizer:
     compiled encoder when it is available, `False` forces the pure-Python path, `True` requires the
     compiled one. `cache_size` bounds the pure path's pre-token cache (entries), `native_cache_slots`
     the compiled one's, per thread: it reserves `48 * native_cache_slots` bytes of address space
-    (a 32-byte slot per word, holding up to 15 bytes and 3 ids, and 16 bytes per slot of arena for
-    the ids and bytes that do not fit), which is its peak memory; pages become resident as the cache
-    fills (in 2 MiB huge pages where the system allows). The default, 2**19 slots, is 24 MiB per
-    thread. The calling thread's cache is reserved here, so that `encode` allocates no cache memory
-    later; encode_batch and encode_file reserve one more per extra thread
-    on first use, kept for later calls. 0 disables caching (every pre-token is merged anew).
+    (a 32-byte slot per word, holding up to 15 bytes and 3 ids, or 6 when every id is below 2**16
+    as in GPT-2's vocabulary, and 16 bytes per slot of arena for the ids and bytes that do not fit),
+    which is its peak memory; pages become resident as the cache fills (in 2 MiB huge pages where
+    the system allows). The default, 2**19 slots, is 24 MiB per thread. The calling thread's cache is
+    reserved here, so that `encode` allocates no cache memory later; encode_batch and encode_file
+    reserve one more per extra thread on first use, kept for later calls. 0 disables caching (every
+    pre-token is merged anew).
     """
 
     def __init__(
