@@ -425,51 +425,54 @@ void Encoder::encode_batch(const std::vector<std::string_view>& texts, uint32_t*
 size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_bytes, IdSink sink,
                             void* context) {
     const MappedFile file(path);
-    const std::string_view text = file.view();
-    threads = threads > 0 ? threads : omp_default_threads();
-    if (chunk_bytes == 0) {
-        // Enough chunks to balance the threads, small enough that the ids in flight stay modest.
-        chunk_bytes = std::clamp<size_t>(text.size() / (size_t(threads) * 8) + 1, size_t(1) << 18, size_t(8) << 20);
-    }
-    const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads);
-    const size_t chunks = cuts.size() - 1;
-    threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
-    const CacheLease lease(*this, threads);
+    // A file that changed while it was read is an error, not ids of a mix of its versions.
+    return file.checked([&]() -> size_t {
+        const std::string_view text = file.view();
+        threads = threads > 0 ? threads : omp_default_threads();
+        if (chunk_bytes == 0) {
+            // Enough chunks to balance the threads, small enough that the ids in flight stay modest.
+            chunk_bytes = std::clamp<size_t>(text.size() / (size_t(threads) * 8) + 1, size_t(1) << 18, size_t(8) << 20);
+        }
+        const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads);
+        const size_t chunks = cuts.size() - 1;
+        threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
+        const CacheLease lease(*this, threads);
 
-    // Chunks go in windows of a few per thread; each window's ids are handed on in order.
-    const size_t window = 4 * size_t(threads);
-    std::vector<std::unique_ptr<uint32_t[]>> buffers(window);
-    std::vector<size_t> capacities(window, 0);
-    std::vector<size_t> counts(window, 0);
-    std::vector<size_t> invalid(window, kValidUtf8);
-    size_t total = 0;
-    for (size_t first = 0; first < chunks; first += window) {
-        const size_t count = std::min(window, chunks - first);
-        for (size_t i = 0; i < count; ++i) {
-            const size_t size = cuts[first + i + 1] - cuts[first + i];
-            if (capacities[i] < size + kSpareIds) {
-                buffers[i].reset(new uint32_t[size + kSpareIds]);
-                capacities[i] = size + kSpareIds;
+        // Chunks go in windows of a few per thread; each window's ids are handed on in order.
+        const size_t window = 4 * size_t(threads);
+        std::vector<std::unique_ptr<uint32_t[]>> buffers(window);
+        std::vector<size_t> capacities(window, 0);
+        std::vector<size_t> counts(window, 0);
+        std::vector<size_t> invalid(window, kValidUtf8);
+        size_t total = 0;
+        for (size_t first = 0; first < chunks; first += window) {
+            const size_t count = std::min(window, chunks - first);
+            for (size_t i = 0; i < count; ++i) {
+                const size_t size = cuts[first + i + 1] - cuts[first + i];
+                if (capacities[i] < size + kSpareIds) {
+                    buffers[i].reset(new uint32_t[size + kSpareIds]);
+                    capacities[i] = size + kSpareIds;
+                }
+                invalid[i] = kValidUtf8;
             }
-            invalid[i] = kValidUtf8;
-        }
-        parallel_for(count, threads, [&](size_t i) {
-            const size_t begin = cuts[first + i];
-            const std::string_view chunk = text.substr(begin, cuts[first + i + 1] - begin);
-            try {
-                counts[i] = encode_with(chunk, buffers[i].get(), lease.get(omp_thread_id()));
-            } catch (const InvalidUtf8Error& error) {
-                invalid[i] = begin + error.offset();
+            parallel_for(count, threads, [&](size_t i) {
+                const size_t begin = cuts[first + i];
+                const std::string_view chunk = text.substr(begin, cuts[first + i + 1] - begin);
+                try {
+                    counts[i] = encode_with(chunk, buffers[i].get(), lease.get(omp_thread_id()));
+                } catch (const InvalidUtf8Error& error) {
+                    invalid[i] = begin + error.offset();
+                }
+                file.release(chunk.data(), chunk.size());
+            });
+            for (size_t i = 0; i < count; ++i) {
+                if (invalid[i] != kValidUtf8) throw InvalidUtf8Error(invalid[i]);
+                total += counts[i];
+                if (sink(context, buffers[i].get(), counts[i], cuts[first + i + 1])) return total;
             }
-            file.release(chunk.data(), chunk.size());
-        });
-        for (size_t i = 0; i < count; ++i) {
-            if (invalid[i] != kValidUtf8) throw InvalidUtf8Error(invalid[i]);
-            total += counts[i];
-            if (sink(context, buffers[i].get(), counts[i], cuts[first + i + 1])) return total;
         }
-    }
-    return total;
+        return total;
+    });
 }
 
 // Cached encoding in batches of kBatch pre-tokens. The scanner only records where words end; each

@@ -272,7 +272,7 @@ WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::s
 WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options, CountReport* report) {
     const MappedFile file(path);
-    return count_words_impl(file.view(), special_tokens, options, report, &file);
+    return file.checked([&] { return count_words_impl(file.view(), special_tokens, options, report, &file); });
 }
 
 struct WordCounter::State {
@@ -300,8 +300,10 @@ bool WordCounter::count_file_range(const std::string& path, size_t begin, size_t
         throw std::ios_base::failure(path + ": bytes " + std::to_string(begin) + ".." + std::to_string(end) +
                                      " are not in the file (" + std::to_string(whole.size()) + " bytes)");
     }
-    return count_into(state_->per_thread, whole.substr(begin, end - begin), state_->special, state_->options,
-                      nullptr, &file);
+    return file.checked([&] {
+        return count_into(state_->per_thread, whole.substr(begin, end - begin), state_->special, state_->options,
+                          nullptr, &file);
+    });
 }
 
 WordCounts WordCounter::take(bool canonical_order) {
