@@ -18,9 +18,9 @@ _STATUS = trainer_status()
 @pytest.fixture(params=TRAINERS)
 def trainer(request: pytest.FixtureRequest) -> str:
     """Every registered trainer version; compiled ones that are not built are skipped, with why."""
-    reason = _STATUS[request.param]
-    if reason is not None:
-        pytest.skip(reason)
+    status = _STATUS[request.param]
+    if not status.available:
+        pytest.skip(status.reason)
     return request.param
 
 

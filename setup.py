@@ -159,7 +159,11 @@ class BuildWithLibrary(build_ext):
 
 
 def binding(name: str, links_library: bool) -> Extension:
-    extension = Extension(f"cs336_basics.{name}", [f"cs336_basics/{name}.pyx"], include_dirs=["cpp"], language="c++")
+    # Compiled under the installed name: Cython writes the module name into every class and function
+    # it defines (their __module__), which is how pickle finds them again, in a Dask worker too. From
+    # the checkout, cs336_basics is an alias of cs336_bpe (cs336_basics/__init__.py), so both names
+    # reach these modules; the init symbol (PyInit_<name>) does not depend on the package.
+    extension = Extension(f"cs336_bpe.{name}", [f"cs336_basics/{name}.pyx"], include_dirs=["cpp"], language="c++")
     extension.links_library = links_library
     return extension
 
@@ -180,10 +184,6 @@ def extensions() -> list[Extension]:
     compiled = cythonize(bindings, compiler_directives={"language_level": "3"}, quiet=True)
     for extension in compiled:
         extension.links_library = links[extension.name]
-        # Cython names each module after its folder (cs336_basics/, where its .pxd files are found);
-        # installed, the package is cs336_bpe (pyproject.toml's package-dir), a name that cannot
-        # collide with the CS336 assignment's own cs336_basics. The init symbol is the same under both.
-        extension.name = extension.name.replace("cs336_basics.", "cs336_bpe.", 1)
     return compiled
 
 

@@ -113,10 +113,12 @@ _COMPRESSED_MAGIC = {
 }
 
 
-def check_text_file(input_path: str | os.PathLike, what: str = "training file", *, allow_empty: bool = False) -> Path:
-    """A readable, non-empty (unless `allow_empty`), regular, uncompressed file, checked without
-    reading more than a few bytes (a FIFO or a device is refused before it is opened: opening a FIFO
-    would wait for a writer)."""
+def check_regular_file(
+    input_path: str | os.PathLike, what: str = "training file", *, allow_empty: bool = False, head_bytes: int = 8
+) -> tuple[Path, bytes]:
+    """A readable, non-empty (unless `allow_empty`), regular file and its first `head_bytes` bytes,
+    checked without reading more (a FIFO or a device is refused before it is opened: opening a FIFO
+    would wait for a writer). Compressed files pass; `check_text_file` refuses them."""
     path = Path(input_path)
     try:
         status = path.stat()
@@ -130,15 +132,23 @@ def check_text_file(input_path: str | os.PathLike, what: str = "training file", 
         raise BPEInputError(f"{what} {path} is not a regular file (a FIFO, device or socket); copy it to a file first")
     try:
         with open(path, "rb") as file:
-            head = file.read(8)
+            head = file.read(max(8, head_bytes))
     except OSError as error:
         raise BPEInputError(f"cannot read {what} {path}: {error.strerror or error}") from None
     if status.st_size == 0:
         if head:  # /proc and /sys files say size 0 but have content: they cannot be memory-mapped
             raise BPEInputError(f"{what} {path} is not a regular file (its size is unknown); copy it to a file first")
         if allow_empty:
-            return path
+            return path, head
         raise BPEInputError(f"{what} is empty: {path}")
+    return path, head
+
+
+def check_text_file(input_path: str | os.PathLike, what: str = "training file", *, allow_empty: bool = False) -> Path:
+    """`check_regular_file`, and uncompressed: for readers that need random access to the bytes
+    (memory-mapped encoding, reports). Training and counting decompress as they read instead
+    (`formats.py`), so they check with `check_regular_file`."""
+    path, head = check_regular_file(input_path, what, allow_empty=allow_empty)
     for magic, (kind, command) in _COMPRESSED_MAGIC.items():
         if head.startswith(magic):
             raise BPEInputError(
@@ -294,6 +304,27 @@ def assemble_vocab(special_tokens: Iterable[str], merges: Merges) -> Vocab:
     for left, right in merges:
         vocab[len(vocab)] = left + right
     return vocab
+
+
+def special_token_ids(vocab: Vocab, special_tokens: Iterable[str]) -> dict[str, int]:
+    """The id of each special token that `vocab` spells: the lowest id holding its bytes, except that a
+    one-byte special token (`a`, a space, `[`) never takes the byte's own id when another id holds it:
+    training gives such a token its own id (256 onwards) while the byte keeps its id for regular
+    text, so both ids hold the same bytes and regular text uses the lower one. Tokens the vocabulary
+    lacks are left out. Every loader, the tokenizer and the exports choose through this one rule."""
+    wanted = {token.encode("utf-8"): token for token in special_tokens}
+    spelled: dict[bytes, list[int]] = {}
+    for token_id, token in vocab.items():
+        if token in wanted:
+            spelled.setdefault(token, []).append(token_id)
+    chosen: dict[str, int] = {}
+    for token_bytes, token in wanted.items():
+        ids = sorted(spelled.get(token_bytes, ()))
+        if not ids:
+            continue
+        # The lowest id is what regular text encodes a lone byte with; the special token is the next.
+        chosen[token] = ids[1] if len(token_bytes) == 1 and len(ids) > 1 else ids[0]
+    return chosen
 
 
 def merge_word(word: list[int], pair: tuple[int, int], new_token: int) -> list[int]:

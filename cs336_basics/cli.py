@@ -23,6 +23,8 @@ Either signal ends the run the same way: the message "interrupted", no output wr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import signal
 import sys
@@ -33,7 +35,10 @@ from types import FrameType
 
 from . import TRAINERS, BPEInputError, TrainerUnavailable, train
 from ._common import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
+from .cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .demo import write_demo_corpus
+from .export import EXPORT_FORMATS, export_files
+from .formats import FORMATS, expand_inputs
 from .serialization import OutputDirectory
 from .trainers import TrainingResult, peak_rss_bytes
 
@@ -55,6 +60,18 @@ def how_invoked() -> str:
     return f"python {program}" if program.endswith(".py") else Path(program).name
 
 
+def broken_link_message(path: str | os.PathLike, what: str) -> str:
+    """Why the symbolic link `path` leads to no file: a loop, or a target that does not exist."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return f"the {what} {path} is a symbolic link loop (it leads back to itself); point it at a file"
+    with contextlib.suppress(OSError):
+        return f"the {what} {path} is a symbolic link to {os.readlink(path)}, which does not exist"
+    return f"the {what} {path} is a symbolic link that leads to no file"
+
+
 def human_bytes(size: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if size < 1000 or unit == "GB":
@@ -73,8 +90,65 @@ def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="what the data files hold (default: detected; .gz .bz2 .xz .zst are decompressed as read)",
+    )
+    parser.add_argument(
+        "--text-field", default="text", metavar="NAME", help="the JSON-lines field or Parquet column of the text (text)"
+    )
+
+
+def cluster_spec_argument(text: str) -> str:
+    """`--cluster`'s value; an empty one is refused (it would silently mean "no cluster")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give local, local:N or a scheduler address like tcp://host:8786")
+    return text
+
+
+def seconds_argument(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
+
+
 def add_cluster_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", metavar="SPEC", help="count on Dask: local, local:N or tcp://host:8786")
+    parser.add_argument(
+        "--cluster",
+        type=cluster_spec_argument,
+        metavar="SPEC",
+        help="count on Dask: local, local:N or tcp://host:8786",
+    )
+    parser.add_argument(
+        "--cluster-timeout",
+        type=seconds_argument,
+        default=None,
+        metavar="SECONDS",
+        help="how long to try reaching the --cluster scheduler (30)",
+    )
+
+
+def vocab_sizes_argument(text: str) -> list[int]:
+    """`-v 32000` or `-v 8000,16000,32000`: the sizes, ascending, each once."""
+    try:
+        sizes = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size or comma-separated sizes, got {text!r}") from None
+    return sizes
+
+
+def output_directories(out_dir: Path, vocab_sizes: list[int]) -> list[Path]:
+    """Where each size's output set goes: OUT_DIR itself for one size, OUT_DIR/vSIZE/ for several."""
+    if len(vocab_sizes) == 1:
+        return [out_dir]
+    return [out_dir / f"v{size}" for size in vocab_sizes]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -84,22 +158,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("trainer", choices=[*TRAINERS, "auto"], help="trainer version; auto = the fastest here")
     parser.add_argument("out_dir", type=Path, help="where vocab.pkl, merges.pkl, vocab.json, merges.txt go")
-    parser.add_argument("-v", "--vocab-size", type=int, default=10_000, help="final vocabulary size (10000)")
+    parser.add_argument(
+        "-v",
+        "--vocab-size",
+        dest="vocab_sizes",
+        type=vocab_sizes_argument,
+        default=[10_000],
+        metavar="SIZE[,SIZE...]",
+        help="final vocabulary size (10000); several, comma-separated, come from one run into OUT_DIR/vSIZE/",
+    )
     parser.add_argument(
         "-d",
         "--data",
         nargs="+",
         default=None,
         metavar="FILE",
-        help="training text, UTF-8 (or --demo); several files are trained on as if concatenated",
+        help="training data: UTF-8 text, compressed, JSON lines or Parquet; directories and globs expand to "
+        "their files, sorted; several files are trained on as if concatenated",
     )
+    add_format_arguments(parser)
     parser.add_argument("--counts", nargs="+", metavar="FILE", help="train from count files (cs336-count-words)")
     add_cluster_argument(parser)
     parser.add_argument(
         "--export",
         default="",
         metavar="FORMATS",
-        help="also write hf (tokenizer.json) and/or tiktoken (tokenizer.tiktoken), comma-separated",
+        help="also write hf (tokenizer.json, tokenizer_config.json, special_tokens_map.json) and/or tiktoken "
+        "(tokenizer.tiktoken), comma-separated",
     )
     add_special_tokens_argument(parser)
     parser.add_argument("--demo", action="store_true", help="train on the built-in demo corpus (made in OUT_DIR)")
@@ -125,18 +210,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-EXPORTS = ("hf", "tiktoken")
-
-
-def export_files(out_dir: Path, formats: list[str], vocab, merges, special_tokens: list[str]) -> dict[str, Path]:
-    from .export import save_hf_tokenizer_json, save_tiktoken_ranks
-
-    paths = {}
-    if "hf" in formats:
-        paths["tokenizer.json"] = save_hf_tokenizer_json(out_dir / "tokenizer.json", vocab, merges, special_tokens)
-    if "tiktoken" in formats:
-        paths["tokenizer.tiktoken"] = save_tiktoken_ranks(out_dir / "tokenizer.tiktoken", vocab, special_tokens)
-    return paths
+EXPORTS = EXPORT_FORMATS
 
 
 def train_from_sources(
@@ -154,11 +228,20 @@ def train_from_sources(
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
     else:
         progress = not args.quiet
-        counts = count_inputs(data, args.special, cluster=args.cluster, num_threads=num_workers, progress=progress)
+        counts = count_inputs(
+            data,
+            args.special,
+            cluster=args.cluster,
+            cluster_timeout=args.cluster_timeout,
+            num_threads=num_workers,
+            progress=progress,
+            format=args.format,
+            text_field=args.text_field,
+        )
         where = f"counted on {args.cluster}" if args.cluster else "read as concatenated"
         described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, {where}"
     counted = time.perf_counter()
-    result = train_from_counts(counts, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet)
+    result = train_from_counts(counts, args.vocab_sizes[-1], args.special, trainer=trainer, progress=not args.quiet)
     first_phase = "read counts" if args.counts else "count"
     result.seconds = {
         first_phase: counted - started,
@@ -235,14 +318,22 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     data: Path | None = None
     try:
         options = _workers_option(args.workers)
-        with OutputDirectory(args.out_dir) as output:  # checked and locked before training, not after
+        with contextlib.ExitStack() as held:
+            # Every output directory is checked and locked before training, not after.
+            outputs = [
+                held.enter_context(OutputDirectory(path)) for path in output_directories(args.out_dir, args.vocab_sizes)
+            ]
             if args.demo:
-                data = output.path / "demo_corpus.txt"
+                data = args.out_dir / "demo_corpus.txt"
                 if not data.exists():
                     write_demo_corpus(data)
             elif not args.counts:
-                sources = args.data
+                sources = args.data = expand_inputs(args.data)
                 for source in sources:
+                    if "://" not in source and Path(source).is_symlink() and not Path(source).exists():
+                        # A loop or a dangling link: "does not exist" would send the user looking elsewhere.
+                        print(f"error: {broken_link_message(source, 'training file')}", file=sys.stderr)
+                        return EXIT_BAD_INPUT
                     if "://" not in source and not Path(source).exists():
                         where = "" if Path(source).is_absolute() else f" (looked in {Path.cwd()})"
                         advice = MISSING_DATA_HELP.format(
@@ -255,14 +346,30 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 sources = args.data or ([str(data)] if data else [])
                 result, described = train_from_sources(args, trainer, sources, options.get("num_workers"))
             else:
-                result = train(data, args.vocab_size, args.special, trainer=trainer, progress=not args.quiet, **options)
+                largest = args.vocab_sizes[-1]
+                formats = {"format": args.format, "text_field": args.text_field}
+                result = train(
+                    data, largest, args.special, trainer=trainer, progress=not args.quiet, **formats, **options
+                )
                 described = f"{data} ({human_bytes(data.stat().st_size)})"
             interrupts.check()
-            paths = output.save(result.vocab, result.merges, args.special, details={"trainer": result.trainer})
-            paths.update(export_files(output.path, args.export, result.vocab, result.merges, args.special))
+            # Each size's set is prepared (exports included) before any is written, so a failed export
+            # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.
+            details = {"trainer": result.trainer}
+            sets = []
+            for size, output in zip(args.vocab_sizes, outputs):
+                vocab, merges = result.for_vocab_size(size)
+                sets.append((output, vocab, merges, export_files(args.export, vocab, merges, args.special)))
+            written = [
+                output.save(vocab, merges, args.special, details=details, exports=exports)
+                for output, vocab, merges, exports in sets
+            ]
     except (BPEInputError, TrainerUnavailable, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ClusterTaskError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
     except MemoryError:
         advice = "try fewer --workers, a smaller vocabulary or a smaller input"
         print(f"error: out of memory while training on {data} ({advice})", file=sys.stderr)
@@ -279,12 +386,16 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         ("words", f"{result.num_words:,} distinct pre-tokens"),
         *(
             [("note", f"stopped early: no pair left to merge after {len(result.merges):,} merges")]
-            if len(result.vocab) < args.vocab_size
+            if len(result.vocab) < args.vocab_sizes[-1]
             else []
         ),
         *((phase, f"{seconds:,.2f} s") for phase, seconds in result.seconds.items()),
         ("peak memory", human_bytes(peak_rss_bytes())),  # now, so that saving counts too
-        ("wrote", ", ".join(str(path) for path in paths.values())),
+        *(
+            [("wrote", ", ".join(str(path) for path in written[0].values()))]
+            if len(written) == 1
+            else [("wrote", f"{output.path}/ ({len(vocab):,} tokens)") for output, vocab, _, _ in sets]
+        ),
     ]
     try:
         for name, value in rows:

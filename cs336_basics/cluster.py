@@ -31,24 +31,29 @@ fsspec URLs. Needs the `cluster` extra: pip install -e ".[cluster]".
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import operator
 import os
 import pickle
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from tqdm import tqdm
 
-from ._common import GPT2_SPLIT_PATTERN, BPEInputError, check_special_tokens
+from ._common import GPT2_SPLIT_PATTERN, MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .backend import usable_cores
 from .word_counts import (
     CountTable,
     CountTask,
     TableArrays,
     WordCounts,
+    _native_module,
     add_tables,
     concatenate_slices,
     count_tasks,
@@ -62,6 +67,8 @@ if TYPE_CHECKING:
     from distributed import Client, Future
 
 __all__ = [
+    "ClusterTaskError",
+    "ClusterUnavailableError",
     "MAX_TASK_BYTES",
     "RANGE_BYTES",
     "connect",
@@ -79,6 +86,16 @@ MAX_TASK_BYTES = 4 << 30
 RANGE_BYTES = 64 << 20
 
 
+class ClusterTaskError(RuntimeError):
+    """A task failed on the cluster after its retries; the message says which error, in one line."""
+
+
+def _task_error(error: BaseException, retries: int) -> ClusterTaskError:
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    what = f"{type(error).__name__}: {first_line}"
+    return ClusterTaskError(f"a task failed on the cluster (after {retries} retries): {what}")
+
+
 def _import_distributed():
     try:
         import distributed
@@ -90,42 +107,164 @@ def _import_distributed():
     return distributed
 
 
-@contextmanager
-def connect(spec: str) -> Iterator[Client]:
-    """A client for `spec`: `local` (a LocalCluster, one single-threaded worker process per core),
-    `local:N` (N workers), or a scheduler address such as `tcp://host:8786`."""
-    distributed = _import_distributed()
-    if spec == "local" or spec.startswith("local:"):
-        count_text = spec.partition(":")[2]
-        if count_text and not (count_text.isdigit() and int(count_text) > 0):
-            raise BPEInputError(f"--cluster {spec}: the number of local workers must be a positive integer")
-        workers = int(count_text) if count_text else usable_cores()
-        cluster = distributed.LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+class ClusterUnavailableError(ClusterTaskError):
+    """The cluster could not be started or reached: the run failed (exit status 1), in one line."""
+
+
+# Seconds to reach a scheduler before giving up (`--cluster-timeout`): Dask's own default, stated.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+# Schemes of the addresses distributed.Client connects to.
+_SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+
+
+def local_worker_count(spec: str) -> int:
+    """The workers of `local` / `local:N`, capped as --workers is (more processes only cost memory,
+    and a hundred thousand would exhaust the machine before counting starts), with a note then."""
+    count_text = spec.partition(":")[2]
+    if spec != "local" and not (count_text.isdigit() and int(count_text) > 0):
+        raise BPEInputError(f"--cluster {spec}: the number of local workers must be a positive integer")
+    cores = usable_cores()
+    if not count_text:
+        return cores
+    requested = int(count_text)
+    limit = MAX_WORKERS_PER_CORE * cores
+    if requested > limit:
+        note = f"note: --cluster {spec} capped at local:{limit} ({MAX_WORKERS_PER_CORE} worker processes per core)"
+        print(note, file=sys.stderr)
+        return limit
+    return requested
+
+
+def check_scheduler_address(spec: str) -> str:
+    """`spec` if it reads as a scheduler address (scheme://host[:port]); refused at once otherwise,
+    rather than after a connection timeout."""
+    parts = urlsplit(spec)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    valid = (
+        parts.scheme in _SCHEDULER_SCHEMES
+        and bool(parts.hostname)
+        and port_ok
+        and not (parts.path.strip("/") or parts.query or parts.fragment or parts.username)
+        and not any(char.isspace() for char in spec)
+    )
+    if not valid:
+        raise BPEInputError(
+            f"--cluster {spec!r} is not a scheduler address: use local, local:N or e.g. tcp://host:8786"
         )
-        try:
-            with distributed.Client(cluster) as client:
-                yield client
-        finally:
+    return spec
+
+
+def _check_timeout(timeout: object) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise BPEInputError(f"--cluster-timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
+
+
+@contextmanager
+def _quiet_when_stopped(*, restore: bool) -> Iterator[None]:
+    """When the block is left by an exception (Ctrl-C, a failed start), Dask's loggers say nothing
+    more until the block with `restore` ends: the shutdown's INFO lines would follow the run's own
+    one-line message ("interrupted")."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    try:
+        yield
+    except BaseException:
+        logger.setLevel(logging.CRITICAL + 1)
+        raise
+    finally:
+        if restore:
+            logger.setLevel(level)
+
+
+@contextmanager
+def _local_cluster(distributed, workers: int) -> Iterator[object]:
+    """A LocalCluster that, stopped while it starts (Ctrl-C, a worker killed), leaves nothing for
+    Dask's exit handler: that handler closes every cluster it knows, and a half-started one fails
+    there with a traceback (`AssertionError: Status.init`) after the run has already said why it ended."""
+    from distributed.deploy.spec import SpecCluster
+
+    known = {id(cluster) for cluster in list(SpecCluster._instances)}
+    try:
+        # The workers' own logs stay quiet: a failed task reaches the client as one ClusterTaskError.
+        cluster = distributed.LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            silence_logs=logging.CRITICAL,
+        )
+    except BaseException as error:
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)  # connect restores it
+        # By identity: a half-built cluster cannot even compare itself with another (it has no name yet).
+        for half_started in [cluster for cluster in list(SpecCluster._instances) if id(cluster) not in known]:
+            with contextlib.suppress(Exception):
+                half_started.close(timeout=5)
+            half_started.shutdown_on_close = False  # Dask's exit handler skips it then
+        if isinstance(error, Exception):
+            raise ClusterUnavailableError(f"the local Dask cluster could not start: {_one_line(error)}") from None
+        raise
+    try:
+        yield cluster
+    finally:
+        # A cluster interrupted mid-run may refuse to close cleanly; the run's own message stands.
+        with contextlib.suppress(Exception):
             cluster.close()
+
+
+@contextmanager
+def connect(spec: str, *, timeout: float | None = None) -> Iterator[Client]:
+    """A client for `spec`: `local` (a LocalCluster, one single-threaded worker process per core),
+    `local:N` (N workers, at most MAX_WORKERS_PER_CORE per core), or a scheduler address such as
+    `tcp://host:8786`, reached within `timeout` seconds (default DEFAULT_CONNECT_TIMEOUT).
+    A cluster that cannot start, or a scheduler not reached in time, raises ClusterUnavailableError."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise BPEInputError("--cluster needs a value: local, local:N or a scheduler address like tcp://host:8786")
+    seconds = _check_timeout(DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout)
+    if spec == "local" or spec.startswith("local:"):
+        workers = local_worker_count(spec)
+        distributed = _import_distributed()
+        with _quiet_when_stopped(restore=True), _local_cluster(distributed, workers) as cluster:
+            with distributed.Client(cluster, timeout=seconds) as client, _quiet_when_stopped(restore=False):
+                yield client
     elif "://" in spec:
-        with distributed.Client(spec) as client:
+        check_scheduler_address(spec)
+        distributed = _import_distributed()
+        try:
+            client = distributed.Client(spec, timeout=seconds)
+        except (OSError, TimeoutError) as error:
+            raise ClusterUnavailableError(
+                f"cannot reach the Dask scheduler at {spec} within {seconds:g} s ({_one_line(error)}); "
+                "is it running? (--cluster-timeout sets the wait)"
+            ) from None
+        with client:
             yield client
     else:
         raise BPEInputError(f"--cluster {spec!r}: use local, local:N or a scheduler address like tcp://host:8786")
 
 
-def pack_table(table: CountTable) -> CountTable | bytes:
-    """A count table for the trip between processes. A native table pickles itself as three flat
-    arrays; a dict becomes one pickled blob (Dask would serialize it entry by entry, seconds for
-    200,000 words)."""
+def pack_table(table: CountTable) -> TableArrays | bytes:
+    """A count table as plain data for the trip between processes, made inside the task: a native
+    table as its three flat arrays (`TableArrays`, sent out of band), a dict as one pickled blob (Dask
+    would serialize it entry by entry, seconds for 200,000 words). A table that cannot be packed
+    fails its task, which Dask reports; failing in Dask's own transfer instead, it is retried
+    forever."""
     if isinstance(table, dict):
         return pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)
-    return table
+    return TableArrays(*table.to_arrays())
 
 
-def unpack_table(packed: CountTable | bytes) -> CountTable:
-    return pickle.loads(packed) if isinstance(packed, bytes) else packed
+def unpack_table(packed: TableArrays | bytes) -> CountTable:
+    if isinstance(packed, bytes):
+        return pickle.loads(packed)
+    return _native_module().word_counts_from_arrays(*packed.arrays)
 
 
 def count_sliced(
@@ -155,18 +294,9 @@ def count_sliced(
     return tuple(pack_table(table) for table in slices)
 
 
-def sum_tables(*packed_tables: CountTable | bytes, for_client: bool = False) -> CountTable | bytes | TableArrays:
-    """The sum of packed count tables, packed (a new object: the inputs are never changed); with
-    `for_client`, as `arrays_for_client` gives it."""
-    total = add_tables([unpack_table(packed) for packed in packed_tables])
-    return arrays_for_client(total) if for_client else pack_table(total)
-
-
-def arrays_for_client(table: CountTable | bytes) -> TableArrays | bytes:
-    """A slice's sum as the client takes it: a native table as `word_counts.TableArrays`, a dict
-    packed."""
-    table = unpack_table(table)
-    return pack_table(table) if isinstance(table, dict) else TableArrays(*table.to_arrays())
+def sum_tables(*packed_tables: TableArrays | bytes) -> TableArrays | bytes:
+    """The sum of packed count tables, packed (a new object: the inputs are never changed)."""
+    return pack_table(add_tables([unpack_table(packed) for packed in packed_tables]))
 
 
 def _task_count(total_bytes: int, num_workers: int, task_bytes: int | None) -> int:
@@ -240,15 +370,9 @@ def count_words_on_cluster(
     for index in range(slices):
         level = [client.submit(operator.getitem, future, index, pure=True) for future in counted]
         reduction += level
-        if len(level) == 1:
-            level = [client.submit(arrays_for_client, level[0], pure=True)]
-            reduction += level
         while len(level) > 1:
-            last = len(level) <= fan_in
             level = [
-                client.submit(
-                    sum_tables, *level[start : start + fan_in], for_client=last, pure=True, retries=retries
-                )
+                client.submit(sum_tables, *level[start : start + fan_in], pure=True, retries=retries)
                 for start in range(0, len(level), fan_in)
             ]
             reduction += level
@@ -263,12 +387,16 @@ def count_words_on_cluster(
             try:
                 for future in distributed.as_completed(counted):
                     if future.status == "error":
-                        future.result()  # raises the task's error, after its retries
+                        raise _task_error(future.exception(), retries)
                     shown.finished(batch_of[future.key])
             finally:
                 if topic is not None:
                     client.unsubscribe_topic(topic)
-        table = concatenate_slices([unpack_table(top) for top in client.gather(tops)])
+        try:
+            sums = client.gather(tops)
+        except Exception as error:  # an addition failed; what it raised comes from the worker
+            raise _task_error(error, retries) from error
+        table = concatenate_slices([unpack_table(top) if isinstance(top, bytes) else top for top in sums])
     except BaseException:
         # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
         # the scheduler).

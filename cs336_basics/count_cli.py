@@ -6,6 +6,15 @@
 
 The inputs are counted as if concatenated (see `cs336_basics.word_counts`, which also documents the
 file format). Count files of inputs split at document boundaries add up to the counts of the whole.
+
+Exit status, the same for every command of the package (cs336-train-bpe, cs336-count-words):
+    0    done
+    1    the run failed: out of memory, a file could not be read or written (a full disk), a Dask
+         task failed or the cluster could not start; one line, no traceback
+    2    bad arguments or input, found before the long work: a missing, unreadable or damaged input,
+         an output that cannot be written (its directory, or a directory by its name), a busy output
+         directory
+    130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM (the trainer): "interrupted", nothing written
 """
 
 from __future__ import annotations
@@ -16,7 +25,17 @@ import time
 from pathlib import Path
 
 from ._common import BPEInputError, check_num_workers
-from .cli import add_cluster_argument, add_special_tokens_argument, human_bytes
+from .cli import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    add_cluster_argument,
+    add_format_arguments,
+    add_special_tokens_argument,
+    human_bytes,
+)
+from .cluster import ClusterTaskError
+from .formats import expand_inputs, inspect_input
+from .serialization import check_output_dir
 from .word_counts import LOCAL_TASK_BYTES, WordCounts, count_words
 
 
@@ -25,22 +44,55 @@ def count_inputs(
     special_tokens: list[str],
     *,
     cluster: str | None = None,
+    cluster_timeout: float | None = None,
     num_threads: int | None = None,
     task_bytes: int | None = None,
     progress: bool = False,
+    format: str | None = None,
+    text_field: str = "text",
 ) -> WordCounts:
     """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
-    (`local`, `local:N`, `tcp://...`), else on this machine's threads."""
-    if cluster:
+    (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
+    Parquet inputs (`format`, `text_field`: see `formats.py`) are counted on this machine only.
+    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`)."""
+    if cluster is not None:
+        _refuse_streamed_on_cluster(paths, format, text_field)
         from .cluster import connect, count_words_on_cluster
 
-        with connect(cluster) as client:
+        with connect(cluster, timeout=cluster_timeout) as client:
             return count_words_on_cluster(
                 client, paths, special_tokens, task_bytes=task_bytes, progress=progress
             )
     return count_words(
-        paths, special_tokens, num_threads=num_threads, task_bytes=task_bytes or LOCAL_TASK_BYTES, progress=progress
+        paths,
+        special_tokens,
+        num_threads=num_threads,
+        task_bytes=task_bytes or LOCAL_TASK_BYTES,
+        progress=progress,
+        format=format,
+        text_field=text_field,
     )
+
+
+def _refuse_streamed_on_cluster(paths: list[str], format: str | None, text_field: str) -> None:
+    """The Dask path reads byte ranges of uncompressed text; other formats are not planned there yet."""
+    if format not in (None, "text"):
+        raise BPEInputError(f"--cluster reads text files only for now; count --format {format} inputs without it")
+    for path in paths:
+        if "://" not in path:
+            source = inspect_input(path, format, text_field)
+            if not source.in_place:
+                raise BPEInputError(
+                    f"--cluster reads uncompressed text only for now; {path} is {source.describe()}: count it "
+                    "without --cluster"
+                )
+
+
+def _check_output(output: Path) -> None:
+    """Refuse, before counting, an output that cannot be written: bad input (2), as in the trainer."""
+    if output.is_dir():
+        raise BPEInputError(f"cannot write {output}: it is a directory")
+    check_output_dir(output.parent)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -48,7 +100,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="cs336-count-words",
         description="Count GPT-2 pre-tokens of UTF-8 text into a binary count file, for cs336-train-bpe --counts.",
     )
-    parser.add_argument("data", nargs="+", help="input files (or fsspec URLs), read as if concatenated")
+    parser.add_argument(
+        "data",
+        nargs="+",
+        help="input files (text, compressed, JSON lines, Parquet), directories, globs or fsspec URLs, read as if "
+        "concatenated",
+    )
+    add_format_arguments(parser)
     parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
     add_cluster_argument(parser)
@@ -64,19 +122,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     try:
+        _check_output(args.output)
+        args.data = expand_inputs(args.data)
         counts = count_inputs(
             args.data,
             args.special,
             cluster=args.cluster,
+            cluster_timeout=args.cluster_timeout,
             num_threads=check_num_workers(args.workers, "--workers"),
             task_bytes=args.task_mb << 20 if args.task_mb else None,
             progress=not args.quiet,
+            format=args.format,
+            text_field=args.text_field,
         )
         counted = time.perf_counter()
-        path = counts.save(args.output)
+        try:
+            path = counts.save(args.output)
+        except OSError as error:
+            # Writing failed after the work was done (a full disk): the run failed, as in the trainer.
+            print(f"error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)
+            return EXIT_FAILED
     except (BPEInputError, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except ClusterTaskError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except MemoryError:
+        print("error: out of memory while counting (try fewer --workers or fewer inputs at once)", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     rows = [
         ("inputs", f"{len(args.data)} file(s), {human_bytes(counts.source_bytes)}"),
         ("words", f"{len(counts):,} distinct, {counts.total_words:,} in all"),

@@ -1,9 +1,11 @@
 """Export a trained vocabulary to HuggingFace `tokenizers` / `transformers` and to `tiktoken`.
 
-    from .export import save_hf_tokenizer_json, save_tiktoken_ranks, tiktoken_encoding
+    from .export import save_hf_tokenizer, save_hf_tokenizer_json, save_tiktoken_ranks, tiktoken_encoding
     save_hf_tokenizer_json("out/tokenizer.json", vocab, merges, ["<|endoftext|>"])
     tokenizers.Tokenizer.from_file("out/tokenizer.json")                                # HF tokenizers
     transformers.PreTrainedTokenizerFast(tokenizer_file="out/tokenizer.json")           # transformers
+    save_hf_tokenizer("out", vocab, merges, ["<|endoftext|>"])   # tokenizer.json and transformers' configs
+    transformers.AutoTokenizer.from_pretrained("out")                                   # transformers
     save_tiktoken_ranks("out/tokenizer.tiktoken", vocab)
     encoding = tiktoken_encoding("out/tokenizer.tiktoken", ["<|endoftext|>"])           # tiktoken.Encoding
     encoding.encode(text, allowed_special="all")
@@ -14,6 +16,13 @@ byte-to-unicode table in HF's vocabulary, and the merges in creation order (HF a
 rank, as we do; tiktoken merges by the rank of the merged token, which is the same order for a
 vocabulary BPE training made). Special tokens keep their ids (256, ...). The libraries are only
 needed to load the files, not to write them.
+
+For `transformers.AutoTokenizer.from_pretrained(directory)`, tokenizer_config.json names the class
+(PreTrainedTokenizerFast, which reads tokenizer.json) and, with special_tokens_map.json, the roles of
+the special tokens: `<|endoftext|>` is the eos and bos token, as in GPT-2, and every other special
+token is an additional special token. There is no unk token (every byte has an id) and no pad token.
+A training run writes all of these into its output set (`cs336-train-bpe --export hf`, see
+`export_files` and `serialization`), so that they are checked and replaced with the rest.
 """
 
 from __future__ import annotations
@@ -24,28 +33,47 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ._common import GPT2_SPLIT_PATTERN, BPEInputError, Merges, Vocab, check_special_tokens
+from ._common import (
+    ENDOFTEXT,
+    GPT2_SPLIT_PATTERN,
+    BPEInputError,
+    Merges,
+    Vocab,
+    check_special_tokens,
+    special_token_ids,
+)
 from .serialization import encode_token, write_atomically
 
 __all__ = [
+    "DEFAULT_MODEL_MAX_LENGTH",
+    "EXPORT_FORMATS",
+    "export_files",
+    "hf_special_tokens_map",
+    "hf_tokenizer_config",
     "hf_tokenizer_json",
     "load_tiktoken_ranks",
+    "save_hf_tokenizer",
     "save_hf_tokenizer_json",
     "save_tiktoken_ranks",
     "tiktoken_encoding",
 ]
 
+EXPORT_FORMATS = ("hf", "tiktoken")
+# GPT-2's context length. The tokenizer itself has no limit; transformers only uses this to warn about
+# and truncate longer inputs, so the value of the model the tokenizer is made for is the right one.
+DEFAULT_MODEL_MAX_LENGTH = 1024
+
 
 def _split_ids(vocab: Vocab, special_tokens: list[str]) -> tuple[dict[bytes, int], dict[str, int]]:
     """Regular tokens (bytes -> id) and special tokens (text -> id); refuses what neither library
     can represent: bytes spelled by two ids, or a special token missing from the vocabulary."""
-    special_bytes = {token.encode("utf-8"): token for token in special_tokens}
+    # The special tokens' ids are the tokenizer's (a one-byte special token has an id of its own).
+    specials = special_token_ids(vocab, special_tokens)
+    special_id_set = set(specials.values())
     regular: dict[bytes, int] = {}
-    specials: dict[str, int] = {}
     for token_id in sorted(vocab):
         token = vocab[token_id]
-        if token in special_bytes and special_bytes[token] not in specials:
-            specials[special_bytes[token]] = token_id
+        if token_id in special_id_set:
             continue
         if token in regular:
             raise BPEInputError(
@@ -118,23 +146,118 @@ def hf_tokenizer_json(vocab: Vocab, merges: Merges, special_tokens: Iterable[str
     }
 
 
+def hf_special_tokens_map(special_tokens: Iterable[str] | None = None) -> dict:
+    """The `special_tokens_map.json` document: the role of each special token in `transformers`."""
+    specials = check_special_tokens(special_tokens)
+    roles: dict = {}
+    if ENDOFTEXT in specials:
+        # GPT-2's convention: one token ends a document and, where a model wants one, starts the next.
+        roles["bos_token"] = roles["eos_token"] = ENDOFTEXT
+    others = [token for token in specials if token != ENDOFTEXT]
+    if others:
+        # Read as extra_special_tokens by transformers 5, still under this name by 4.x.
+        roles["additional_special_tokens"] = others
+    return roles
+
+
+def hf_tokenizer_config(
+    special_tokens: Iterable[str] | None = None, *, model_max_length: int = DEFAULT_MODEL_MAX_LENGTH
+) -> dict:
+    """The `tokenizer_config.json` document that makes `AutoTokenizer.from_pretrained` load
+    tokenizer.json with the special tokens' roles."""
+    if isinstance(model_max_length, bool) or not isinstance(model_max_length, int) or model_max_length < 1:
+        raise BPEInputError(f"model_max_length must be a positive integer, got {model_max_length!r}")
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": model_max_length,
+        # decode must give back the text exactly, as ours does; clean-up would drop spaces before punctuation.
+        "clean_up_tokenization_spaces": False,
+        **hf_special_tokens_map(special_tokens),
+    }
+
+
+def _json_bytes(document: dict) -> bytes:
+    return json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
+
+
+def _hf_files(
+    vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None, model_max_length: int
+) -> dict[str, bytes]:
+    specials = check_special_tokens(special_tokens)
+    return {
+        "tokenizer.json": _json_bytes(hf_tokenizer_json(vocab, merges, specials)),
+        "tokenizer_config.json": _json_bytes(hf_tokenizer_config(specials, model_max_length=model_max_length)),
+        "special_tokens_map.json": _json_bytes(hf_special_tokens_map(specials)),
+    }
+
+
+def _tiktoken_ranks(vocab: Vocab, special_tokens: Iterable[str] | None) -> bytes:
+    regular, _ = _split_ids(vocab, check_special_tokens(special_tokens))
+    lines = (f"{base64.b64encode(token).decode('ascii')} {token_id}\n" for token, token_id in regular.items())
+    return "".join(lines).encode("ascii")
+
+
+def export_files(
+    formats: Iterable[str],
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+) -> dict[str, bytes]:
+    """File name -> content of each export in `formats` (EXPORT_FORMATS), for `OutputDirectory.save`:
+    "hf" is tokenizer.json, tokenizer_config.json and special_tokens_map.json, "tiktoken" is
+    tokenizer.tiktoken. Made before anything is written, so a vocabulary that cannot be exported
+    leaves the output directory as it was."""
+    formats = list(formats)
+    unknown = sorted(set(formats) - set(EXPORT_FORMATS))
+    if unknown:
+        raise BPEInputError(f"unknown export format(s) {unknown}; choose from {', '.join(EXPORT_FORMATS)}")
+    files: dict[str, bytes] = {}
+    if "hf" in formats:
+        files.update(_hf_files(vocab, merges, special_tokens, model_max_length))
+    if "tiktoken" in formats:
+        files["tokenizer.tiktoken"] = _tiktoken_ranks(vocab, special_tokens)
+    return files
+
+
 def save_hf_tokenizer_json(
     path: str | os.PathLike, vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None = None
 ) -> Path:
+    """tokenizer.json alone, for HF `tokenizers` (see save_hf_tokenizer for `transformers`)."""
     target = Path(path)
-    document = hf_tokenizer_json(vocab, merges, special_tokens)
-    write_atomically(target, json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8"))
+    write_atomically(target, _json_bytes(hf_tokenizer_json(vocab, merges, special_tokens)))
     return target
+
+
+def save_hf_tokenizer(
+    directory: str | os.PathLike,
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+) -> dict[str, Path]:
+    """tokenizer.json, tokenizer_config.json and special_tokens_map.json in `directory` (created if
+    needed), for `transformers.AutoTokenizer.from_pretrained(directory)`; returns their paths.
+    Each file is replaced atomically, but not the three as one unit: inside a training output
+    directory, let the run write them (`OutputDirectory.save(exports=export_files(["hf"], ...))`)."""
+    target = Path(directory)
+    files = _hf_files(vocab, merges, special_tokens, model_max_length)  # all checked before any is written
+    target.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, content in files.items():
+        write_atomically(target / name, content)
+        paths[name] = target / name
+    return paths
 
 
 def save_tiktoken_ranks(path: str | os.PathLike, vocab: Vocab, special_tokens: Iterable[str] | None = None) -> Path:
     """tiktoken's rank file: one `base64(token_bytes) id` line per regular token, in id order.
     Special tokens are not in it (tiktoken takes them separately); pass the same list to
     `tiktoken_encoding`."""
-    regular, _ = _split_ids(vocab, check_special_tokens(special_tokens))
-    lines = (f"{base64.b64encode(token).decode('ascii')} {token_id}\n" for token, token_id in regular.items())
     target = Path(path)
-    write_atomically(target, "".join(lines).encode("ascii"))
+    write_atomically(target, _tiktoken_ranks(vocab, special_tokens))
     return target
 
 

@@ -8,6 +8,11 @@ A training run writes into its output directory:
                              `list[tuple[bytes, bytes]]`), read back with a restricted unpickler
     bpe_run.json             the run's metadata: special tokens, vocabulary size, number of merges,
                              trainer, and each file's size and SHA-256
+and, when asked for, exports of the same tokenizer (see `export`): tokenizer.json,
+tokenizer_config.json and special_tokens_map.json for HF `tokenizers`/`transformers`, and
+tokenizer.tiktoken. They belong to the set like the others: staged, listed in `bpe_run.json` with
+their size and SHA-256, moved in with the rest; an export the new set lacks is removed with the old
+set, so that `transformers` never loads a previous run's tokenizer from the directory.
 
 The set is one unit. Only one run writes a directory at a time (a lock file, `.cs336_basics.lock`,
 held with `flock` for the whole run); the files are written into a hidden staging directory and
@@ -33,6 +38,7 @@ import os
 import pickle
 import shutil
 import signal
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterable, Iterator
@@ -48,11 +54,16 @@ except ImportError:  # Windows: no flock; the staging directory still keeps each
     fcntl = None  # type: ignore[assignment]
 
 OUTPUT_FILES = ("vocab.json", "merges.txt", "vocab.pkl", "merges.pkl")
+# Written only on request (`OutputDirectory.save(exports=...)`); the names are fixed so that a set
+# can remove the exports of the set it replaces.
+EXPORT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.tiktoken")
 RUN_FILE = "bpe_run.json"
 RUN_FORMAT = "cs336_basics BPE training run"
 RUN_FORMAT_VERSION = 1
 LOCK_FILE = ".cs336_basics.lock"
 STAGING_PREFIX = ".cs336_basics-staging-"
+# bpe_run.json's field for the ids vocab.json cannot hold (a one-byte special token beside its byte).
+VOCAB_JSON_EXTRA = "vocab_json_extra_ids"
 
 # Text is written in batches of about this many characters (memory stays flat, calls stay few).
 _WRITE_BATCH_CHARS = 1 << 20
@@ -134,7 +145,9 @@ def write_atomically(path: Path, data: bytes) -> None:
     """Write to a temporary file beside `path`, then rename it over `path` in one step."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes 0600; give the usual mode
+        # mkstemp makes 0600; give the usual mode, through the descriptor: the name could be swapped
+        # for a symbolic link meanwhile in a directory others can write.
+        os.fchmod(handle, 0o666 & ~_current_umask())
         with os.fdopen(handle, "wb") as file:
             file.write(data)
             file.flush()
@@ -165,9 +178,18 @@ class _DigestWriter(io.RawIOBase):
         return length
 
 
+# A new file, never an existing one or one reached through a symbolic link, never inherited by children.
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _write_file(path: Path, fill: Any) -> dict[str, Any]:
-    """Create `path`, let `fill(writer)` write it, sync it; returns its size and SHA-256."""
-    with open(path, "wb") as file:
+    """Create `path` (it must not exist: see _NEW_FILE_FLAGS), let `fill(writer)` write it, sync it;
+    returns its size and SHA-256."""
+    try:
+        handle = os.open(path, _NEW_FILE_FLAGS, 0o666)
+    except FileExistsError:
+        raise BPEInputError(f"cannot write {path}: something else created it first") from None
+    with os.fdopen(handle, "wb") as file:
         writer = _DigestWriter(file)
         fill(writer)
         file.flush()
@@ -187,16 +209,31 @@ def _write_text(writer: _DigestWriter, pieces: Iterable[str]) -> None:
     writer.write("".join(batch).encode("utf-8"))
 
 
-def _vocab_json_pieces(vocab: Vocab) -> Iterator[str]:
-    """`json.dumps({encode_token(token): id}, ensure_ascii=False, indent=0)`, piece by piece.
+def _vocab_json_ids(vocab: Vocab) -> dict[bytes, int]:
+    """The id vocab.json gives each token: the lowest id spelling it, which is the one regular text
+    encodes with (`Tokenizer`). GPT-2's format maps a token to one id, so a token spelled twice (a
+    one-byte special token beside its byte, ids 97 and 256 for `a`) keeps its lowest id there."""
+    lowest: dict[bytes, int] = {}
+    for token_id, token in vocab.items():
+        if lowest.setdefault(token, token_id) > token_id:
+            lowest[token] = token_id
+    return lowest
 
-    A token spelled twice (a merge may spell a special token) keeps its first position and its
-    last id, as a dict built in id order would."""
-    last_id = {token: token_id for token_id, token in vocab.items()}
+
+def _vocab_json_extra_ids(vocab: Vocab, lowest: dict[bytes, int]) -> dict[str, str]:
+    """The ids vocab.json cannot hold (see _vocab_json_ids), id -> token as vocab.json spells it: they
+    go into bpe_run.json, and load_vocab adds them back, so both pairs of files give one vocabulary."""
+    return {str(token_id): encode_token(token) for token_id, token in vocab.items() if lowest[token] != token_id}
+
+
+def _vocab_json_pieces(vocab: Vocab, lowest: dict[bytes, int]) -> Iterator[str]:
+    """`json.dumps({encode_token(token): id}, ensure_ascii=False, indent=0)`, piece by piece: each
+    token at its first position, with its lowest id (`lowest`, from _vocab_json_ids)."""
+    pending = dict(lowest)
     yield "{"
     separator = "\n"
     for token in vocab.values():
-        token_id = last_id.pop(token, None)
+        token_id = pending.pop(token, None)
         if token_id is None:
             continue
         yield f"{separator}{json.dumps(encode_token(token), ensure_ascii=False)}: {token_id}"
@@ -241,6 +278,15 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def _chmod_directory(path: Path, mode: int) -> None:
+    """chmod through a descriptor opened without following a symbolic link at `path`."""
+    handle = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        os.fchmod(handle, mode)
+    finally:
+        os.close(handle)
+
+
 def _fsync_directory(path: Path) -> None:
     with contextlib.suppress(OSError):  # not every platform or file system syncs directories
         handle = os.open(path, os.O_RDONLY)
@@ -258,10 +304,14 @@ class OutputDirectory:
     def __init__(self, out_dir: str | os.PathLike) -> None:
         self.path = Path(out_dir)
         self._lock_handle: int | None = None
+        self._created: list[Path] = []  # the directories this run made, deepest first
+        self._saved = False
 
     def __enter__(self) -> OutputDirectory:
+        self._created = [folder for folder in (self.path, *self.path.parents) if not folder.exists()]
         self.path = check_output_dir(self.path)
-        for name in (*OUTPUT_FILES, RUN_FILE):
+        # Exports too: save replaces or removes each of them.
+        for name in (*OUTPUT_FILES, RUN_FILE, *EXPORT_FILES):
             target = self.path / name
             if target.exists() and not target.is_file():
                 raise BPEInputError(f"cannot write {target}: a directory or special file has that name")
@@ -275,13 +325,20 @@ class OutputDirectory:
 
     def __exit__(self, *exc_info: object) -> None:
         self._unlock()
+        if not self._saved:
+            # A run that wrote nothing (interrupted, failed) leaves no empty directory of its own behind.
+            for folder in self._created:
+                try:
+                    folder.rmdir()
+                except OSError:  # not empty (another run's files, a demo corpus) or already gone
+                    break
 
     def _lock(self) -> None:
         if fcntl is None:
             return
         lock_path = self.path / LOCK_FILE
         while True:
-            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            handle = self._open_lock_file(lock_path)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
@@ -307,6 +364,28 @@ class OutputDirectory:
                 pass
             os.close(handle)
 
+    @staticmethod
+    def _open_lock_file(lock_path: Path) -> int:
+        """The lock file, opened for writing our pid into it: never through a symbolic link (in a
+        shared directory, another user's link would make the run truncate the file it points to),
+        never anything but a regular file of one name, never inherited by child processes."""
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        # O_NONBLOCK: a FIFO put there must not make the open wait for a writer.
+        try:
+            handle = os.open(lock_path, flags | getattr(os, "O_NONBLOCK", 0), 0o644)
+        except OSError as error:
+            if lock_path.is_symlink():
+                raise BPEInputError(
+                    f"{lock_path} is a symbolic link; refusing to use it as the lock file (remove it)"
+                ) from None
+            raise BPEInputError(f"cannot open the lock file {lock_path}: {error.strerror or error}") from None
+        status = os.fstat(handle)
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
+            os.close(handle)
+            what = "has other hard links" if stat.S_ISREG(status.st_mode) else "is not a regular file"
+            raise BPEInputError(f"{lock_path} {what}; refusing to use it as the lock file (remove it)")
+        return handle
+
     def _unlock(self) -> None:
         if self._lock_handle is None:
             return
@@ -321,7 +400,11 @@ class OutputDirectory:
         for entry in self.path.iterdir():
             if entry.name.startswith(STAGING_PREFIX) and entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
-            elif any(entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp") for name in OUTPUT_FILES):
+            elif any(
+                # Exports were once written beside the set by write_atomically: their temporary files too.
+                entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp")
+                for name in (*OUTPUT_FILES, *EXPORT_FILES)
+            ):
                 entry.unlink(missing_ok=True)
 
     def save(
@@ -331,19 +414,28 @@ class OutputDirectory:
         special_tokens: list[str] | None = None,
         *,
         details: dict[str, Any] | None = None,
+        exports: dict[str, bytes] | None = None,
     ) -> dict[str, Path]:
         """Write the whole set; returns the paths of the files written (metadata last).
         `special_tokens` defaults to those the vocabulary's layout implies (ids 256 onwards before
-        the merged tokens); `details` (e.g. the trainer's name) go into the metadata."""
+        the merged tokens); `details` (e.g. the trainer's name) go into the metadata. `exports`
+        (name in EXPORT_FILES -> content, see `export.export_files`) join the set."""
         if fcntl is not None and self._lock_handle is None:
             raise RuntimeError("OutputDirectory.save called outside its `with` block")
+        exports = dict(exports or {})
+        unknown = sorted(set(exports) - set(EXPORT_FILES))
+        if unknown:
+            raise ValueError(f"not an export of an output set: {unknown}; expected names from {EXPORT_FILES}")
         if special_tokens is None:
             special_tokens = _infer_special_tokens(vocab, merges)
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self.path))
+        self._saved = True  # from here on the directory is the run's output, whatever happens
         try:
-            os.chmod(staging, 0o777 & ~_current_umask())
+            _chmod_directory(staging, 0o777 & ~_current_umask())
+            lowest = _vocab_json_ids(vocab)
+            json_extra = _vocab_json_extra_ids(vocab, lowest) if len(lowest) < len(vocab) else {}
             writers = {
-                "vocab.json": lambda out: _write_text(out, _vocab_json_pieces(vocab)),
+                "vocab.json": lambda out: _write_text(out, _vocab_json_pieces(vocab, lowest)),
                 "merges.txt": lambda out: _write_text(out, _merges_txt_pieces(merges)),
                 "vocab.pkl": lambda out: pickle.dump(vocab, out),
                 "merges.pkl": lambda out: pickle.dump(merges, out),
@@ -351,6 +443,9 @@ class OutputDirectory:
             files = {name: _write_file(staging / name, write) for name, write in writers.items()}
             for name, info in files.items():
                 info["entries"] = len(merges) if name.startswith("merges") else len(vocab)
+            files["vocab.json"]["entries"] = len(lowest)
+            for name, content in exports.items():
+                files[name] = _write_file(staging / name, lambda out, content=content: out.write(content))
             run = {
                 "format": RUN_FORMAT,
                 "format_version": RUN_FORMAT_VERSION,
@@ -359,6 +454,8 @@ class OutputDirectory:
                 "vocab_size": len(vocab),
                 "num_merges": len(merges),
                 "special_tokens": list(special_tokens),
+                # Only when needed, so that other runs' metadata stays as it was.
+                **({VOCAB_JSON_EXTRA: json_extra} if json_extra else {}),
                 **(details or {}),
                 "files": files,
             }
@@ -368,12 +465,15 @@ class OutputDirectory:
             # The metadata goes first: from then on, a file of the old set that is still in place
             # no longer matches it, whenever the moves stop.
             with _signals_held():
-                for name in (RUN_FILE, *OUTPUT_FILES):
+                for name in (RUN_FILE, *OUTPUT_FILES, *exports):
                     os.replace(staging / name, self.path / name)
+                for name in EXPORT_FILES:
+                    if name not in exports:
+                        (self.path / name).unlink(missing_ok=True)  # the old set's: it no longer matches
                 _fsync_directory(self.path)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return {name: self.path / name for name in (*OUTPUT_FILES, RUN_FILE)}
+        return {name: self.path / name for name in (*OUTPUT_FILES, *exports, RUN_FILE)}
 
 
 def save_tokenizer(
@@ -383,11 +483,12 @@ def save_tokenizer(
     special_tokens: list[str] | None = None,
     *,
     details: dict[str, Any] | None = None,
+    exports: dict[str, bytes] | None = None,
 ) -> dict[str, Path]:
-    """Write vocab.json, merges.txt, vocab.pkl, merges.pkl and bpe_run.json into `out_dir` as one
-    unit (see the module docstring); returns their paths."""
+    """Write vocab.json, merges.txt, vocab.pkl, merges.pkl and bpe_run.json (and `exports`, see
+    `OutputDirectory.save`) into `out_dir` as one unit (see the module docstring); returns their paths."""
     with OutputDirectory(out_dir) as output:
-        return output.save(vocab, merges, special_tokens, details=details)
+        return output.save(vocab, merges, special_tokens, details=details, exports=exports)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,24 +535,62 @@ def _decode_text(path: Path, data: bytes) -> str:
         raise BPEInputError(f"{path} is not UTF-8 text: invalid byte at offset {error.start}") from None
 
 
+def _parse_json(path: Path, data: bytes, object_pairs_hook: Any = None) -> Any:
+    """JSON from a file, every failure one BPEInputError naming it: bad syntax, nesting too deep for
+    the parser (RecursionError), an integer past Python's digit limit (ValueError)."""
+    text = _decode_text(path, data)
+    try:
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as error:
+        raise BPEInputError(f"{path} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise BPEInputError(f"{path} is not usable JSON: it is nested too deeply") from None
+    except ValueError as error:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise BPEInputError(f"{path} is not usable JSON: {error}") from None
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int  # bool is an int subclass, and never a size or an id
+
+
+def _run_problem(run: object) -> str | None:
+    """What makes `run` unusable as bpe_run.json (the fields loading reads), or None."""
+    if not isinstance(run, dict) or run.get("format") != RUN_FORMAT:
+        return "it is not one"
+    tokens = run.get("special_tokens")
+    if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+        return "special_tokens must be a list of strings"
+    if "run_id" in run and not isinstance(run["run_id"], str):
+        return "run_id must be a string"
+    for name in ("vocab_size", "num_merges"):
+        if name in run and not _is_int(run[name]):
+            return f"{name} must be an integer, not {run[name]!r}"
+    files = run.get("files")
+    if not isinstance(files, dict):
+        return "files must be an object"
+    for name, info in files.items():
+        if not isinstance(info, dict):
+            return f"files.{name} must be an object"
+        if not (_is_int(info.get("bytes")) and info["bytes"] >= 0 and isinstance(info.get("sha256"), str)):
+            return f"files.{name} needs an integer size (bytes) and a sha256 string"
+    extra = run.get(VOCAB_JSON_EXTRA, {})
+    if not isinstance(extra, dict) or not all(
+        isinstance(key, str) and key.isdigit() and len(key) <= 10 and isinstance(token, str)
+        for key, token in extra.items()
+    ):
+        return f"{VOCAB_JSON_EXTRA} must map ids (decimal strings) to tokens"
+    return None
+
+
 def read_run_info(directory: str | os.PathLike) -> dict[str, Any] | None:
     """The run metadata (`bpe_run.json`) in `directory`, or None when there is none."""
     path = Path(directory) / RUN_FILE
     if not path.exists():
         return None
-    try:
-        run = json.loads(_decode_text(path, _read_bytes(path)))
-    except json.JSONDecodeError as error:
-        raise BPEInputError(f"{path} is not valid JSON: {error}") from None
-    valid = (
-        isinstance(run, dict)
-        and run.get("format") == RUN_FORMAT
-        and isinstance(run.get("files"), dict)
-        and isinstance(run.get("special_tokens"), list)
-        and all(isinstance(token, str) for token in run["special_tokens"])
-    )
-    if not valid:
-        raise BPEInputError(f"{path} is not a {RUN_FORMAT} metadata file")
+    run = _parse_json(path, _read_bytes(path))
+    problem = _run_problem(run)
+    if problem is not None:
+        raise BPEInputError(f"{path} is not a usable {RUN_FORMAT} metadata file: {problem}")
     return run
 
 
@@ -497,18 +636,38 @@ def load_vocab(path: str | os.PathLike, *, run: dict[str, Any] | None = None) ->
     _check_against_run(path, data, run)
     if path.suffix == ".pkl":
         return _check_vocab(path, _unpickle(path, data))
-    try:
-        entries = json.loads(_decode_text(path, data))
-    except json.JSONDecodeError as error:
-        raise BPEInputError(f"{path} is not valid JSON: {error}") from None
-    if not isinstance(entries, dict):
+    entries = _parse_json(path, data, object_pairs_hook=_pairs)
+    if not isinstance(entries, _Pairs):
         raise BPEInputError(f"{path} must hold a JSON object of token -> id, not a {type(entries).__name__}")
     vocab: Vocab = {}
-    for token, token_id in entries.items():
-        if type(token_id) is not int:
-            raise BPEInputError(f"{path}: the id of {token!r} must be an integer, got {token_id!r}")
-        vocab[token_id] = decode_token(token, path)
+    seen: set[str] = set()
+    for token, token_id in entries:
+        # json.loads would keep the last of two equal keys: a repeated token is a damaged file.
+        if token in seen:
+            raise BPEInputError(f"{path}: the token {token!r} is listed twice")
+        seen.add(token)
+        _add_entry(path, vocab, token, token_id)
+    extra = (run or {}).get(VOCAB_JSON_EXTRA) or {}
+    for id_text, token in extra.items():
+        # Ids vocab.json cannot hold (a one-byte special token beside its byte): the run lists them.
+        _add_entry(path.parent / RUN_FILE, vocab, token, int(id_text))
     return vocab
+
+
+class _Pairs(list):
+    """A JSON object as its (key, value) pairs, repeated keys kept (load_vocab refuses them)."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Pairs:
+    return _Pairs(pairs)
+
+
+def _add_entry(path: Path, vocab: Vocab, token: str, token_id: object) -> None:
+    if not _is_int(token_id):
+        raise BPEInputError(f"{path}: the id of {token!r} must be an integer, got {token_id!r}")
+    if token_id in vocab:
+        raise BPEInputError(f"{path}: id {token_id} is given to two tokens ({vocab[token_id]!r} and {token!r})")
+    vocab[token_id] = decode_token(token, path)
 
 
 def load_merges(path: str | os.PathLike, *, run: dict[str, Any] | None = None) -> Merges:

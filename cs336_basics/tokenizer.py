@@ -42,6 +42,7 @@ from ._common import (
     check_text_file,
     invalid_utf8_error,
     merge_word,
+    special_token_ids,
     special_token_regex,
 )
 from .backend import NativeUnavailable, effective_num_threads, load_native
@@ -101,6 +102,14 @@ def _unencodable_error(text: str) -> BPEInputError:
     return BPEInputError("text cannot be encoded as UTF-8")
 
 
+class _VocabError(BPEInputError):
+    """The vocabulary itself is unusable (from_files names the vocabulary file)."""
+
+
+class _MergesError(BPEInputError):
+    """A merge does not fit the vocabulary (from_files names the merges file)."""
+
+
 class Tokenizer:
     """A byte-level BPE tokenizer over `vocab` (id -> bytes) and `merges` (in creation order).
 
@@ -138,7 +147,7 @@ class Tokenizer:
             self._token_ids.setdefault(self._vocab[token_id], token_id)
         missing = [byte for byte in range(256) if bytes([byte]) not in self._token_ids]
         if missing:
-            raise BPEInputError(
+            raise _VocabError(
                 f"the vocabulary lacks {len(missing)} of the 256 single bytes (first: {bytes([missing[0]])!r}); "
                 "a byte-level BPE vocabulary must contain every byte to encode arbitrary text"
             )
@@ -147,13 +156,15 @@ class Tokenizer:
         self.special_tokens: list[str] = specials
         self._special_ids: dict[str, int] = {}
         next_id = max(self._vocab) + 1
+        # A one-byte special token has its own id beside the byte's (see special_token_ids).
+        known_ids = special_token_ids(self._vocab, specials)
         for token in specials:
             token_bytes = token.encode("utf-8")
-            token_id = self._token_ids.get(token_bytes)
+            token_id = known_ids.get(token)
             if token_id is None:
                 token_id, next_id = next_id, next_id + 1
                 if token_id > _MAX_TOKEN_ID:
-                    raise BPEInputError(f"no id left for special token {token!r}: ids must stay below 2**32 - 1")
+                    raise _VocabError(f"no id left for special token {token!r}: ids must stay below 2**32 - 1")
                 self._vocab[token_id] = token_bytes
             self._special_ids[token] = token_id
         self._special_regex = special_token_regex(specials)
@@ -208,18 +219,24 @@ class Tokenizer:
         vocab, merges, run = load_tokenizer_files(vocab_filepath, merges_filepath, check_run=check_run)
         if special_tokens is None and run is not None:
             special_tokens = run["special_tokens"]
-        return cls(vocab, merges, special_tokens, **options)
+        try:
+            return cls(vocab, merges, special_tokens, **options)
+        except _VocabError as error:
+            # The constructor cannot know where its arguments came from; a damaged file is named here.
+            raise BPEInputError(f"{vocab_filepath}: {error}") from None
+        except _MergesError as error:
+            raise BPEInputError(f"{merges_filepath} (with {vocab_filepath}): {error}") from None
 
     def _merge_ids(self, rank: int, merge: object) -> tuple[int, int, int]:
         is_pair = isinstance(merge, (tuple, list)) and len(merge) == 2
         if not (is_pair and all(isinstance(part, bytes) for part in merge)):
-            raise BPEInputError(f"merge {rank} must be a pair of bytes, got {merge!r}")
+            raise _MergesError(f"merge {rank} must be a pair of bytes, got {merge!r}")
         left, right = merge
         ids: list[int] = []
         for part in (left, right, left + right):
             token_id = self._token_ids.get(part)
             if token_id is None:
-                raise BPEInputError(
+                raise _MergesError(
                     f"merge {rank} ({left!r}, {right!r}) refers to {part!r}, which is not in the vocabulary; "
                     "were vocab and merges saved by the same training run?"
                 )
@@ -559,12 +576,12 @@ def _decoded_blocks(file: BinaryIO, block_bytes: int, progress: Callable[[int], 
 
 def _checked_vocab(vocab: object) -> Vocab:
     if not isinstance(vocab, dict) or not vocab:
-        raise BPEInputError(f"vocab must be a non-empty dict of id -> bytes, got {type(vocab).__name__}")
+        raise _VocabError(f"vocab must be a non-empty dict of id -> bytes, got {type(vocab).__name__}")
     checked: Vocab = {}
     for token_id, token in vocab.items():
         if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= _MAX_TOKEN_ID:
-            raise BPEInputError(f"vocab ids must be integers in [0, 2**32 - 2], got {token_id!r}")
+            raise _VocabError(f"vocab ids must be integers in [0, 2**32 - 2], got {token_id!r}")
         if not isinstance(token, bytes) or not token:
-            raise BPEInputError(f"vocab[{token_id}] must be non-empty bytes, got {token!r}")
+            raise _VocabError(f"vocab[{token_id}] must be non-empty bytes, got {token!r}")
         checked[token_id] = token
     return checked

@@ -11,7 +11,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from os import PathLike
@@ -93,15 +93,29 @@ def load_trainer(name: str) -> TrainerVersion:
     return entry.load()
 
 
-def trainer_status() -> dict[str, str | None]:
-    """Each registered trainer mapped to None when it can run, else the reason it cannot."""
-    status: dict[str, str | None] = {}
+@dataclass(frozen=True)
+class TrainerStatus:
+    """Whether a trainer can run here, and if not, why; true when it can."""
+
+    available: bool
+    reason: str = ""  # empty when available
+
+    def __bool__(self) -> bool:
+        return self.available
+
+    def __str__(self) -> str:
+        return "available" if self.available else f"unavailable: {self.reason}"
+
+
+def trainer_status() -> dict[str, TrainerStatus]:
+    """Each registered trainer mapped to its TrainerStatus: `status["bpe_v7"].available`, `.reason`."""
+    status: dict[str, TrainerStatus] = {}
     for name in TRAINERS:
         try:
             load_trainer(name)
-            status[name] = None
+            status[name] = TrainerStatus(True)
         except TrainerUnavailable as error:
-            status[name] = str(error)
+            status[name] = TrainerStatus(False, str(error))
     return status
 
 
@@ -149,6 +163,29 @@ class TrainingResult:
     seconds: dict[str, float] = field(default_factory=dict)  # pre-tokenize, merge, total
     num_words: int = 0  # distinct pre-tokens
     peak_rss_bytes: int = 0
+    special_tokens: list[str] = field(default_factory=list)
+
+    def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
+        """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input. Each merge
+        is chosen from the counts and the merges before it, so a smaller run's merges are this run's
+        first ones; where this run stopped early, a larger size stops at the same place."""
+        vocab_size = check_vocab_size(vocab_size, len(self.special_tokens))
+        merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
+        return assemble_vocab(self.special_tokens, merges), merges
+
+
+def check_vocab_sizes(vocab_size: int | None, vocab_sizes: Iterable[int] | None) -> list[int]:
+    """The sizes to produce, ascending: `vocab_sizes` and `vocab_size` (either may be None)."""
+    sizes = [] if vocab_sizes is None else list(vocab_sizes)
+    if vocab_size is not None:
+        sizes.append(vocab_size)
+    if not sizes:
+        raise BPEInputError("give vocab_size, or vocab_sizes for several vocabularies from one run")
+    return sorted({check_vocab_size(size, 0) for size in sizes})  # each checked again with its specials
+
+
+def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int, tuple[Vocab, Merges]]:
+    return {size: result.for_vocab_size(size) for size in sizes}
 
 
 @contextmanager
@@ -168,16 +205,30 @@ def train(
     *,
     trainer: str | None = None,
     progress: bool = False,
+    format: str | None = None,
+    text_field: str = "text",
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
-    `phases.CountOptions`: `num_workers`, `num_chunks`; they never change the result."""
+    `phases.CountOptions`: `num_workers`, `num_chunks`; they never change the result.
+
+    A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
+    is counted by the shared streaming counter and the version runs its merge phase on the counts."""
+    from .formats import inspect_input
+
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    path = check_input_file(input_path)
+    source = inspect_input(input_path, format, text_field)
     count_options = CountOptions.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
+    if not source.in_place:
+
+        def count() -> WordCounts:
+            return _count_words_of([source.path], specials, count_options, progress, source.format, text_field)
+
+        return _train_on_counted(count, vocab_size, specials, name, progress)
+    path = check_input_file(input_path)
     num_merges = vocab_size - 256 - len(specials)
 
     started = time.perf_counter()
@@ -210,20 +261,29 @@ def _merge_phase(
         seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
         num_words=len(word_counts),
         peak_rss_bytes=peak_rss_bytes(),
+        special_tokens=list(specials),
     )
 
 
 def train_bpe(
     input_path: str | PathLike,
-    vocab_size: int,
+    vocab_size: int | None,
     special_tokens: list[str] | None = None,
     *,
     trainer: str | None = None,
+    vocab_sizes: Iterable[int] | None = None,
     **options: object,
-) -> tuple[Vocab, Merges]:
-    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies."""
-    result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)
-    return result.vocab, result.merges
+) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
+    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies.
+
+    With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
+    size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
+    if vocab_sizes is None:
+        result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)  # type: ignore[arg-type]
+        return result.vocab, result.merges
+    sizes = check_vocab_sizes(vocab_size, vocab_sizes)
+    result = train(input_path, sizes[-1], special_tokens, trainer=trainer, **options)
+    return tokenizers_by_size(result, sizes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,11 +338,94 @@ def train_from_counts(
 
 def train_bpe_from_counts(
     counts: WordCounts | Mapping[bytes, int] | str | PathLike | Sequence[str | PathLike],
+    vocab_size: int | None,
+    special_tokens: list[str] | None = None,
+    *,
+    trainer: str | None = None,
+    vocab_sizes: Iterable[int] | None = None,
+) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
+    """`train_bpe` from word counts instead of text (`vocab_sizes` as there); see `train_from_counts`."""
+    if vocab_sizes is None:
+        result = train_from_counts(counts, vocab_size, special_tokens, trainer=trainer)  # type: ignore[arg-type]
+        return result.vocab, result.merges
+    sizes = check_vocab_sizes(vocab_size, vocab_sizes)
+    return tokenizers_by_size(train_from_counts(counts, sizes[-1], special_tokens, trainer=trainer), sizes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training from documents and streamed files: counted by `word_counts`, merged by the version
+
+
+def _count_words_of(
+    paths: list[str], specials: list[str], options: CountOptions, progress: bool, format: str | None, text_field: str
+) -> WordCounts:
+    from .word_counts import count_words
+
+    return count_words(
+        paths, specials, num_threads=options.num_workers, progress=progress, format=format, text_field=text_field
+    )
+
+
+def _train_on_counted(
+    count: Callable[[], WordCounts], vocab_size: int, specials: list[str], name: str, progress: bool
+) -> TrainingResult:
+    """Count (every source the same way, in `word_counts`), then the version's merge phase on the
+    counts; the result's phases are the counting and the merging."""
+    started = time.perf_counter()
+    counts = count()
+    counted = time.perf_counter()
+    result = train_from_counts(counts, vocab_size, specials, trainer=name, progress=progress)
+    result.seconds = {
+        "pre-tokenize": counted - started,
+        "merge": result.seconds["merge"],
+        "total": time.perf_counter() - started,
+    }
+    return result
+
+
+def train_from_iterator(
+    texts: Iterable[str | bytes] | object,
     vocab_size: int,
     special_tokens: list[str] | None = None,
     *,
     trainer: str | None = None,
+    progress: bool = False,
+    length: int | None = None,
+    text_field: str = "text",
+    **options: object,
+) -> TrainingResult:
+    """`train` on documents instead of a file: each item of `texts` is one document (see
+    `word_counts.count_words_from_iterator` for what `texts` may be). The result equals training on
+    the text file in which the documents are joined by the first special token; with no special
+    token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
+    number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
+    (counting threads)."""
+    from .word_counts import count_words_from_iterator
+
+    specials = check_special_tokens(special_tokens)
+    vocab_size = check_vocab_size(vocab_size, len(specials))
+    count_options = CountOptions.from_keywords(options)
+    name = trainer or default_trainer()
+    load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
+
+    def count() -> WordCounts:
+        threads = count_options.num_workers
+        return count_words_from_iterator(
+            texts, specials, num_threads=threads, progress=progress, length=length, text_field=text_field
+        )
+
+    return _train_on_counted(count, vocab_size, specials, name, progress)
+
+
+def train_bpe_from_iterator(
+    texts: Iterable[str | bytes] | object,
+    vocab_size: int,
+    special_tokens: list[str] | None = None,
+    *,
+    trainer: str | None = None,
+    **options: object,
 ) -> tuple[Vocab, Merges]:
-    """`train_bpe` from word counts instead of text; see `train_from_counts`."""
-    result = train_from_counts(counts, vocab_size, special_tokens, trainer=trainer)
+    """`train_bpe` on documents (an iterable of str, a pyarrow table or array, a HF dataset);
+    see `train_from_iterator`."""
+    result = train_from_iterator(texts, vocab_size, special_tokens, trainer=trainer, **options)
     return result.vocab, result.merges

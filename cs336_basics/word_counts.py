@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 import sys
 import zlib
@@ -69,6 +70,7 @@ from ._common import (
 )
 from ._common import count_words as count_words_in_text
 from .backend import NativeUnavailable, effective_num_threads, load_native
+from .formats import BLOCK_BYTES, InputFile, documents_of, encoded_documents, inspect_input, iter_documents, read_blocks
 
 __all__ = [
     "FORMAT_VERSION",
@@ -85,6 +87,7 @@ __all__ = [
     "count_task",
     "count_tasks",
     "count_words",
+    "count_words_from_iterator",
     "group_into_batches",
     "input_bytes",
     "plan_count_tasks",
@@ -323,7 +326,10 @@ class WordCounts:
         return body + struct.pack("<I", zlib.crc32(body))
 
     @classmethod
-    def from_bytes(cls, data: bytes, source: str = "<bytes>") -> WordCounts:
+    def from_bytes(cls, data: bytes, source: str = "<bytes>", *, for_training: bool = False) -> WordCounts:
+        """The counts a count file's bytes hold (any uint64 counts). `for_training` also refuses
+        counts that training cannot add up in 64 bits (`load` reads files for training)."""
+
         def refuse(why: str) -> WordCountFileError:
             return WordCountFileError(f"{source}: not a usable word-count file: {why}")
 
@@ -357,6 +363,8 @@ class WordCounts:
         lengths = view[offset : offset + 4 * num_words]
         counts = view[offset + 4 * num_words : blob_start]
         blob = view[blob_start : blob_start + blob_length]
+        if for_training:
+            _check_count_sums(lengths, counts, refuse)
         table = _table_from_arrays(blob, lengths, counts, refuse)
         return cls(table, specials, pattern, source_bytes)
 
@@ -373,7 +381,7 @@ class WordCounts:
         target = Path(path)
         if not target.is_file():
             raise WordCountFileError(f"count file not found: {target}")
-        return cls.from_bytes(target.read_bytes(), str(target))
+        return cls.from_bytes(target.read_bytes(), str(target), for_training=True)
 
     @classmethod
     def load_all(cls, paths: Iterable[str | os.PathLike]) -> WordCounts:
@@ -385,6 +393,30 @@ class WordCounts:
         if total is None:
             raise BPEInputError("no count files given")
         return total
+
+
+_INT64_LIMIT = 1 << 63
+
+
+def _check_count_sums(lengths: memoryview, counts: memoryview, refuse) -> None:
+    """Refuse counts that training cannot add up in 64-bit integers: their sum, or the most any pair
+    count can reach (a word of n tokens holds n - 1 pairs, each weighted by the word's count). Text
+    never comes near (the counts add up to at most its bytes), so only a crafted file fails here."""
+    length_array, count_array = array("I"), array("Q")
+    length_array.frombytes(lengths)
+    count_array.frombytes(counts)
+    if not _LITTLE_ENDIAN:
+        length_array.byteswap()
+        count_array.byteswap()
+    total = sum(count_array)
+    if total >= _INT64_LIMIT:
+        raise refuse(f"its counts add up to {total:,}, more than 64-bit training counts hold (2**63 - 1)")
+    # The bound below is exact work per word; the product of two C-speed aggregates usually spares it.
+    if total * max(length_array, default=0) < _INT64_LIMIT:
+        return
+    pairs = sum(count * (length - 1) for count, length in zip(count_array, length_array) if length > 1)
+    if pairs >= _INT64_LIMIT:
+        raise refuse(f"its pair counts can reach {pairs:,}, more than 64-bit training counts hold (2**63 - 1)")
 
 
 def _table_from_arrays(blob: memoryview, lengths: memoryview, counts: memoryview, refuse) -> CountTable:
@@ -662,8 +694,21 @@ def _count_buffer(
             return native.count_words_in_buffer(data, special_tokens, num_threads)
         return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens))
     except (ValueError, UnicodeDecodeError) as error:
-        # Offsets in the message count from the start of this task's bytes.
-        raise BPEInputError(f"{describe_task(task)}: {error}") from None
+        raise BPEInputError(_located(task, str(error))) from None
+
+
+def _located(task: CountTask, message: str) -> str:
+    """`message` about a task's bytes, naming the file: an offset in it (counted from the start of
+    the task's bytes) is turned into the offset in the file that holds it."""
+    found = re.search(r"at byte offset (\d+)", message)
+    if found is not None:
+        offset = int(found.group(1))
+        for segment in task:
+            if offset < segment.end - segment.start:
+                where = f"at byte offset {segment.start + offset}"
+                return f"{segment.path}: {message[: found.start()]}{where}{message[found.end() :]}"
+            offset -= segment.end - segment.start
+    return f"{describe_task(task)}: {message}"
 
 
 def _checked_local_range(segment: Segment) -> None:
@@ -738,8 +783,7 @@ def count_tasks(
             else:
                 counter.count(_read_task(task, storage_options))
         except ValueError as error:
-            # Offsets in the message count from the start of this task's bytes.
-            raise BPEInputError(f"{describe_task(task)}: {error}") from None
+            raise BPEInputError(_located(task, str(error))) from None
         if progress is not None:
             progress(task_size(task))
     return counter.take() if num_slices is None else counter.take_slices(num_slices)
@@ -763,15 +807,223 @@ def count_words(
     progress: bool = False,
     task_bytes: int = LOCAL_TASK_BYTES,
     storage_options: Mapping[str, object] | None = None,
+    format: str | None = None,
+    text_field: str = "text",
 ) -> WordCounts:
     """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
 
     Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
-    pure-Python one; the result is the same either way and for every `task_bytes`."""
+    pure-Python one; the result is the same either way and for every `task_bytes`.
+
+    Local files may also be compressed, JSON lines or Parquet (see `formats.py`; `format` forces
+    text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
+    (`_StreamCounter`): a file of documents counts as its documents joined by the first special
+    token, and is kept apart from its neighbours the same way."""
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
-    tasks = plan_count_tasks(_as_path_list(paths), specials, task_bytes=task_bytes, storage_options=storage_options)
+    path_list = _as_path_list(paths)
+    local = [inspect_input(path, format, text_field) for path in path_list if not is_url(path)]
+    if not all(source.in_place for source in local):
+        if len(local) < len(path_list):
+            raise BPEInputError(
+                "URLs are read as uncompressed text only: count them apart from compressed, JSON-lines or "
+                "Parquet inputs, and add the count files"
+            )
+        return _count_streamed(local, specials, num_threads, progress, text_field)
+    tasks = plan_count_tasks(path_list, specials, task_bytes=task_bytes, storage_options=storage_options)
     source_bytes = sum(map(task_size, tasks))
     with tqdm(total=source_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
         table = count_tasks(tasks, specials, num_threads, storage_options, progress=bar.update)
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, source_bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streamed sources: compressed files, files of documents, iterables of documents
+
+# Documents are joined by the first special token, as in a text file of documents joined by it. With
+# no special token this string stands in: the counter splits on it as on a special token (so nothing
+# crosses a document boundary and it is never counted), and text that holds it is refused. Its first
+# character occurs once in it, so no occurrence in a document can overlap one put between documents.
+DOCUMENT_SEPARATOR = "\U0010fffe<cs336 document boundary>"
+
+
+class _BufferSource:
+    """A bytes buffer with `_Source`'s read interface, so `_CutFinder` finds safe cuts in it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+    def read(self, start: int, end: int) -> bytes:
+        return self.data[max(0, start) : min(self.size, end)]
+
+
+class _StreamCounter:
+    """Counts a stream of UTF-8 text, fed in pieces of any size, in blocks of about `block_bytes`
+    that end at safe cuts (`_CutFinder`, the planner's rule), so the counts equal those of the whole
+    stream counted at once. Text pieces continue each other (files read as if concatenated); each
+    document is kept apart by the separator (the first special token, else DOCUMENT_SEPARATOR).
+
+    With the compiled module each block is counted by one `WordCounter` on `num_threads` threads,
+    the GIL released; without it by `_common.count_words`, added into one dict. Memory: the count
+    table plus a block (more only while the text has no safe cut at all)."""
+
+    def __init__(
+        self, special_tokens: list[str], num_threads: int | None, *, documents: bool, block_bytes: int = BLOCK_BYTES
+    ) -> None:
+        self.private_separator = documents and not special_tokens
+        self.tokens = [DOCUMENT_SEPARATOR] if self.private_separator else list(special_tokens)
+        self.separator = self.tokens[0].encode("utf-8") if self.tokens else b""
+        self._token_bytes = [token.encode("utf-8") for token in self.tokens]
+        self._margin = max(max((len(token) for token in self._token_bytes), default=0), 1)
+        self._block_bytes = block_bytes
+        self._flush_at = block_bytes
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._started = False  # something was fed: a document that follows gets a separator first
+        self._after_document = False  # the last piece was a document: text that follows gets one too
+        self._text_tail = b""  # the end of the text run so far, to find the separator across pieces
+        self._offset = 0  # stream bytes counted so far, for error messages
+        self.label = "text"  # what is being fed, for error messages
+        self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
+        native = _native_module()
+        self._counter = native.WordCounter(self.tokens, num_threads) if native is not None else None
+        self._table: dict[bytes, int] = {}
+
+    def _separate(self) -> None:
+        self._put(self.separator)
+        if not self.private_separator:  # a special token is text of the equivalent file
+            self.source_bytes += len(self.separator)
+
+    def text(self, data: bytes) -> None:
+        """More text, continuing the text before it (a document before it is kept apart)."""
+        if self._after_document:
+            self._separate()
+            self._after_document = False
+            self._text_tail = b""
+        if self.private_separator:
+            joined = self._text_tail + data
+            if self.separator in joined:
+                raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+            self._text_tail = joined[-(len(self.separator) - 1) :]
+        self._put(data)
+        self._started = True
+        self.source_bytes += len(data)
+
+    def document(self, data: bytes) -> None:
+        """One document, kept apart from what comes before and after it."""
+        if self._started:
+            self._separate()
+        if self.private_separator and self.separator in data:
+            raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+        self._put(data)
+        self._started = self._after_document = True
+        self.source_bytes += len(data)
+
+    def _put(self, data: bytes) -> None:
+        if data:
+            self._pending.append(data)
+            self._pending_bytes += len(data)
+            if self._pending_bytes >= self._flush_at:
+                self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        buffer = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        cut: int | None = len(buffer)
+        if not final:
+            # Cuts stay a token's length before the end: what follows the buffer is not known yet.
+            finder = _CutFinder(_BufferSource(buffer), self._token_bytes)
+            cut = finder.last_at_or_before(len(buffer) - self._margin, 1) if len(buffer) > self._margin else None
+            if not cut:
+                # No safe cut yet (one enormous word?): wait for more text, scanning again only once
+                # the buffer has doubled, so a long run without cuts costs linear time.
+                self._pending, self._flush_at = [buffer], 2 * len(buffer)
+                return
+        with memoryview(buffer) as view:
+            self._count(view[:cut])
+        rest = buffer[cut:]
+        self._pending = [rest] if rest else []
+        self._pending_bytes = len(rest)
+        self._flush_at = len(rest) + self._block_bytes
+
+    def _count(self, block: memoryview) -> None:
+        try:
+            if self._counter is not None:
+                self._counter.count(block)
+            else:
+                text = decode_utf8(bytes(block), self._offset)
+                add_count_tables(self._table, count_words_in_text(text, self.tokens))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise BPEInputError(f"{self.label}: {error} (in the block at stream byte {self._offset:,})") from None
+        self._offset += len(block)
+
+    def take(self) -> CountTable:
+        """The counts of everything fed (the counter is then empty)."""
+        if self._pending_bytes:
+            self._flush(final=True)
+        if self._counter is not None:
+            return self._counter.take()
+        table, self._table = self._table, {}
+        return table
+
+
+def _feed_documents(counter: _StreamCounter, documents: Iterable[bytes], label: str) -> None:
+    counter.label = label
+    for document in documents:
+        counter.document(document)
+
+
+def _count_streamed(
+    sources: Sequence[InputFile], specials: list[str], num_threads: int | None, progress: bool, text_field: str
+) -> WordCounts:
+    """The counts of local files, some compressed or of documents, read one after another."""
+    documents = any(source.format != "text" for source in sources)
+    counter = _StreamCounter(specials, num_threads, documents=documents)
+    # The total is not known before decompressing: the bar shows the text read and its rate.
+    with tqdm(desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
+        for source in sources:
+            counter.label = source.path
+            if source.format == "text":
+                for block in read_blocks(source):
+                    counter.text(block)
+                    bar.update(len(block))
+            else:
+                try:
+                    _feed_documents(counter, encoded_documents(iter_documents(source, text_field)), source.path)
+                except TypeError as error:  # a value that is not a string (Parquet, JSON)
+                    raise BPEInputError(f"{source.path}: {error}") from None
+                bar.update(0)
+        table = counter.take()
+    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
+
+
+def count_words_from_iterator(
+    texts: Iterable[str | bytes] | Any,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    num_threads: int | None = None,
+    progress: bool = False,
+    length: int | None = None,
+    text_field: str = "text",
+    batch_bytes: int = BLOCK_BYTES,
+) -> WordCounts:
+    """The word counts of documents, one per item, streamed (the iterable is read once, never held):
+    equal to `count_words` of the text file in which the documents are joined by the first special
+    token. With no special token, each document is counted on its own (the sum of the counts of each
+    document), never across a boundary.
+
+    `texts`: any iterable of `str` (or UTF-8 `bytes`), a pyarrow `Table` (its `text_field` column),
+    `ChunkedArray` or string `Array`, or a Hugging Face `datasets.Dataset` / `IterableDataset`.
+    `length`: the number of documents, for the progress bar's total (taken from `len(texts)` when
+    it has one). Documents are counted in batches of about `batch_bytes` of text."""
+    specials = check_special_tokens(special_tokens)
+    num_threads = effective_num_threads(num_threads)
+    documents, known_length = documents_of(texts, text_field)
+    if batch_bytes < 1:
+        raise BPEInputError(f"batch_bytes must be positive, got {batch_bytes}")
+    counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes)
+    total = length if length is not None else known_length
+    with tqdm(total=total, desc="count", unit="doc", unit_scale=True, disable=not progress) as bar:
+        _feed_documents(counter, encoded_documents(documents, bar.update if progress else None), "documents")
+        table = counter.take()
+    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)

@@ -6,22 +6,44 @@ assignment checkout.
 
 Copies everything under the handout's tests/ (adapters.py, conftest.py, common.py, test_*.py,
 fixtures/, _snapshots/, ...) into tests/. None of this project's own test files has a handout name
-(ours are the root conftest.py, tests/support.py, tests/bpe_adapters.py and test_*.py names the
-handout does not use), so nothing of ours is overwritten. A file that exists with other contents
-stops the copy before any file is written, unless --update is given (to take a newer handout over
-an earlier copy). Then paste `run_train_bpe` and `get_tokenizer` from tests/bpe_adapters.py over
-the stubs in tests/adapters.py.
+(ours are the root conftest.py, tests/support.py and test_*.py names the handout does not use), so
+nothing of ours is overwritten. A file that exists with other contents stops the copy before any
+file is written, unless --update is given (to take a newer handout over an earlier copy).
+
+Then run_train_bpe and get_tokenizer in the copied tests/adapters.py are replaced by ours, which call
+cs336_bpe (cs336_basics/swap_in.py, also `python -m cs336_bpe.swap_in`; the handout's file is kept as
+tests/adapters.py.orig). An adapters.py swapped in this way counts as the handout's when the script
+runs again. If the swap is refused (the handout's file does not look as expected), the copy stands,
+the reason is printed, and the two functions are to be pasted from cs336_basics/adapters.py by hand.
+
+Exit status: 0 done; 1 nothing copied (files with other contents) or the swap was refused; 2 no handout.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import sys
+import types
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SKIPPED_PARTS = {"__pycache__", ".pytest_cache"}
+
+
+def load_swap_in() -> types.ModuleType:
+    """cs336_basics/swap_in.py of this checkout, loaded from its file: `import cs336_basics.swap_in`
+    would first run the package's __init__ (the student's to extend, and it loads the compiled
+    extensions), none of which editing a text file needs. swap_in imports nothing of the package."""
+    path = REPO_ROOT / "cs336_basics" / "swap_in.py"
+    spec = importlib.util.spec_from_file_location("cs336_swap_in", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+swap_in = load_swap_in()
 
 
 def handout_files(handout_tests: Path) -> list[Path]:
@@ -40,11 +62,23 @@ def plan_copy(handout_tests: Path, dest: Path) -> tuple[list[Path], list[Path], 
         target = dest / relative
         if not target.exists():
             new.append(relative)
-        elif target.is_file() and target.read_bytes() == (handout_tests / relative).read_bytes():
+        elif target.is_file() and target.read_bytes() in expected_contents(handout_tests, relative):
             same.append(relative)
         else:
             different.append(relative)
     return new, same, different
+
+
+def expected_contents(handout_tests: Path, relative: Path) -> set[bytes]:
+    """What a copy of a handout file may hold: its bytes, and for adapters.py also those with our
+    functions swapped in (what this script leaves there), so that running it again is no conflict."""
+    data = (handout_tests / relative).read_bytes()
+    if relative != Path("adapters.py"):
+        return {data}
+    try:
+        return {data, swap_in.swap_bytes(data)}
+    except swap_in.SwapError:
+        return {data}
 
 
 def handout_dependencies(handout: Path) -> list[str]:
@@ -88,16 +122,25 @@ def main(argv: list[str] | None = None) -> int:
         target = args.dest / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(handout_tests / relative, target)
+    updated = len(different) if args.update else 0
     print(
-        f"copied {len(new)} new and {len(different) if args.update else 0} updated files into {args.dest}; "
-        f"{len(same)} were already there"
+        f"copied {len(new)} new and {updated} updated {'file' if len(new) + updated == 1 else 'files'} "
+        f"into {args.dest}; {len(same)} {'was' if len(same) == 1 else 'were'} already there"
     )
+    # Prints the diff and where the handout's file is kept, or one line saying why it left the file alone.
+    swapped = swap_in.main([str(args.dest / "adapters.py")]) == 0
     dependencies = handout_dependencies(args.handout)
     if dependencies:
         quoted = " ".join(f"'{dependency}'" for dependency in dependencies)
         print(f"the handout's tests need its dependencies too:\n  pip install {quoted}")
-    print("next: paste run_train_bpe and get_tokenizer from tests/bpe_adapters.py over the stubs in tests/adapters.py")
-    return 0
+    if swapped:
+        print("next: python -m pytest tests/test_train_bpe.py tests/test_tokenizer.py (the adapters call cs336_bpe)")
+        return 0
+    print(
+        "next: tests/adapters.py was left as the handout has it; paste run_train_bpe and get_tokenizer from "
+        "cs336_basics/adapters.py over its stubs"
+    )
+    return 1
 
 
 if __name__ == "__main__":

@@ -206,8 +206,10 @@ def availability(trainer: str) -> str | None:
         return None
     from cs336_basics import trainer_status
 
-    reason = trainer_status().get(trainer, f"unknown trainer {trainer}")
-    return None if reason is None else f"unavailable: {reason}"
+    status = trainer_status().get(trainer)
+    if status is None:
+        return f"unknown trainer {trainer}"
+    return None if status.available else str(status)
 
 
 def cached_word_counts(corpus: Corpus, cache: Path) -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import json
 import os
 import pickle
 import random
@@ -37,7 +38,7 @@ from cs336_basics.serialization import OutputDirectory  # noqa: E402
 from cs336_basics.trainers import trainer_status  # noqa: E402
 
 CLI = "import sys; from cs336_basics.cli import main; sys.exit(main(sys.argv[1:]))"
-ENCODE = str(REPO_ROOT / "scripts" / "encode_dataset.py")
+ENCODE = ["-m", "cs336_basics.encode_cli"]  # cs336-encode-dataset, found through PYTHONPATH
 
 
 @dataclass
@@ -223,13 +224,14 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
         return ["-c", CLI, trainer, str(out), *(["-d", str(data)] if data else []), "-q", *options]
 
     def encode(vocab: Path, merges: Path, data: Path = small) -> list[str]:
-        return [ENCODE, str(data), str(work / "ids.npy"), "--vocab", str(vocab), "--merges", str(merges), "--quiet"]
+        return [*ENCODE, str(data), str(work / "ids.npy"), "--vocab", str(vocab), "--merges", str(merges), "-q"]
 
     # Bad input, refused before any work
     yield Case("missing data file", cli(work / "o1", data=work / "nope.txt"), (2,), "nope.txt")
     (work / "empty.txt").write_bytes(b"")
     yield Case("empty file", cli(work / "o2", data=work / "empty.txt"), (2,), "empty")
-    yield Case("directory as data", cli(work / "o3", data=work), (2,), "directory")
+    # A directory is read as its files; these include pickles, refused naming the file they are in.
+    yield Case("directory as data", cli(work / "o3", data=work), (2,), r"\.pkl: .*invalid UTF-8 at byte offset \d")
     os.mkfifo(work / "fifo")
     yield Case("FIFO as data", cli(work / "o4", data=work / "fifo"), (2,), "not a regular file")
     yield Case("/dev/zero as data", cli(work / "o5", data=Path("/dev/zero")), (2,), "not a regular file")
@@ -237,7 +239,9 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     (work / "bad.txt").write_bytes(b"fine text " * 100 + b"\xff")
     yield Case("invalid UTF-8", cli(work / "o7", data=work / "bad.txt"), (2,), "byte offset 1000")
     (work / "data.txt.gz").write_bytes(gzip.compress(small.read_bytes()))
-    yield Case(".gz input", cli(work / "o8", data=work / "data.txt.gz"), (2,), r"gzip-compressed.*gunzip")
+    yield Case(".gz input, streamed", cli(work / "o8", data=work / "data.txt.gz"), (0,))
+    (work / "fake.txt.zst").write_bytes(b"\x28\xb5\x2f\xfd" + b"not a zstd frame" * 4)
+    yield Case("damaged .zst input", cli(work / "o8z", data=work / "fake.txt.zst"), (2,), r"fake\.txt\.zst")
     if os.geteuid() != 0:
         locked = work / "locked.txt"
         locked.write_text("text")
@@ -298,7 +302,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
             check=unchanged(target, outputs(target)),
         )
 
-    # Loading untrusted or damaged files (through encode_dataset)
+    # Loading untrusted or damaged files (through cs336-encode-dataset)
     evil = work / "evil"
     evil.mkdir()
     marker = work / "code-ran"
@@ -323,8 +327,62 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     train_quietly(mixed, 300)
     (mixed / "merges.txt").write_bytes(base_files["merges.txt"])
     yield Case("files of two runs", encode(mixed / "vocab.json", mixed / "merges.txt"), (2,), "another run")
-    yield Case("encode_dataset of .gz", encode(base / "vocab.json", base / "merges.txt", work / "data.txt.gz"), (2,),
+    yield Case("encoding a .gz", encode(base / "vocab.json", base / "merges.txt", work / "data.txt.gz"), (2,),
                "gunzip")  # fmt: skip
+
+    # Second hardening round (issue 23)
+    shared = work / "shared-out"
+    shared.mkdir()
+    victim = work / "victim.txt"
+    victim.write_text("precious\n")
+    (shared / ".cs336_basics.lock").symlink_to(victim)
+    intact = lambda: None if victim.read_text() == "precious\n" else "the link's target was written"  # noqa: E731
+    yield Case("lock file a symlink to another file", cli(shared), (2,), "symbolic link", check=intact)
+    loop = work / "loop.txt"
+    loop.symlink_to(loop)
+    yield Case("symlink loop as data", cli(work / "o30", data=loop), (2,), r"\Aerror: .*symbolic link loop")
+    yield Case("--cluster ''", cli(work / "o31", "--cluster", ""), (2,), "--cluster")
+    count_words = ["-m", "cs336_basics.count_cli"]
+    yield Case("invalid scheduler address", [*count_words, str(small), "-o", str(work / "c1.counts"), "-q",
+               "--cluster", "tcp://no such host:1"], (2,), "not a scheduler address")  # fmt: skip
+    yield Case("count-words write failure (--fsize)", [*count_words, str(small), "-o", str(work / "c2.counts"), "-q"],
+               (1,), r"\Aerror: cannot write .*c2\.counts", file_size_bytes=1024)  # fmt: skip
+    huge = work / "huge.counts"
+    subprocess.run([sys.executable, "-c", "import sys; from cs336_basics.word_counts import WordCounts; "
+                    "WordCounts({b'ab': 2**63}, ['<|endoftext|>']).save(sys.argv[1])", str(huge)],
+                   check=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
+    yield Case("count of 2**63 in a count file", ["-c", CLI, "bpe_v2", str(work / "o32"), "--counts", str(huge), "-q"],
+               (2,), r"huge\.counts.*64-bit")  # fmt: skip
+    def nested(directory: Path) -> None:
+        (directory / "bpe_run.json").write_text("[" * 100_000 + "]" * 100_000)
+
+    def string_size(directory: Path) -> None:
+        run = json.loads((directory / "bpe_run.json").read_text())
+        run["files"]["vocab.json"]["bytes"] = str(run["files"]["vocab.json"]["bytes"])
+        (directory / "bpe_run.json").write_text(json.dumps(run))
+
+    def long_id(directory: Path) -> None:
+        (directory / "bpe_run.json").unlink()
+        (directory / "vocab.json").write_text('{"a": ' + "7" * 5001 + "}")
+
+    def repeated_token(directory: Path) -> None:
+        (directory / "bpe_run.json").unlink()
+        text = (directory / "vocab.json").read_text()
+        (directory / "vocab.json").write_text(text[: text.rindex("}")] + ',\n"a": 9999\n}')
+
+    for name, damage in (
+        ("bpe_run.json nested 100,000 deep", nested),
+        ("bpe_run.json with a string size", string_size),
+        ("vocab.json with a 5,001-digit id", long_id),
+        ("vocab.json with a repeated token", repeated_token),
+    ):
+        damaged = work / name.replace(" ", "-").replace(",", "")
+        damaged.mkdir()
+        for file_name, data in base_files.items():
+            (damaged / file_name).write_bytes(data)
+        damage(damaged)
+        refused = r"\Aerror: .*(vocab|bpe_run)\.json"
+        yield Case(name, encode(damaged / "vocab.json", damaged / "merges.txt"), (2,), refused)
 
     # Memory and size limits
     big = words_corpus(work / "big.txt", (40 if full else 2) << 20, seed=1, fresh_words=0.3)
@@ -369,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in build_cases(work, full=not args.fast):
             if args.fast and not case.fast:
                 continue
-            if case.needs and status.get(case.needs):
-                print(f"skip  {case.name}: {status[case.needs]}")
+            if case.needs and not status[case.needs].available:
+                print(f"skip  {case.name}: {status[case.needs].reason}")
                 continue
             if case.name.startswith("second run"):
                 with OutputDirectory(work / "busy"):  # this process holds the directory meanwhile

@@ -1,11 +1,13 @@
 """Both CS336 workflows, end to end, on a mock assignment checkout built in a temporary directory.
 
 Beside: a checkout that keeps its own `cs336_basics` (installed editable the way the handout's uv
-build backend does it, a .pth with the checkout's root) gets this project with `pip install`, and a
-test there trains on corpus.en through the adapter functions of tests/bpe_adapters.py against the
-reference merges, while `import cs336_basics` stays the student's, from any directory.
+build backend does it, a .pth with the checkout's root) gets this project with `pip install` and
+`python -m cs336_bpe.swap_in` swaps our run_train_bpe and get_tokenizer into its tests/adapters.py;
+a test there trains on corpus.en through them against the reference merges, while
+`import cs336_basics` stays the student's, from any directory.
 As the submission: the handout's tests copied into a copy of this repository by
-scripts/add_handout_tests.py run beside ours, and scripts/make_submission.py packs source only.
+scripts/add_handout_tests.py, which swaps our adapters in, run beside ours, and
+scripts/make_submission.py packs source only.
 
 It builds the project (about a minute), so it runs when CS336_TEST_INSTALL=1 (CI sets it). The scratch
 virtual environment borrows this environment's packages (regex, tqdm, pytest, setuptools, Cython)
@@ -64,9 +66,24 @@ import pytest
 def handout_fixture() -> str:
     return "the handout's conftest is loaded"
 """
-STUDENT_STUB = """
+HANDOUT_ADAPTERS = """\
+from __future__ import annotations
+
+import os
+from typing import Any
+
 
 def run_linear(d_in, d_out, weights, in_features):
+    raise NotImplementedError
+
+
+def get_tokenizer(vocab, merges, special_tokens: list[str] | None = None) -> Any:
+    \"\"\"Return a BPE tokenizer over vocab and merges.\"\"\"
+    raise NotImplementedError
+
+
+def run_train_bpe(input_path: str | os.PathLike, vocab_size: int, special_tokens: list[str], **kwargs):
+    \"\"\"Train a BPE tokenizer; return (vocab, merges).\"\"\"
     raise NotImplementedError
 """
 HANDOUT_TEST = """\
@@ -141,11 +158,10 @@ def write_files(root: Path, files: dict[str, str]) -> None:
 
 
 def write_mock_checkout(root: Path) -> Path:
-    """A student's assignment checkout: their own cs336_basics, the handout's tests, our adapters pasted in."""
+    """A student's assignment checkout: their own cs336_basics, the handout's tests with its adapter stubs."""
     missing = [name for name in FIXTURE_NAMES if not (FIXTURES / name).is_file()]
     if missing:
         pytest.skip(f"fixtures {missing} not found in {FIXTURES} (set CS336_FIXTURES)")
-    adapters = (REPO_ROOT / "tests" / "bpe_adapters.py").read_text(encoding="utf-8") + STUDENT_STUB
     write_files(
         root,
         {
@@ -155,7 +171,7 @@ def write_mock_checkout(root: Path) -> Path:
             "tests/__init__.py": "",
             "tests/common.py": HANDOUT_COMMON,
             "tests/conftest.py": HANDOUT_CONFTEST,
-            "tests/adapters.py": adapters,
+            "tests/adapters.py": HANDOUT_ADAPTERS,
             "tests/test_handout_bpe.py": HANDOUT_TEST,
             "tests/_snapshots/test_handout_bpe.txt": "snapshot\n",
             **{f"tests/fixtures/{name}": (FIXTURES / name).read_text(encoding="utf-8") for name in FIXTURE_NAMES},
@@ -166,7 +182,8 @@ def write_mock_checkout(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A copy of this repository's source, installed into a scratch venv beside a mock checkout."""
+    """A copy of this repository's source, installed into a scratch venv beside a mock checkout, and a
+    second, untouched mock checkout as the handout to copy tests from."""
     for module in ("setuptools", "Cython", "pip"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed here, and the offline build needs it")
@@ -192,7 +209,10 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (site / "cs336_basics_editable.pth").write_text(f"{checkout}\n", encoding="utf-8")
     # The documented install, offline: build tools and dependencies come from this environment.
     run([python, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", source], cwd=root)
-    return {"root": root, "source": source, "python": python, "checkout": checkout}
+    run([python, "-m", "cs336_bpe.swap_in", checkout], cwd=root)  # the documented second step
+    assert "from cs336_bpe import train_bpe" in (checkout / "tests" / "adapters.py").read_text(encoding="utf-8")
+    handout = write_mock_checkout(root / "handout")
+    return {"root": root, "source": source, "python": python, "checkout": checkout, "handout": handout}
 
 
 @pytest.mark.parametrize("pure", ["0", "1"])
@@ -202,10 +222,10 @@ def test_beside_the_students_own_package(workspace: dict[str, Path], pure: str) 
     result = run([python, *pytest_args], cwd=checkout, CS336_PURE_PYTHON=pure)
     assert "2 passed" in result.stdout
     # From anywhere else, too: the student's package, found through its .pth, is not shadowed by ours.
-    probe = "import cs336_basics, cs336_bpe; print(cs336_basics.OWNER, cs336_bpe.trainer_status()['bpe_v7'])"
+    probe = "import cs336_basics, cs336_bpe; print(cs336_basics.OWNER, cs336_bpe.trainer_status()['bpe_v7'].available)"
     shown = run([python, "-c", probe], cwd=workspace["root"], CS336_PURE_PYTHON=pure).stdout.split()
     assert shown[0] == "student"
-    assert (shown[1] == "None") == (pure == "0")  # compiled and loaded unless pure Python is forced
+    assert (shown[1] == "True") == (pure == "0")  # compiled and loaded unless pure Python is forced
     # Loading our compiled code neither imports the student's package nor leaves anything under its name.
     probe = (
         "import sys, cs336_bpe; cs336_bpe.train_bpe(sys.argv[1], 300, ['<|endoftext|>']); "
@@ -216,12 +236,14 @@ def test_beside_the_students_own_package(workspace: dict[str, Path], pure: str) 
 
 
 def test_as_the_submission(workspace: dict[str, Path]) -> None:
-    python, source, handout = workspace["python"], workspace["source"], workspace["checkout"]
+    python, source, handout = workspace["python"], workspace["source"], workspace["handout"]
     ours_before = {path: path.read_bytes() for path in (source / "tests").rglob("*.py")}
     run([python, source / "scripts" / "add_handout_tests.py", handout], cwd=source)
     assert all(path.read_bytes() == data for path, data in ours_before.items())  # nothing of ours overwritten
     assert (source / "tests" / "conftest.py").read_text(encoding="utf-8") == HANDOUT_CONFTEST
     assert (source / "tests" / "fixtures" / "corpus.en").is_file()
+    assert (source / "tests" / "adapters.py.orig").read_text(encoding="utf-8") == HANDOUT_ADAPTERS
+    assert "from cs336_bpe import train_bpe" in (source / "tests" / "adapters.py").read_text(encoding="utf-8")
 
     # The handout's tests and ours, side by side in this repository's tests/, with the fixtures it brought.
     result = run(
@@ -246,3 +268,46 @@ def test_as_the_submission(workspace: dict[str, Path]) -> None:
     ]  # fmt: skip
     assert leaked == []
     assert (source / "build").is_dir()  # pip built in the copy, so the exclusion above was really exercised
+
+
+INSTALLED_PICKLING = """\
+import pickle, sys
+import cs336_bpe
+from cs336_bpe import _native
+counts = cs336_bpe.count_words([sys.argv[1]], ["<|endoftext|>"])
+again = pickle.loads(pickle.dumps(counts))
+assert again.counts == counts.counts and len(again) > 1000
+table = _native.count_words(sys.argv[1], ["<|endoftext|>"], 1)
+assert type(table).__module__ == "cs336_bpe._native", type(table).__module__
+assert pickle.loads(pickle.dumps(table)).to_dict() == counts.counts
+print("pickled", len(counts))
+"""
+
+
+def test_the_installed_package_pickles_its_counts(workspace: dict[str, Path]) -> None:
+    # Compiled classes carry the installed name: pickle finds them outside any checkout.
+    corpus = workspace["checkout"] / "tests" / "fixtures" / "corpus.en"
+    result = run([workspace["python"], "-c", INSTALLED_PICKLING, corpus], cwd=workspace["root"])
+    assert result.stdout.startswith("pickled")
+
+
+def test_the_installed_commands_count_on_a_local_cluster(workspace: dict[str, Path]) -> None:
+    python, root = workspace["python"], workspace["root"]
+    has_dask = run([python, "-c", "import importlib.util as u; print(bool(u.find_spec('distributed')))"], cwd=root)
+    if has_dask.stdout.strip() != "True":
+        pytest.skip("Dask is not installed here (the cluster extra)")
+    corpus = workspace["checkout"] / "tests" / "fixtures" / "corpus.en"
+    scripts = python.parent
+    out = root / "cluster-out"
+    run([scripts / "cs336-train-bpe", "auto", out, "-d", corpus, "--cluster", "local:2", "-v", "400", "-q"], cwd=root)
+    run([scripts / "cs336-count-words", corpus, "-o", root / "c.counts", "--cluster", "local:2", "-q"], cwd=root)
+    compare = (
+        "import sys, cs336_bpe\n"
+        "from cs336_bpe.serialization import load_merges\n"
+        "expected = cs336_bpe.train_bpe(sys.argv[1], 400, ['<|endoftext|>'])[1]\n"
+        "assert load_merges(sys.argv[2]) == expected\n"
+        "assert cs336_bpe.train_bpe_from_counts(sys.argv[3], 400)[1] == expected\n"
+        "print('same')"
+    )
+    result = run([python, "-c", compare, corpus, out / "merges.txt", root / "c.counts"], cwd=root)
+    assert result.stdout.strip() == "same"

@@ -63,7 +63,8 @@ any_text = st.text(st.characters(codec="utf-8"), max_size=200)
 
 @cache
 def gpt2_tables() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    return load_vocab(FIXTURES / "gpt2_vocab.json"), load_merges(FIXTURES / "gpt2_merges.txt")
+    # Every test that reads GPT-2's tables comes through here, so each skips, saying why, without them.
+    return load_vocab(require_fixture("gpt2_vocab.json")), load_merges(require_fixture("gpt2_merges.txt"))
 
 
 @cache
@@ -749,7 +750,7 @@ def test_tiny_vocab_encodes_everything() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# scripts/encode_dataset.py
+# scripts/encode_dataset.py, the shim of cs336-encode-dataset (encode_cli; more in test_encode_cli)
 
 
 WITHOUT_NUMPY_CHILD = textwrap.dedent(

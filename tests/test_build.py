@@ -22,7 +22,7 @@ from tests.support import REPO_ROOT
 
 def test_pure_python_trainers_always_run() -> None:
     status = trainer_status()
-    assert [name for name in TRAINERS if name not in COMPILED_TRAINERS and status[name] is not None] == []
+    assert [name for name in TRAINERS if name not in COMPILED_TRAINERS and not status[name].available] == []
 
 
 def test_compiled_code_is_built_when_expected() -> None:
@@ -30,7 +30,7 @@ def test_compiled_code_is_built_when_expected() -> None:
         pytest.skip("CS336_PURE_PYTHON is set: compiled trainers are meant to be skipped")
     if not env_flag(EXPECT_COMPILED_ENV):
         pytest.skip(f"set {EXPECT_COMPILED_ENV}=1 to require the compiled trainers (CI does)")
-    missing = {name: reason for name, reason in trainer_status().items() if reason is not None}
+    missing = {name: status.reason for name, status in trainer_status().items() if not status.available}
     assert missing == {}
     assert [name for name in NATIVE_MODULES if not backend.native_available(name)] == []
     assert native_available(), "the tokenizer's compiled encoder (cs336_basics._encode) is not built"
@@ -43,7 +43,7 @@ def test_pure_python_flag_keeps_every_compiled_module_out(monkeypatch: pytest.Mo
             backend.load_native(name)
     assert not openmp_enabled()
     assert backend.effective_num_threads(4) == 1
-    assert all(trainer_status()[name] is not None for name in COMPILED_TRAINERS)
+    assert all(not trainer_status()[name].available for name in COMPILED_TRAINERS)
     assert native_available() is False
 
 

@@ -27,9 +27,28 @@ def write(root: Path, files: dict[str, str]) -> None:
         (root / relative).write_text(text, encoding="utf-8")
 
 
+# The handout's adapters.py in miniature (tests/test_swap_in.py has a fuller mock).
+ADAPTER_STUBS = """\
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def get_tokenizer(vocab, merges, special_tokens=None):
+    \"\"\"A BPE tokenizer.\"\"\"
+    raise NotImplementedError
+
+
+def run_train_bpe(input_path: str | os.PathLike, vocab_size: int, special_tokens: list[str], **kwargs):
+    raise NotImplementedError
+"""
+
+
 def test_copy_refuses_to_overwrite_until_told(tmp_path: Path) -> None:
     handout, dest = tmp_path / "handout", tmp_path / "ours" / "tests"
-    write(handout, {"tests/adapters.py": "stubs\n", "tests/conftest.py": "theirs\n", "tests/fixtures/a.txt": "a\n"})
+    write(handout, {"tests/adapters.py": ADAPTER_STUBS, "tests/conftest.py": "theirs\n", "tests/fixtures/a.txt": "a\n"})
     write(dest, {"conftest.py": "ours\n", "test_ours.py": "mine\n"})
     assert add_handout_tests.main([str(handout), "--dest", str(dest)]) == 1
     assert not (dest / "adapters.py").exists()  # nothing copied, not even the files that were free
@@ -38,7 +57,22 @@ def test_copy_refuses_to_overwrite_until_told(tmp_path: Path) -> None:
     assert add_handout_tests.main([str(handout), "--dest", str(dest), "--update"]) == 0
     assert (dest / "conftest.py").read_text(encoding="utf-8") == "theirs\n"
     assert (dest / "fixtures" / "a.txt").is_file() and (dest / "test_ours.py").read_text(encoding="utf-8") == "mine\n"
+    # Copied, then our run_train_bpe and get_tokenizer swapped in; the handout's file kept beside.
+    swapped = (dest / "adapters.py").read_text(encoding="utf-8")
+    assert "from cs336_bpe import train_bpe" in swapped and "from cs336_bpe import Tokenizer" in swapped
+    assert "import torch\n" in swapped and (dest / "adapters.py.orig").read_text(encoding="utf-8") == ADAPTER_STUBS
     assert add_handout_tests.main([str(handout), "--dest", str(dest)]) == 0  # again: all the same now
+    assert (dest / "adapters.py").read_text(encoding="utf-8") == swapped
+
+
+def test_copy_stands_when_the_swap_is_refused(tmp_path: Path, capsys) -> None:
+    handout, dest = tmp_path / "handout", tmp_path / "ours" / "tests"
+    write(handout, {"tests/adapters.py": "def run_train_bpe():\n    raise NotImplementedError\n"})
+    assert add_handout_tests.main([str(handout), "--dest", str(dest)]) == 1
+    assert (dest / "adapters.py").read_bytes() == (handout / "tests" / "adapters.py").read_bytes()
+    out, err = capsys.readouterr()
+    assert "copied 1 new and 0 updated file into" in out and "0 were already there" in out
+    assert "no top-level get_tokenizer" in err and "paste run_train_bpe and get_tokenizer" in out
 
 
 def test_copy_needs_a_handout(tmp_path: Path) -> None:

@@ -387,8 +387,10 @@ def test_count_cli_then_train_cli_equals_training_on_the_text(tmp_path: Path, ca
         "bpe_run.json",
         "merges.pkl",
         "merges.txt",
+        "special_tokens_map.json",
         "tokenizer.json",
         "tokenizer.tiktoken",
+        "tokenizer_config.json",
         "vocab.json",
         "vocab.pkl",
     ]

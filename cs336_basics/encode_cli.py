@@ -1,0 +1,199 @@
+"""Encode a (large) UTF-8 text file into a NumPy `.npy` array of token ids, on every core.
+
+The command `cs336-encode-dataset`; also `python -m cs336_bpe.encode_cli` (installed) or
+`python -m cs336_basics.encode_cli` (in a checkout).
+
+    cs336-encode-dataset data/TinyStoriesV2-GPT4-train.txt out/tinystories_train.npy --tokenizer out
+    cs336-encode-dataset data/owt_train.txt out/owt_train.npy --vocab out/vocab.json --merges out/merges.txt
+
+`--tokenizer OUT_DIR` reads a training run's output directory (its vocab.json and merges.txt, or the
+pickles when those are missing); `--vocab` and `--merges` name the files instead. The special tokens
+are those of the training run (its `bpe_run.json` beside the vocabulary); `--special-token`
+(repeatable) chooses others, `--no-special-tokens` none. A compressed input is refused by name
+before any work: decompress it first.
+
+The array is uint16 when every id fits, else uint32; load it with `numpy.load(path, mmap_mode="r")`
+(numpy is needed to read it, not to write it). The compiled encoder memory-maps the file, cuts it
+where cutting cannot change the ids and encodes the pieces on `--threads` threads
+(Tokenizer.encode_file_to); the pure-Python one reads it in blocks. The ids go to a temporary `.npy`
+beside the output, whose header gets the final length at the end; the temporary file then replaces
+OUT in one rename, so an interrupted run never leaves a half-written array. Memory stays at a few
+chunks' worth of ids.
+
+Exit status: 0 done; 1 the run failed (out of memory, a file could not be read or written); 2 bad
+arguments or input; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (no array written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ._common import BPEInputError, check_text_file
+from .cli import InterruptHandling
+from .serialization import check_output_dir
+from .tokenizer import Tokenizer
+from .trainers import peak_rss_bytes
+
+NPY_HEADER_BYTES = 128  # room for any length; fixed, so the final header overwrites the placeholder
+NPY_TYPES = {"H": "u2", "I": "u4"}  # array typecode -> numpy type, byte order added from the machine's
+# What --tokenizer looks for in a training output directory, in order of preference: the GPT-2 text
+# files are the documented default, the pickles are what a run keeps when the text ones were removed.
+TOKENIZER_FILES = (("vocab.json", "merges.txt"), ("vocab.pkl", "merges.pkl"))
+
+
+def npy_header(typecode: str, length: int) -> bytes:
+    """A version 1.0 `.npy` header for a 1-D array of `typecode` ints in the machine's byte order,
+    padded to NPY_HEADER_BYTES (see NEP 1)."""
+    order = "<" if sys.byteorder == "little" else ">"
+    description = f"{{'descr': '{order}{NPY_TYPES[typecode]}', 'fortran_order': False, 'shape': ({length},), }}"
+    prefix = b"\x93NUMPY\x01\x00"
+    size = NPY_HEADER_BYTES - len(prefix) - 2
+    text = description.ljust(size - 1) + "\n"
+    assert len(text) == size, "the header outgrew NPY_HEADER_BYTES"
+    return prefix + size.to_bytes(2, "little") + text.encode("latin1")
+
+
+def encode_file(
+    tokenizer: Tokenizer,
+    data: Path,
+    out: Path,
+    *,
+    num_threads: int | None = None,
+    chunk_bytes: int | None = None,
+    progress: bool = True,
+) -> tuple[int, int]:
+    """Write the ids of `data` to `out` (.npy, dtype from `tokenizer.id_typecode`); returns (input
+    bytes, tokens). `out` appears only once complete."""
+    typecode = tokenizer.id_typecode
+    handle, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as sink:
+            sink.write(npy_header(typecode, 0))
+            bar = tqdm(total=data.stat().st_size, unit="B", unit_scale=True, disable=not progress, desc="encode")
+            with bar:
+                tokens = tokenizer.encode_file_to(
+                    data, sink, num_threads=num_threads, chunk_bytes=chunk_bytes, progress=bar.update
+                )
+            sink.seek(0)
+            sink.write(npy_header(typecode, tokens))
+            sink.flush()
+            os.fsync(sink.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 is meant for secrets, not datasets
+        os.replace(temporary, out)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return data.stat().st_size, tokens
+
+
+def tokenizer_files(directory: Path) -> tuple[Path, Path]:
+    """The vocabulary and merges files of a training output directory."""
+    if not directory.is_dir():
+        raise BPEInputError(f"--tokenizer {directory}: not a directory (give a training run's output directory)")
+    for vocab_name, merges_name in TOKENIZER_FILES:
+        vocab, merges = directory / vocab_name, directory / merges_name
+        if vocab.exists() or merges.exists():
+            # One of a pair present: load it, so that the loader names the missing one.
+            return vocab, merges
+    names = " or ".join(f"{vocab_name} and {merges_name}" for vocab_name, merges_name in TOKENIZER_FILES)
+    raise BPEInputError(f"--tokenizer {directory}: no {names} there; is it a training run's output directory?")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="cs336-encode-dataset", description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", type=Path, help="UTF-8 text file to encode")
+    parser.add_argument("out", type=Path, help="output .npy file")
+    parser.add_argument(
+        "--tokenizer", type=Path, metavar="OUT_DIR", help="a training output directory (instead of --vocab/--merges)"
+    )
+    parser.add_argument("--vocab", type=Path, help="GPT-2 vocab.json (or vocab.pkl)")
+    parser.add_argument("--merges", type=Path, help="GPT-2 merges.txt (or merges.pkl)")
+    parser.add_argument(
+        "--special-token",
+        action="append",
+        default=None,
+        help="a special token (repeat for several); default: the training run's, from bpe_run.json",
+    )
+    parser.add_argument("--no-special-tokens", action="store_true", help="encode special tokens as plain text")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="threads of the compiled encoder (default: every core; -1 too)"
+    )
+    parser.add_argument(
+        "--block-mb", type=float, default=None, help="chunk (compiled) or block (pure) size in MB (default: automatic)"
+    )
+    parser.add_argument("--pure", action="store_true", help="use the pure-Python encoder")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+
+    if args.tokenizer is not None:
+        if args.vocab is not None or args.merges is not None:
+            parser.error("--tokenizer excludes --vocab and --merges")
+    elif args.vocab is None or args.merges is None:
+        parser.error("say which tokenizer: --tokenizer OUT_DIR (a training run's output), or --vocab and --merges")
+    if args.threads == 0:
+        parser.error("--threads 0 is not allowed: leave it out or use -1 for every core")
+    if args.no_special_tokens and args.special_token:
+        parser.error("--special-token and --no-special-tokens exclude each other")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    special_tokens = [] if args.no_special_tokens else args.special_token
+    try:
+        with InterruptHandling():
+            return _encode(args, special_tokens)
+    except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: encode_file has removed the partial array
+        print("interrupted", file=sys.stderr)
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+
+
+def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
+    try:
+        # Input and output are checked before the tokenizer is loaded: loading a large vocabulary
+        # takes a while, and a typo should not wait for it.
+        check_text_file(args.data, "input file")
+        if args.out.suffix != ".npy":
+            raise BPEInputError(f"the output should end in .npy, got {args.out}")
+        check_output_dir(args.out.parent)
+        vocab, merges = tokenizer_files(args.tokenizer) if args.tokenizer is not None else (args.vocab, args.merges)
+        tokenizer = Tokenizer.from_files(vocab, merges, special_tokens, native=False if args.pure else None)
+        if not args.quiet:
+            print(f"special tokens: {', '.join(tokenizer.special_tokens) or 'none'}", file=sys.stderr)
+        started = time.perf_counter()
+        chunk_bytes = max(1, int(args.block_mb * 1e6)) if args.block_mb else None
+        size, tokens = encode_file(
+            tokenizer, args.data, args.out, num_threads=args.threads, chunk_bytes=chunk_bytes, progress=not args.quiet
+        )
+        seconds = time.perf_counter() - started
+    except BPEInputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"error: out of memory while encoding {args.data}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
+        return 1
+
+    path = "compiled" if tokenizer.native else "pure Python"
+    dtype = "uint16" if tokenizer.id_typecode == "H" else "uint32"
+    print(f"{args.out}: {tokens:,} tokens ({dtype}) from {size:,} bytes")
+    print(f"compression: {size / max(tokens, 1):.3f} bytes/token")
+    print(f"throughput: {size / 1e6 / max(seconds, 1e-9):.2f} MB/s ({seconds:.1f} s, {path} encoder)")
+    print(f"peak RSS: {peak_rss_bytes() / 2**20:.0f} MiB")  # VmHWM: this process's real peak
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

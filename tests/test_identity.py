@@ -1,0 +1,86 @@
+"""One package under two names: `cs336_basics` (this checkout's folder) and `cs336_bpe` (installed) are
+the same modules, classes and exceptions in a process, whichever is imported first."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+import cs336_basics
+from tests.support import REPO_ROOT
+
+
+def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_both_names_are_one_package() -> None:
+    import cs336_bpe
+    import cs336_bpe.tokenizer
+
+    import cs336_basics.tokenizer
+
+    assert cs336_basics is cs336_bpe
+    assert cs336_basics.tokenizer is cs336_bpe.tokenizer
+    assert cs336_basics.tokenizer.__name__ == "cs336_bpe.tokenizer"
+    assert cs336_basics.tokenizer.__spec__.name == "cs336_bpe.tokenizer"
+
+
+def test_an_error_raised_through_one_name_is_caught_through_the_other() -> None:
+    import cs336_bpe
+
+    with pytest.raises(cs336_basics.BPEInputError):
+        cs336_bpe.train_bpe(REPO_ROOT / "no-such-file.txt", 300, ["<|endoftext|>"])
+
+
+def installed_here() -> bool:
+    """Whether `cs336_bpe` is installed (editable) from this checkout, not from another copy."""
+    code = "import importlib.util as u; s = u.find_spec('cs336_bpe'); print(s.origin if s else '')"
+    origin = run_python(code).stdout.strip()
+    return origin == str(REPO_ROOT / "cs336_basics" / "__init__.py")
+
+
+@pytest.mark.parametrize("first", ["cs336_basics", "cs336_bpe"])
+def test_either_import_order_gives_one_copy_of_each_module(first: str) -> None:
+    second = {"cs336_basics": "cs336_bpe", "cs336_bpe": "cs336_basics"}[first]
+    code = (
+        f"import sys, {first}.trainers, {second}.trainers\n"
+        f"assert {first}.trainers is {second}.trainers\n"
+        "print(sorted(set(m.__name__ for n, m in sys.modules.items() if n.startswith('cs336_'))))"
+    )
+    result = run_python(code)
+    if first == "cs336_bpe" and not installed_here():
+        # cs336_bpe came from another copy: the checkout refuses to become a second one.
+        assert result.returncode == 1 and "a different copy than this checkout" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    names = ast.literal_eval(result.stdout)
+    assert names and all(name.split(".")[0] == "cs336_bpe" for name in names)
+
+
+def test_the_checkout_runs_as_cs336_bpe_when_nothing_is_installed() -> None:
+    # Without the editable install's finder, `cs336_basics` binds this folder as cs336_bpe itself.
+    code = (
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__.lower()]\n"
+        "import cs336_basics, cs336_basics.trainers\n"
+        "import cs336_bpe\n"
+        "print(cs336_basics is cs336_bpe, cs336_basics.trainers.__name__, cs336_bpe.__file__)"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    same, name, where = result.stdout.split()
+    assert (same, name) == ("True", "cs336_bpe.trainers")
+    assert where == str(REPO_ROOT / "cs336_basics" / "__init__.py")
+
+
+def test_modules_run_with_python_m_under_the_checkout_name() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cs336_basics.count_cli", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0 and "cs336-count-words" in result.stdout

@@ -1,0 +1,299 @@
+"""Training from where the data lives: iterators of documents, compressed files, JSON lines, Parquet
+and Arrow objects all give exactly what bpe_v1 gives on the equivalent plain text file (documents
+joined by the first special token), for every trainer version."""
+
+from __future__ import annotations
+
+import builtins
+import bz2
+import gzip
+import json
+import lzma
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import (
+    BPEInputError,
+    count_words,
+    count_words_from_iterator,
+    train_bpe,
+    train_bpe_from_counts,
+    train_bpe_from_iterator,
+    train_from_iterator,
+)
+from cs336_basics._common import count_words as count_words_in_text
+from cs336_basics.cli import main as cli_main
+from cs336_basics.count_cli import count_inputs
+from cs336_basics.count_cli import main as count_main
+
+SPECIAL = ["<|endoftext|>"]
+VOCAB_SIZE = 330
+
+_PIECES = ["the", " cat", " sat", "hello", " world", "\n", "  ", "\n\n", "é", "über", " 42", "x1", "!!", "'s", "日本"]
+
+
+def make_documents(seed: int = 0, count: int = 120) -> list[str]:
+    """Small documents with the awkward cases: empty ones, whitespace runs, non-ASCII text, and the
+    special token inside a document (split there, as in a file)."""
+    rng = random.Random(seed)
+    documents = []
+    for index in range(count):
+        pieces = [rng.choice(_PIECES) for _ in range(rng.randint(0, 40))]
+        if index % 17 == 3:
+            pieces.insert(len(pieces) // 2, SPECIAL[0])
+        documents.append("".join(pieces) if index % 23 else "")
+    return documents
+
+
+DOCUMENTS = make_documents()
+
+
+def write_plain(path: Path, documents: list[str], specials: list[str] = SPECIAL) -> Path:
+    path.write_bytes(specials[0].join(documents).encode("utf-8"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory):
+    """bpe_v1 on the plain text file of DOCUMENTS, and that file."""
+    plain = write_plain(tmp_path_factory.mktemp("plain") / "plain.txt", DOCUMENTS)
+    return train_bpe(plain, VOCAB_SIZE, SPECIAL, trainer="bpe_v1"), plain
+
+
+def test_iterator_matches_file(trainer: str, reference) -> None:
+    expected, _ = reference
+    assert train_bpe_from_iterator((document for document in DOCUMENTS), VOCAB_SIZE, SPECIAL, trainer=trainer) == (
+        expected
+    )
+
+
+def test_iterator_accepts_utf8_bytes(reference) -> None:
+    expected, _ = reference
+    encoded = [document.encode("utf-8") for document in DOCUMENTS]
+    assert train_bpe_from_iterator(encoded, VOCAB_SIZE, SPECIAL, trainer="bpe_v1") == expected
+
+
+def test_iterator_counts_equal_file_counts_at_every_batch_size(reference) -> None:
+    _, plain = reference
+    expected = count_words(plain, SPECIAL)
+    for batch_bytes in (1, 7, 100, 1 << 20):
+        counted = count_words_from_iterator(iter(DOCUMENTS), SPECIAL, batch_bytes=batch_bytes)
+        assert counted == expected, batch_bytes  # counts, special tokens and source bytes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    # Pieces that make the special tokens, their overlaps and their halves across document joins.
+    documents=st.lists(
+        st.lists(st.sampled_from([*"ab c\n\t1é日'!<|>", "<|eot|>", "<|e"]), max_size=20).map("".join), max_size=12
+    ),
+    batch_bytes=st.integers(1, 64),
+    with_special=st.booleans(),
+)
+def test_random_documents(tmp_path: Path, documents: list[str], batch_bytes: int, with_special: bool) -> None:
+    specials = ["<|eot|>", "<|e"] if with_special else []
+    counted = count_words_from_iterator(documents, specials, batch_bytes=batch_bytes)
+    if with_special:
+        # Documents joined by the first special token, exactly as that file is counted.
+        expected = count_words_in_text(specials[0].join(documents), specials)
+    else:
+        # No special token: each document is counted on its own, nothing crosses a boundary.
+        expected = sum((count_words_in_text(document, []) for document in documents), Counter())
+    assert counted.counts == dict(expected)
+
+
+def test_no_special_tokens_keep_documents_apart(trainer: str) -> None:
+    documents = ["abc", "abc", "ab", "cab"]
+    summed = sum((count_words_in_text(document, []) for document in documents), Counter())
+    expected = train_bpe_from_counts(dict(summed), 262, [], trainer="bpe_v1")
+    assert train_bpe_from_iterator(documents, 262, [], trainer=trainer) == expected
+    assert b"cab" not in count_words_from_iterator(["ab", "c", "ab"], []).counts  # not "abcab"
+
+
+COMPRESSORS = {
+    "gz": gzip.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+}
+
+
+def _compress(kind: str, data: bytes) -> bytes:
+    if kind == "zst":
+        zstandard = pytest.importorskip("zstandard", reason="zstd input needs the optional zstandard package")
+        return zstandard.ZstdCompressor().compress(data)
+    return COMPRESSORS[kind](data)
+
+
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst"])
+def test_compressed_file_matches_plain(trainer: str, reference, tmp_path: Path, kind: str) -> None:
+    expected, plain = reference
+    packed = tmp_path / f"corpus.txt.{kind}"
+    packed.write_bytes(_compress(kind, plain.read_bytes()))
+    assert train_bpe(packed, VOCAB_SIZE, SPECIAL, trainer=trainer) == expected
+    # Detected by content, not by name.
+    unnamed = tmp_path / "corpus.data"
+    unnamed.write_bytes(packed.read_bytes())
+    assert count_words(unnamed, SPECIAL).counts == count_words(plain, SPECIAL).counts
+
+
+def test_compressed_file_read_as_concatenated(tmp_path: Path) -> None:
+    """A file cut mid-word and compressed in two parts counts as the concatenation, as plain files do."""
+    text = "".join(SPECIAL[0] + document for document in DOCUMENTS).encode("utf-8")
+    middle = len(text) // 2 + 3
+    (tmp_path / "a.gz").write_bytes(gzip.compress(text[:middle]))
+    (tmp_path / "b.txt").write_bytes(text[middle:])
+    (tmp_path / "whole.txt").write_bytes(text)
+    streamed = count_words([tmp_path / "a.gz", tmp_path / "b.txt"], SPECIAL)
+    assert streamed.counts == count_words(tmp_path / "whole.txt", SPECIAL).counts
+
+
+def write_jsonl(path: Path, documents: list[str], field: str = "text") -> bytes:
+    data = "".join(json.dumps({"id": index, field: document}) + "\n" for index, document in enumerate(documents))
+    return data.encode("utf-8")
+
+
+@pytest.mark.parametrize("compression", [None, "gz", "zst"])
+def test_jsonl_matches_plain(trainer: str, reference, tmp_path: Path, compression: str | None) -> None:
+    expected, _ = reference
+    data = write_jsonl(tmp_path, DOCUMENTS)
+    path = tmp_path / ("corpus.jsonl" + (f".{compression}" if compression else ""))
+    path.write_bytes(_compress(compression, data) if compression else data)
+    assert train_bpe(path, VOCAB_SIZE, SPECIAL, trainer=trainer) == expected
+
+
+def test_jsonl_text_field_and_bad_records(tmp_path: Path, reference) -> None:
+    expected, _ = reference
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(write_jsonl(tmp_path, DOCUMENTS, field="content"))
+    assert train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1", text_field="content") == expected
+    with pytest.raises(BPEInputError, match=r"corpus.jsonl:1: field 'text' is missing \(fields: 'id', 'content'\)"):
+        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
+    path.write_text('{"text": "fine"}\n\nnot json\n')
+    with pytest.raises(BPEInputError, match=r"corpus.jsonl:3: not a JSON record"):
+        count_words(path, SPECIAL)
+
+
+def test_json_lines_named_txt_are_refused(tmp_path: Path, reference, capsys) -> None:
+    expected, _ = reference
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(write_jsonl(tmp_path, DOCUMENTS))
+    with pytest.raises(BPEInputError, match=r"looks like JSON lines.*--format jsonl.*--format text"):
+        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
+    assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--format" in err
+    assert not (tmp_path / "out" / "merges.txt").exists()
+    assert train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1", format="jsonl") == expected
+    train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1", format="text")  # the raw lines, as asked
+
+
+def test_parquet_matches_plain(trainer: str, reference, tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow", reason="Parquet input needs the optional pyarrow package")
+    import pyarrow
+    import pyarrow.parquet as parquet
+
+    expected, _ = reference
+    table = pyarrow.table({"id": list(range(len(DOCUMENTS))), "text": DOCUMENTS})
+    path = tmp_path / "corpus.parquet"
+    parquet.write_table(table, path, row_group_size=17)  # several row groups
+    assert train_bpe(path, VOCAB_SIZE, SPECIAL, trainer=trainer) == expected
+    with pytest.raises(BPEInputError, match="no column 'body'; its columns: id, text"):
+        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer=trainer, text_field="body")
+
+
+def test_arrow_objects_match_plain(reference) -> None:
+    pytest.importorskip("pyarrow", reason="Arrow input needs the optional pyarrow package")
+    import pyarrow
+
+    _, plain = reference
+    expected = count_words(plain, SPECIAL)
+    table = pyarrow.table({"text": DOCUMENTS})
+    chunked = pyarrow.chunked_array([DOCUMENTS[:50], DOCUMENTS[50:]])
+    for source in (table, chunked, pyarrow.array(DOCUMENTS), pyarrow.array(DOCUMENTS, pyarrow.large_string())):
+        assert count_words_from_iterator(source, SPECIAL, batch_bytes=500) == expected, type(source)
+
+
+def test_hugging_face_dataset(reference, tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets", reason="the Hugging Face datasets package is optional")
+    expected, _ = reference
+    dataset = datasets.Dataset.from_dict({"text": DOCUMENTS})
+    assert train_bpe_from_iterator(dataset, VOCAB_SIZE, SPECIAL, trainer="bpe_v1") == expected
+
+
+@pytest.mark.parametrize(("module", "suffix"), [("zstandard", "zst"), ("pyarrow", "parquet")])
+def test_missing_optional_dependency_is_one_line(tmp_path: Path, monkeypatch, capsys, module: str, suffix: str) -> None:
+    real_import = builtins.__import__
+
+    def without(name: str, *args, **kwargs):
+        if name == module or name.startswith(module + "."):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without)
+    path = tmp_path / f"corpus.{suffix}"
+    path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 32 if suffix == "zst" else b"PAR1" + b"\x00" * 32)
+    with pytest.raises(BPEInputError, match=f"needs the {module} package: pip install {module}$"):
+        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
+    assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"pip install {module}" in err
+
+
+def test_corrupt_compressed_file_is_one_line(tmp_path: Path, reference, capsys) -> None:
+    _, plain = reference
+    path = tmp_path / "corpus.txt.gz"
+    path.write_bytes(gzip.compress(plain.read_bytes())[:-40])  # truncated
+    with pytest.raises(BPEInputError, match=f"{path}: corrupt or truncated gzip data"):
+        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
+    assert count_main([str(path), "-o", str(tmp_path / "counts.bin"), "-q"]) == 2
+    assert "corrupt or truncated" in capsys.readouterr().err
+    assert not (tmp_path / "counts.bin").exists()
+
+
+def test_bad_items_and_options() -> None:
+    with pytest.raises(TypeError, match="document 2 is a int, not str"):
+        train_bpe_from_iterator(["a", "b", 3], 300, SPECIAL, trainer="bpe_v1")
+    with pytest.raises(BPEInputError, match="document 1 is not valid UTF-8"):
+        count_words_from_iterator(["a", b"\xff"], SPECIAL)
+    with pytest.raises(TypeError, match="not one string"):
+        count_words_from_iterator("just one text", SPECIAL)
+    with pytest.raises(TypeError, match="unknown training option"):
+        train_bpe_from_iterator(["a"], 300, SPECIAL, chunks=3)
+
+
+def test_progress_in_documents(capsys) -> None:
+    result = train_from_iterator(iter(DOCUMENTS), VOCAB_SIZE, SPECIAL, trainer="bpe_v1", progress=True, length=120)
+    assert len(result.vocab) == VOCAB_SIZE and set(result.seconds) == {"pre-tokenize", "merge", "total"}
+    assert "120/120" in capsys.readouterr().err
+
+
+def test_cli_directories_globs_and_count_files(tmp_path: Path, reference) -> None:
+    expected, plain = reference
+    data = tmp_path / "data"
+    data.mkdir()
+    half = len(DOCUMENTS) // 2
+    # Two JSON-lines shards: their documents are kept apart across the shard boundary too.
+    (data / "part-0.jsonl.gz").write_bytes(gzip.compress(write_jsonl(tmp_path, DOCUMENTS[:half])))
+    (data / "part-1.jsonl").write_bytes(write_jsonl(tmp_path, DOCUMENTS[half:]))
+    for source in (str(data), str(data / "part-*")):
+        out = tmp_path / "out"
+        assert cli_main(["bpe_v1", str(out), "-d", source, "-v", str(VOCAB_SIZE), "-q"]) == 0
+        vocab = json.loads((out / "vocab.json").read_text(encoding="utf-8"))
+        assert len(vocab) == VOCAB_SIZE
+        counts = tmp_path / "counts.bin"
+        assert count_main([source, "-o", str(counts), "-q"]) == 0
+        assert train_bpe_from_counts(counts, VOCAB_SIZE, trainer="bpe_v1") == expected
+    assert cli_main(["bpe_v1", str(tmp_path / "none"), "-d", str(tmp_path / "nothing-*.txt"), "-q"]) == 2
+
+
+def test_cluster_refuses_streamed_inputs(tmp_path: Path, reference) -> None:
+    _, plain = reference
+    packed = tmp_path / "corpus.txt.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    with pytest.raises(BPEInputError, match=r"--cluster reads uncompressed text only.*gzip-compressed text"):
+        count_inputs([str(packed)], SPECIAL, cluster="local:1")
