@@ -12,7 +12,6 @@ import os
 cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
 from cpython.list cimport PyList_New
-from cpython.long cimport PyLong_FromUnsignedLong
 from cpython.ref cimport PyObject
 from libc.stdlib cimport calloc, free, malloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND

@@ -100,6 +100,12 @@ def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--text-field", default="text", metavar="NAME", help="the JSON-lines field or Parquet column of the text (text)"
     )
+    parser.add_argument(
+        "--skip-bad-records",
+        action="store_true",
+        help="leave out JSON-lines records that are not JSON or lack the text field, and report how many "
+        "(default: stop at the first, naming file:line)",
+    )
 
 
 def cluster_spec_argument(text: str) -> str:
@@ -237,6 +243,7 @@ def train_from_sources(
             progress=progress,
             format=args.format,
             text_field=args.text_field,
+            skip_bad_records=args.skip_bad_records,
         )
         where = f"counted on {args.cluster}" if args.cluster else "read as concatenated"
         described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, {where}"
@@ -347,7 +354,11 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 result, described = train_from_sources(args, trainer, sources, options.get("num_workers"))
             else:
                 largest = args.vocab_sizes[-1]
-                formats = {"format": args.format, "text_field": args.text_field}
+                formats = {
+                    "format": args.format,
+                    "text_field": args.text_field,
+                    "skip_bad_records": args.skip_bad_records,
+                }
                 result = train(
                     data, largest, args.special, trainer=trainer, progress=not args.quiet, **formats, **options
                 )

@@ -41,25 +41,31 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tqdm import tqdm
 
 from ._common import GPT2_SPLIT_PATTERN, MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .backend import usable_cores
+from .formats import BadRecords, InputFile, inspect_input, iter_document_bytes, jsonl_ranges, read_blocks
 from .word_counts import (
+    DOCUMENT_SEPARATOR,
     CountTable,
     CountTask,
     TableArrays,
     WordCounts,
+    _joined_batches,
     _native_module,
+    _StreamCounter,
     add_tables,
     concatenate_slices,
     count_tasks,
     group_into_batches,
     input_bytes,
     plan_count_tasks,
+    split_table,
     task_size,
 )
 
@@ -321,6 +327,9 @@ def count_words_on_cluster(
     slices: int | None = None,
     storage_options: Mapping[str, object] | None = None,
     count: Callable[..., CountTable] = count_tasks,
+    format: str | None = None,
+    text_field: str = "text",
+    skip_bad_records: bool = False,
 ) -> WordCounts:
     """Count the inputs, read as if concatenated, on the cluster behind `client`; equal to
     `word_counts.count_words(paths, special_tokens)`.
@@ -332,7 +341,12 @@ def count_words_on_cluster(
     table.
     `retries` is how often Dask may re-run a failed task; `count` is the task function
     (`word_counts.count_tasks`'s signature). The words are added up in `slices` independent trees
-    of `fan_in` tables per addition (None: one per worker)."""
+    of `fan_in` tables per addition (None: one per worker).
+
+    Local compressed, JSON-lines and Parquet inputs (`format`, `text_field`, `skip_bad_records` as in
+    `count_words`) are counted by `_count_streamed_on_cluster`: Parquet row groups and byte ranges of
+    JSON lines (cut at newlines) are tasks; a compressed file is one task (a compressed stream cannot
+    be split)."""
     specials = check_special_tokens(special_tokens)
     if fan_in < 2:
         raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
@@ -342,6 +356,16 @@ def count_words_on_cluster(
         if value is not None and value < 1:
             raise BPEInputError(f"{name} must be positive, got {value}")
     paths = [os.fspath(path) for path in paths]
+    local = [inspect_input(path, format, text_field) for path in paths if "://" not in path]
+    if not all(source.in_place for source in local):
+        if len(local) < len(paths):
+            raise BPEInputError(
+                "URLs are read as uncompressed text only: count them apart from compressed, JSON-lines or "
+                "Parquet inputs, and add the count files"
+            )
+        return _count_streamed_on_cluster(
+            client, local, specials, text_field, skip_bad_records, range_bytes, progress, retries, fan_in, slices
+        )
     total_bytes = input_bytes(paths, storage_options)
     if total_bytes == 0:
         return WordCounts({}, specials, GPT2_SPLIT_PATTERN, 0)
@@ -363,6 +387,26 @@ def count_words_on_cluster(
         )
         for index, batch in enumerate(batches)
     ]
+    sizes = [sum(map(task_size, batch)) for batch in batches]
+    table = _add_up_slices(client, distributed, counted, slices, sizes, fan_in, retries, topic)
+    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)
+
+
+def _add_up_slices(
+    client: Client,
+    distributed: Any,
+    counted: list[Future],
+    slices: int,
+    sizes: list[int],
+    fan_in: int,
+    retries: int,
+    topic: str | None,
+) -> CountTable:
+    """The sum of the counting tasks' sliced tables (`counted`, each a tuple whose first `slices`
+    items are the packed slices), added up on the workers and concatenated here; the progress bar
+    (shown with a `topic`) follows the tasks' events and their `sizes`."""
+    progress = topic is not None
+    total_bytes = sum(sizes)
     # Each slice of the words is added up in its own tree, submitted up front: additions start as
     # soon as their inputs exist, and the tops of the trees run on different workers.
     reduction: list[Future] = []
@@ -377,7 +421,6 @@ def count_words_on_cluster(
             ]
             reduction += level
         tops.append(level[0])
-    sizes = [sum(map(task_size, batch)) for batch in batches]
     batch_of = {future.key: index for index, future in enumerate(counted)}
     try:
         with tqdm(total=total_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
@@ -402,7 +445,207 @@ def count_words_on_cluster(
         # the scheduler).
         client.cancel([future for future in [*counted, *reduction] if not future.done()])
         raise
-    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Compressed files, JSON lines and Parquet on the cluster
+
+
+@dataclass(frozen=True)
+class StreamPart:
+    """One counting task of streamed inputs: `sources` (a run of consecutive text files, read as
+    concatenated, some compressed) or one file of documents, whole or a `part` of it (a byte range of
+    uncompressed JSON lines, or Parquet row group numbers). `size`: its bytes on disk, for progress."""
+
+    sources: tuple[InputFile, ...]
+    part: tuple[int, ...] | None
+    size: int
+
+
+def documents_split_cleanly(tokens: list[str]) -> bool:
+    """Whether no special token can occur across the start of a separator (the first token) in any
+    text: then the stream of documents may be cut before any separator, and the parts counted apart
+    add up to the whole. True unless the separator overlaps itself (`aba`) or another token overlaps
+    the separator's start (a token's end is a start of the separator, or the other way round)."""
+    if not tokens:
+        return True
+    separator = tokens[0]
+    for token in tokens:
+        for start in range(1, len(token)):
+            tail = token[start:]
+            if separator.startswith(tail) or tail.startswith(separator):
+                return False
+    return True
+
+
+def _plan_stream_parts(sources: list[InputFile], range_bytes: int, single: bool) -> list[StreamPart]:
+    """The tasks, in stream order: consecutive text files together (their seams are not known to be
+    safe cuts), each compressed file of documents whole, uncompressed JSON lines by `range_bytes`
+    ranges, Parquet by row groups of about `range_bytes`. `single`: one task for everything."""
+    if single:
+        return [StreamPart(tuple(sources), None, sum(os.path.getsize(source.path) for source in sources))]
+    parts: list[StreamPart] = []
+    run: list[InputFile] = []
+
+    def end_run() -> None:
+        if run:
+            parts.append(StreamPart(tuple(run), None, sum(os.path.getsize(source.path) for source in run)))
+            run.clear()
+
+    for source in sources:
+        if source.format == "text":
+            run.append(source)
+            continue
+        end_run()
+        if source.format == "jsonl" and source.compression is None:
+            ranges = jsonl_ranges(source.path, range_bytes)
+            parts += [StreamPart((source,), (start, end), end - start) for start, end in ranges]
+        elif source.format == "parquet":
+            import pyarrow.parquet as parquet
+
+            metadata = parquet.ParquetFile(source.path).metadata
+            group: list[int] = []
+            group_bytes = 0
+            for index in range(metadata.num_row_groups):
+                group.append(index)
+                group_bytes += metadata.row_group(index).total_byte_size
+                if group_bytes >= range_bytes:
+                    parts.append(StreamPart((source,), tuple(group), group_bytes))
+                    group, group_bytes = [], 0
+            if group:
+                parts.append(StreamPart((source,), tuple(group), group_bytes))
+        else:
+            parts.append(StreamPart((source,), None, os.path.getsize(source.path)))
+    end_run()
+    return parts
+
+
+def count_stream_part(
+    num_slices: int,
+    part: StreamPart,
+    special_tokens: list[str],
+    documents: bool,
+    text_field: str,
+    skip_bad_records: bool,
+    progress_topic: str | None,
+    batch: int,
+) -> tuple:
+    """One task of `_count_streamed_on_cluster` on a worker: its part of the stream counted by a
+    `_StreamCounter` (on one thread) that starts after a separator unless it is the first, in
+    `num_slices` packed slices, then `(documents fed, text bytes fed, bad records, first bad record,
+    its own source bytes)` for the client to reckon the separators and the report."""
+    counter = _StreamCounter(special_tokens, 1, documents=documents, started=batch > 0, after_document=batch > 0)
+    skipped = BadRecords() if skip_bad_records else None
+    for source in part.sources:
+        counter.label = source.path
+        if source.format == "text":
+            for block in read_blocks(source):
+                counter.text(block)
+        else:
+            documents_of_part = iter_document_bytes(source, text_field, skipped, part.part)
+            for joined, count in _joined_batches(documents_of_part, counter.separator):
+                counter.joined_documents(joined, count)
+    if progress_topic is not None:
+        _import_distributed().get_worker().log_event(progress_topic, (batch, part.size))
+    table = counter.take()
+    slices = split_table(table, num_slices)
+    report = (
+        counter.documents_fed,
+        counter.text_fed,
+        skipped.count if skipped else 0,
+        skipped.first if skipped else None,
+        counter.source_bytes,
+    )
+    return (*(pack_table(piece) for piece in slices), report)
+
+
+def _stream_source_bytes(parts: list[StreamPart], reports: list[tuple], separator_bytes: int) -> int:
+    """The bytes of the equivalent text file: what the tasks fed, plus a separator wherever the whole
+    stream, counted on one machine, puts one (`_StreamCounter`'s rule, replayed over the tasks)."""
+    total = 0
+    started = after_document = False
+    for part, (documents_fed, text_fed, *_) in zip(parts, reports):
+        total += text_fed
+        if part.sources[0].format == "text":  # a run of text files
+            if text_fed:
+                total += separator_bytes if after_document else 0
+                started, after_document = True, False
+        elif documents_fed:
+            total += separator_bytes * (documents_fed if started else documents_fed - 1)
+            started = after_document = True
+    return total
+
+
+def _count_streamed_on_cluster(
+    client: Client,
+    sources: list[InputFile],
+    specials: list[str],
+    text_field: str,
+    skip_bad_records: bool,
+    range_bytes: int | None,
+    progress: bool,
+    retries: int,
+    fan_in: int,
+    slices: int | None,
+) -> WordCounts:
+    """Local streamed inputs counted on the cluster, equal to `word_counts.count_words` of them."""
+    distributed = _import_distributed()
+    documents = any(source.format != "text" for source in sources)
+    tokens = [DOCUMENT_SEPARATOR] if documents and not specials else specials
+    # Parts may be counted apart only at separators no special token can cross; mixed inputs of text and
+    # documents with such tokens, or pathological special tokens, are counted as one task.
+    single = not documents_split_cleanly(tokens)
+    num_workers = max(1, len(client.scheduler_info().get("workers", {})))
+    total = sum(os.path.getsize(source.path) for source in sources)
+    if range_bytes is None:
+        range_bytes = max(1 << 20, min(RANGE_BYTES, total // (4 * num_workers) + 1))
+    parts = _plan_stream_parts(sources, range_bytes, single)
+    if not parts:  # Parquet files without row groups
+        return WordCounts({}, specials, GPT2_SPLIT_PATTERN, 0)
+    if slices is None:
+        slices = num_workers
+    topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
+    counted = [
+        client.submit(
+            count_stream_part,
+            slices,
+            part,
+            specials,
+            documents,
+            text_field,
+            skip_bad_records,
+            topic,
+            index,
+            pure=True,
+            retries=retries,
+        )
+        for index, part in enumerate(parts)
+    ]
+    report_futures = [client.submit(operator.getitem, future, slices, pure=True) for future in counted]
+    table = _add_up_slices(client, distributed, counted, slices, [part.size for part in parts], fan_in, retries, topic)
+    try:
+        reports = client.gather(report_futures)
+    except Exception as error:
+        raise _task_error(error, retries) from error
+    private = documents and not specials
+    separator_bytes = 0 if private else len(tokens[0].encode("utf-8")) if tokens else 0
+    if single:  # one task, which reckoned the separators itself
+        source_bytes = reports[0][4]
+    else:
+        source_bytes = _stream_source_bytes(parts, reports, separator_bytes)
+    counts = WordCounts(table, specials, GPT2_SPLIT_PATTERN, source_bytes)
+    if skip_bad_records:
+        skipped = BadRecords()
+        for _, _, count, first, _ in reports:
+            if count:
+                skipped.count += count
+                skipped.first = skipped.first or first
+        counts.skipped_records = skipped.count
+        note = skipped.note()
+        if note is not None:
+            print(note, file=sys.stderr)
+    return counts
 
 
 class _BatchProgress:

@@ -50,18 +50,29 @@ def count_inputs(
     progress: bool = False,
     format: str | None = None,
     text_field: str = "text",
+    skip_bad_records: bool = False,
 ) -> WordCounts:
     """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
     (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
-    Parquet inputs (`format`, `text_field`: see `formats.py`) are counted on this machine only.
+    Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
     `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`)."""
     if cluster is not None:
-        _refuse_streamed_on_cluster(paths, format, text_field)
         from .cluster import connect, count_words_on_cluster
 
+        # Local inputs are inspected (and a bad one refused) before a cluster is started.
+        for path in paths:
+            if "://" not in path:
+                inspect_input(path, format, text_field)
         with connect(cluster, timeout=cluster_timeout) as client:
             return count_words_on_cluster(
-                client, paths, special_tokens, task_bytes=task_bytes, progress=progress
+                client,
+                paths,
+                special_tokens,
+                task_bytes=task_bytes,
+                progress=progress,
+                format=format,
+                text_field=text_field,
+                skip_bad_records=skip_bad_records,
             )
     return count_words(
         paths,
@@ -71,21 +82,8 @@ def count_inputs(
         progress=progress,
         format=format,
         text_field=text_field,
+        skip_bad_records=skip_bad_records,
     )
-
-
-def _refuse_streamed_on_cluster(paths: list[str], format: str | None, text_field: str) -> None:
-    """The Dask path reads byte ranges of uncompressed text; other formats are not planned there yet."""
-    if format not in (None, "text"):
-        raise BPEInputError(f"--cluster reads text files only for now; count --format {format} inputs without it")
-    for path in paths:
-        if "://" not in path:
-            source = inspect_input(path, format, text_field)
-            if not source.in_place:
-                raise BPEInputError(
-                    f"--cluster reads uncompressed text only for now; {path} is {source.describe()}: count it "
-                    "without --cluster"
-                )
 
 
 def _check_output(output: Path) -> None:
@@ -134,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=not args.quiet,
             format=args.format,
             text_field=args.text_field,
+            skip_bad_records=args.skip_bad_records,
         )
         counted = time.perf_counter()
         try:

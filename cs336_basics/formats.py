@@ -15,8 +15,13 @@ A file whose name says text but whose first line is a JSON object with the text 
 training on JSON syntax as if it were prose gives a wrong tokenizer without any error. `format=`
 (`--format`) says what a file is when detection is not wanted.
 
-zstd needs the `zstandard` package and Parquet `pyarrow`; without them such an input stops with one
-line saying what to install. Everything else is the standard library.
+zstd needs the `zstandard` package and Parquet `pyarrow` (the `data` extra); without them such an
+input stops with one line saying what to install. Everything else is the standard library.
+
+Bad input stops with one line: a JSON-lines record that is not JSON, not an object, or lacks the
+text field names `file:line` (`skip_bad_records` counts such records and reports them instead, see
+`BadRecords`); a corrupt or truncated compressed stream names the file, the compressed offset read
+and the decompressed bytes produced.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import bz2
 import glob
 import gzip
+import io
 import json
 import lzma
 import os
@@ -36,18 +42,25 @@ from typing import Any, BinaryIO
 from ._common import BPEInputError, check_regular_file
 
 __all__ = [
+    "DATA_EXTRA",
     "FORMATS",
+    "ArrowDocuments",
+    "BadRecords",
     "InputFile",
     "MissingDependency",
     "documents_of",
     "encoded_documents",
     "expand_inputs",
     "inspect_input",
+    "iter_document_bytes",
+    "jsonl_ranges",
     "iter_documents",
     "read_blocks",
 ]
 
 FORMATS = ("text", "jsonl", "parquet")
+# What to install for zstd and Parquet/Arrow input (pyproject's `data` extra).
+DATA_EXTRA = 'pip install "cs336-bpe[data]"'
 
 # Blocks read from a (decompressed) stream: large enough that each native count call has work for
 # every thread, small enough that memory does not depend on the input size.
@@ -76,12 +89,12 @@ class MissingDependency(BPEInputError):
 
 
 def _optional(module: str, package: str, why: str) -> Any:
-    """The optional module, or one line saying what to install (tests simulate its absence by
+    """The optional module, or one line saying which extra to install (tests simulate its absence by
     making this import fail)."""
     try:
         return __import__(module)
     except ImportError:
-        raise MissingDependency(f"{why} needs the {package} package: pip install {package}") from None
+        raise MissingDependency(f"{why} needs the {package} package, in the data extra: {DATA_EXTRA}") from None
 
 
 def compression_of(head: bytes) -> str | None:
@@ -207,19 +220,82 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[str]:
 # Reading
 
 
-def _open_decompressed(source: InputFile) -> BinaryIO:
+class _CountingReader(io.RawIOBase):
+    """A file read through, counting the bytes handed out: the decompressors read the compressed
+    bytes through it, so an error can name how far into the compressed file it came (within one
+    of the decompressor's reads, at most a few hundred KB)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._file = open(path, "rb")
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = self._file.readinto(buffer)
+        self.position += count or 0
+        return count  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def _open_decompressed(source: InputFile, raw: _CountingReader) -> BinaryIO:
     if source.compression is None:
-        return open(source.path, "rb")
+        return io.BufferedReader(raw, 1 << 20)  # type: ignore[return-value]
     if source.compression == "gzip":
-        return gzip.open(source.path, "rb")  # type: ignore[return-value]
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     if source.compression == "bzip2":
-        return bz2.open(source.path, "rb")  # type: ignore[return-value]
+        return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
     if source.compression == "xz":
-        return lzma.open(source.path, "rb")  # type: ignore[return-value]
+        return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
     zstandard = _optional("zstandard", "zstandard", f"{source.path} is zstd-compressed; reading it")
-    raw = open(source.path, "rb")
-    # A .zst file may hold several frames (zstd --rsyncable, pzstd, concatenation): read them all.
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+    return _ZstdStream(zstandard, raw)  # type: ignore[return-value]
+
+
+class _ZstdStream:
+    """zstd frames decompressed one after another (zstd --rsyncable, pzstd and concatenated files
+    hold several), with `read(size)`. zstandard's own stream_reader ends quietly at a frame cut off
+    by a truncated file; here that is an error, as gzip, bz2 and lzma make it."""
+
+    _RAW_READ = 1 << 17
+
+    def __init__(self, zstandard: Any, raw: _CountingReader) -> None:
+        self._zstandard = zstandard
+        self._decompressor = zstandard.ZstdDecompressor()
+        self._frame = self._decompressor.decompressobj()
+        self._in_frame = False  # compressed bytes of the current frame were read, its end not yet
+        self._raw = raw
+        self._buffer = bytearray()
+        self._ended = False
+
+    def read(self, size: int) -> bytes:
+        while len(self._buffer) < size and not self._ended:
+            chunk = self._raw.read(self._RAW_READ)
+            if not chunk:
+                self._ended = True
+                if self._in_frame:
+                    raise self._zstandard.ZstdError("the file ends inside a zstd frame")
+            while chunk:
+                self._in_frame = True
+                self._buffer += self._frame.decompress(chunk)
+                chunk = b""
+                if self._frame.eof:  # the frame is whole; what follows it starts the next one
+                    chunk = self._frame.unused_data
+                    self._frame = self._decompressor.decompressobj()
+                    self._in_frame = False
+        block = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return block
+
+    def __enter__(self) -> _ZstdStream:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._buffer = bytearray()
 
 
 def _decompression_errors() -> tuple[type[BaseException], ...]:
@@ -235,53 +311,104 @@ def _decompression_errors() -> tuple[type[BaseException], ...]:
 
 def read_blocks(source: InputFile, block_bytes: int = BLOCK_BYTES) -> Iterator[bytes]:
     """The file's (decompressed) bytes in blocks of about `block_bytes`. A corrupt or truncated
-    compressed stream stops with one line naming the file and the decompressed offset reached."""
+    compressed stream stops with one line naming the file, the compressed offset read so far and
+    the decompressed bytes produced before it."""
     errors = _decompression_errors()
     offset = 0
     try:
-        with _open_decompressed(source) as stream:
-            while True:
-                try:
-                    block = stream.read(block_bytes)
-                except errors as error:
-                    raise BPEInputError(
-                        f"{source.path}: corrupt or truncated {source.compression or 'file'} data after "
-                        f"{offset:,} decompressed bytes ({error})"
-                    ) from None
-                if not block:
-                    return
-                offset += len(block)
-                yield block
-    except OSError as error:  # opening failed
+        raw = _CountingReader(source.path)
+    except OSError as error:
         raise BPEInputError(f"cannot read {source.path}: {error.strerror or error}") from None
+    with raw, _open_decompressed(source, raw) as stream:
+        while True:
+            try:
+                block = stream.read(block_bytes)
+            except errors as error:
+                size = os.fstat(raw._file.fileno()).st_size
+                where = (
+                    f"near compressed byte {raw.position:,} of {size:,}, after {offset:,} decompressed bytes"
+                    if source.compression
+                    else f"at byte {offset:,}"
+                )
+                raise BPEInputError(
+                    f"{source.path}: corrupt or truncated {source.compression or 'file'} data {where} "
+                    f"({_one_line(error)})"
+                ) from None
+            if not block:
+                return
+            offset += len(block)
+            yield block
 
 
-def _json_lines(source: InputFile, text_field: str) -> Iterator[str]:
-    """The `text_field` of each record of a JSON-lines file; blank lines are skipped."""
+def _one_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+class BadRecords:
+    """Records skipped by `skip_bad_records`: how many, and where the first one was and why (what
+    the run reports, as a note, instead of stopping at the first)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: str | None = None
+
+    def add(self, why: str) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = why
+
+    def note(self) -> str | None:
+        """The one-line note for stderr, or None when nothing was skipped."""
+        if not self.count:
+            return None
+        records = "record" if self.count == 1 else "records"
+        return f"note: skipped {self.count:,} bad {records} (--skip-bad-records); the first: {self.first}"
+
+
+def _json_lines(
+    source: InputFile,
+    text_field: str,
+    skipped: BadRecords | None = None,
+    byte_range: tuple[int, int] | None = None,
+) -> Iterator[bytes]:
+    """The `text_field` of each record of a JSON-lines file, as UTF-8; blank lines are skipped. A bad
+    record stops with one line naming `file:line`, or is counted into `skipped` when given.
+    `byte_range`: only the lines of [start, end) of an uncompressed file (`jsonl_ranges` cuts them
+    at line ends)."""
     pending = b""
     line_number = 0
+    loads = json.loads
 
-    def record_text(line: bytes) -> str | None:
-        stripped = line.strip()
-        if not stripped:
-            return None
+    def bad(why: str) -> None:
+        line = line_number
+        if byte_range is not None and byte_range[0] > 0:
+            line += _lines_before(source.path, byte_range[0])  # only on this rare path: it reads the file
+        message = f"{source.path}:{line}: {why}"
+        if skipped is None:
+            raise BPEInputError(message)
+        skipped.add(message)
+
+    def record_text(line: bytes) -> bytes | None:
         try:
-            record = json.loads(stripped)
-        except ValueError as error:
-            raise BPEInputError(f"{source.path}:{line_number}: not a JSON record ({error})") from None
+            record = loads(line)
+        except ValueError as error:  # UnicodeDecodeError too
+            if not line.strip():
+                return None
+            return bad(f"not a JSON record ({_one_line(error)})")
         if not isinstance(record, dict):
-            raise BPEInputError(f"{source.path}:{line_number}: not a JSON object")
+            return bad(f"not a JSON object but a {type(record).__name__}")
         text = record.get(text_field)
         if not isinstance(text, str):
             fields = ", ".join(map(repr, record)) or "none"
             why = "missing" if text is None else f"a {type(text).__name__}, not a string"
-            raise BPEInputError(
-                f"{source.path}:{line_number}: field {text_field!r} is {why} (fields: {fields}); "
-                "choose the field with --text-field"
-            )
-        return text
+            return bad(f"field {text_field!r} is {why} (fields: {fields}); choose the field with --text-field")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
+            return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
 
-    for block in read_blocks(source):
+    blocks = read_blocks(source) if byte_range is None else _range_blocks(source.path, *byte_range)
+    for block in blocks:
         lines = (pending + block).split(b"\n")
         pending = lines.pop()  # the last line may go on in the next block
         for line in lines:
@@ -296,8 +423,63 @@ def _json_lines(source: InputFile, text_field: str) -> Iterator[str]:
             yield text
 
 
-def _parquet_documents(source: InputFile, text_field: str) -> Iterator[str]:
-    """The `text_field` column of a Parquet file, read one row group at a time."""
+def _lines_before(path: str, offset: int) -> int:
+    """How many lines end before byte `offset` of a file (for a range's error message)."""
+    count = 0
+    with open(path, "rb") as file:
+        while offset > 0:
+            block = file.read(min(offset, BLOCK_BYTES))
+            if not block:
+                break
+            count += block.count(b"\n")
+            offset -= len(block)
+    return count
+
+
+def _range_blocks(path: str, start: int, end: int) -> Iterator[bytes]:
+    with open(path, "rb") as file:
+        file.seek(start)
+        while start < end:
+            block = file.read(min(BLOCK_BYTES, end - start))
+            if not block:
+                return
+            start += len(block)
+            yield block
+
+
+def jsonl_ranges(path: str, range_bytes: int) -> list[tuple[int, int]]:
+    """An uncompressed JSON-lines file cut into byte ranges of about `range_bytes`, each ending just
+    after a newline (or at the end of the file), so every record lies in one range."""
+    size = os.path.getsize(path)
+    ranges = []
+    start = 0
+    with open(path, "rb") as file:
+        while start < size:
+            end = start + range_bytes
+            if end >= size:
+                end = size
+            else:
+                file.seek(end)
+                while True:  # the next newline at or after `end`
+                    window = file.read(1 << 16)
+                    if not window:
+                        end = size
+                        break
+                    found = window.find(b"\n")
+                    if found != -1:
+                        end += found + 1
+                        break
+                    end += len(window)
+            ranges.append((start, end))
+            start = end
+    return ranges
+
+
+def _parquet_documents(
+    source: InputFile, text_field: str, row_groups: Iterable[int] | None = None
+) -> ArrowDocuments:
+    """The `text_field` column of a Parquet file as UTF-8, read one row group at a time (`row_groups`:
+    only these)."""
     _optional("pyarrow", "pyarrow", f"{source.path} is Parquet; reading it")
     import pyarrow.parquet as parquet
 
@@ -310,18 +492,33 @@ def _parquet_documents(source: InputFile, text_field: str) -> Iterator[str]:
         raise BPEInputError(
             f"{source.path} has no column {text_field!r}; its columns: {', '.join(columns)} (choose with --text-field)"
         )
-    for group in range(file.num_row_groups):
-        column = file.read_row_group(group, columns=[text_field]).column(0)
-        yield from _arrow_strings(column, f"{source.path} column {text_field!r}")
+    groups = range(file.num_row_groups) if row_groups is None else row_groups
+    return ArrowDocuments(
+        lambda: (file.read_row_group(group, columns=[text_field]).column(0) for group in groups),
+        f"{source.path} column {text_field!r}",
+    )
+
+
+def iter_document_bytes(
+    source: InputFile,
+    text_field: str = "text",
+    skipped: BadRecords | None = None,
+    part: tuple[int, ...] | None = None,
+) -> Iterator[bytes]:
+    """The documents of a JSON-lines or Parquet file, each as its UTF-8 bytes (the counter checks
+    them again, so nothing is decoded here). `skipped`: count bad JSON-lines records into it
+    instead of stopping at the first. `part`: only a part of the file, a (start, end) byte range of
+    uncompressed JSON lines (`jsonl_ranges`) or Parquet row group numbers."""
+    if source.format == "jsonl":
+        return _json_lines(source, text_field, skipped, part)  # type: ignore[arg-type]
+    if source.format == "parquet":
+        return _parquet_documents(source, text_field, part)
+    raise ValueError(f"{source.path} is {source.format}, not a file of documents")
 
 
 def iter_documents(source: InputFile, text_field: str = "text") -> Iterator[str]:
-    """The documents of a JSON-lines or Parquet file."""
-    if source.format == "jsonl":
-        return _json_lines(source, text_field)
-    if source.format == "parquet":
-        return _parquet_documents(source, text_field)
-    raise ValueError(f"{source.path} is {source.format}, not a file of documents")
+    """The documents of a JSON-lines or Parquet file, as str."""
+    return (document.decode("utf-8") for document in iter_document_bytes(source, text_field))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,22 +529,67 @@ def _is_from(value: object, package: str) -> bool:
     return type(value).__module__.split(".", 1)[0] == package
 
 
-def _arrow_strings(array: Any, what: str) -> Iterator[str]:
-    """The strings of an Arrow string array or chunked array, a slice at a time.
+def _arrow_bytes(array: Any, what: str) -> Iterator[bytes]:
+    """The strings of an Arrow string array or chunked array as UTF-8 bytes, a slice at a time.
 
-    For this first version each slice becomes Python strings (`to_pylist`); reading the Arrow
-    buffers (offsets and data) in place from the native counter is a later step."""
+    The column is viewed as binary (the same buffers, no copy), so each value becomes one bytes
+    object and never a str that would be encoded again. Reading the Arrow buffers (offsets and
+    data) in place from the native counter is a later step."""
     import pyarrow
+
+    _check_strings(array, what)
+    binary = pyarrow.binary() if pyarrow.types.is_string(array.type) else pyarrow.large_binary()
+    chunks = array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
+    for chunk in chunks:
+        as_binary = chunk.view(binary)
+        for start in range(0, len(chunk), ARROW_BATCH_ROWS):
+            yield from as_binary.slice(start, ARROW_BATCH_ROWS).to_pylist()
+
+
+def _check_strings(array: Any, what: str) -> None:
+    """An Arrow string (or large_string) array without nulls, or one line saying what is wrong."""
+    import pyarrow
+    import pyarrow.compute
 
     if not (pyarrow.types.is_string(array.type) or pyarrow.types.is_large_string(array.type)):
         raise BPEInputError(f"{what} holds {array.type}, not strings")
-    chunks = array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
-    for chunk in chunks:
-        for start in range(0, len(chunk), ARROW_BATCH_ROWS):
-            values = chunk.slice(start, ARROW_BATCH_ROWS).to_pylist()
-            if None in values:
-                raise BPEInputError(f"{what} has a null at row {start + values.index(None)} of a chunk")
-            yield from values
+    if array.null_count:
+        first = pyarrow.compute.index(array.is_null(), True).as_py()
+        raise BPEInputError(f"{what} has a null at row {first}")
+
+
+class ArrowDocuments:
+    """Documents held in Arrow string arrays (a table's column, an array, a dataset's batches, a
+    Parquet file's row groups), produced lazily by `arrays()`. Iterated, each is its UTF-8 bytes
+    (Arrow strings are UTF-8 by contract and the counter checks them again, so `encoded_documents`
+    passes them on unchecked); `joined` joins them by a separator inside Arrow, one buffer per batch
+    and no Python object per document."""
+
+    def __init__(self, arrays: Callable[[], Iterable[Any]], what: str) -> None:
+        self.arrays = arrays
+        self.what = what
+
+    def __iter__(self) -> Iterator[bytes]:
+        for array in self.arrays():
+            yield from _arrow_bytes(array, self.what)
+
+    def joined(self, separator: bytes) -> Iterator[tuple[bytes, int]]:
+        """(documents joined by `separator`, how many) for batches of ARROW_BATCH_ROWS rows."""
+        import pyarrow
+        import pyarrow.compute
+
+        text_separator = separator.decode("utf-8")
+        for array in self.arrays():
+            _check_strings(array, self.what)
+            chunks = array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
+            for chunk in chunks:
+                for start in range(0, len(chunk), ARROW_BATCH_ROWS):
+                    piece = chunk.slice(start, ARROW_BATCH_ROWS)
+                    # One list holding every row of the piece, joined in C++.
+                    offsets = pyarrow.array([0, len(piece)], pyarrow.int32())
+                    listed = pyarrow.ListArray.from_arrays(offsets, piece)
+                    joined = pyarrow.compute.binary_join(listed, pyarrow.scalar(text_separator, piece.type))[0]
+                    yield joined.as_buffer().to_pybytes(), len(piece)
 
 
 def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[object], int | None]:
@@ -359,19 +601,32 @@ def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[obje
     if _is_from(texts, "pyarrow"):
         if hasattr(texts, "column_names"):  # Table or RecordBatch
             if text_field not in texts.column_names:
-                raise BPEInputError(f"the table has no column {text_field!r}; its columns: {texts.column_names}")
+                raise BPEInputError(
+                    f"the table has no column {text_field!r}; its columns: {', '.join(texts.column_names)}"
+                )
             texts = texts.column(text_field)
-        return _arrow_strings(texts, f"column {text_field!r}"), len(texts)
+        column = texts
+        return ArrowDocuments(lambda: [column], f"column {text_field!r}"), len(texts)
     if _is_from(texts, "datasets") and hasattr(texts, "iter"):
         columns = getattr(texts, "column_names", None)
         if columns is not None and text_field not in columns:
-            raise BPEInputError(f"the dataset has no column {text_field!r}; its columns: {columns}")
+            raise BPEInputError(f"the dataset has no column {text_field!r}; its columns: {', '.join(columns)}")
+        length = len(texts) if hasattr(texts, "__len__") else None
+        if hasattr(texts, "with_format") and length is not None:
+            # A Dataset is Arrow underneath: its batches as Arrow tables (indices, after a shuffle or
+            # select, applied by datasets), never a Python dict of lists.
+            arrow = texts.with_format("arrow")
+
+            def arrow_batches() -> Iterator[Any]:
+                for batch in arrow.iter(batch_size=ARROW_BATCH_ROWS):
+                    yield batch.column(text_field)
+
+            return ArrowDocuments(arrow_batches, f"the dataset's column {text_field!r}"), length
 
         def batches() -> Iterator[object]:
             for batch in texts.iter(batch_size=ARROW_BATCH_ROWS):
                 yield from batch[text_field]
 
-        length = len(texts) if hasattr(texts, "__len__") else None
         return batches(), length
     if not isinstance(texts, Iterable):
         raise TypeError(f"texts must be an iterable of str, got {type(texts).__name__}")
@@ -380,7 +635,14 @@ def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[obje
 
 def encoded_documents(documents: Iterable[object], report: Callable[[int], object] | None = None) -> Iterator[bytes]:
     """Each document as UTF-8 bytes: a str is encoded, bytes are checked to be UTF-8; anything else
-    is a TypeError naming its index. `report(1)` after each document (a progress bar in documents)."""
+    is a TypeError naming its index. `report(1)` after each document (a progress bar in documents).
+    Documents read from Arrow (`ArrowDocuments`) are bytes already and pass as they are."""
+    if isinstance(documents, ArrowDocuments):
+        for document in documents:
+            yield document
+            if report is not None:
+                report(1)
+        return
     for index, document in enumerate(documents):
         if isinstance(document, str):
             try:

@@ -207,13 +207,16 @@ def train(
     progress: bool = False,
     format: str | None = None,
     text_field: str = "text",
+    skip_bad_records: bool = False,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
     `phases.CountOptions`: `num_workers`, `num_chunks`; they never change the result.
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
-    is counted by the shared streaming counter and the version runs its merge phase on the counts."""
+    is counted by the shared streaming counter and the version runs its merge phase on the counts.
+    `skip_bad_records`: leave out JSON-lines records that are not JSON or lack the field, and report
+    how many on stderr, instead of stopping at the first (see `word_counts.count_words`)."""
     from .formats import inspect_input
 
     specials = check_special_tokens(special_tokens)
@@ -225,7 +228,9 @@ def train(
     if not source.in_place:
 
         def count() -> WordCounts:
-            return _count_words_of([source.path], specials, count_options, progress, source.format, text_field)
+            return _count_words_of(
+                [source.path], specials, count_options, progress, source.format, text_field, skip_bad_records
+            )
 
         return _train_on_counted(count, vocab_size, specials, name, progress)
     path = check_input_file(input_path)
@@ -357,12 +362,24 @@ def train_bpe_from_counts(
 
 
 def _count_words_of(
-    paths: list[str], specials: list[str], options: CountOptions, progress: bool, format: str | None, text_field: str
+    paths: list[str],
+    specials: list[str],
+    options: CountOptions,
+    progress: bool,
+    format: str | None,
+    text_field: str,
+    skip_bad_records: bool,
 ) -> WordCounts:
     from .word_counts import count_words
 
     return count_words(
-        paths, specials, num_threads=options.num_workers, progress=progress, format=format, text_field=text_field
+        paths,
+        specials,
+        num_threads=options.num_workers,
+        progress=progress,
+        format=format,
+        text_field=text_field,
+        skip_bad_records=skip_bad_records,
     )
 
 

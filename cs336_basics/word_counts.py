@@ -42,12 +42,14 @@ from __future__ import annotations
 
 import mmap
 import os
+import queue
 import re
 import struct
 import sys
+import threading
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -70,7 +72,17 @@ from ._common import (
 )
 from ._common import count_words as count_words_in_text
 from .backend import NativeUnavailable, effective_num_threads, load_native
-from .formats import BLOCK_BYTES, InputFile, documents_of, encoded_documents, inspect_input, iter_documents, read_blocks
+from .formats import (
+    BLOCK_BYTES,
+    ArrowDocuments,
+    BadRecords,
+    InputFile,
+    documents_of,
+    encoded_documents,
+    inspect_input,
+    iter_document_bytes,
+    read_blocks,
+)
 
 __all__ = [
     "FORMAT_VERSION",
@@ -216,6 +228,8 @@ class WordCounts:
         self.special_tokens = list(special_tokens)
         self.pattern = pattern
         self.source_bytes = source_bytes
+        # Bad JSON-lines records left out by `skip_bad_records` (not saved: a count file holds counts).
+        self.skipped_records = 0
 
     def _hold(self, table: Mapping[bytes, int] | CountTable) -> None:
         if isinstance(table, Mapping):
@@ -809,6 +823,7 @@ def count_words(
     storage_options: Mapping[str, object] | None = None,
     format: str | None = None,
     text_field: str = "text",
+    skip_bad_records: bool = False,
 ) -> WordCounts:
     """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
 
@@ -818,7 +833,9 @@ def count_words(
     Local files may also be compressed, JSON lines or Parquet (see `formats.py`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
     (`_StreamCounter`): a file of documents counts as its documents joined by the first special
-    token, and is kept apart from its neighbours the same way."""
+    token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
+    with one line naming `file:line`; with `skip_bad_records` such records are left out, counted,
+    and reported in one note on stderr (and in the result's `skipped_records`)."""
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     path_list = _as_path_list(paths)
@@ -829,7 +846,7 @@ def count_words(
                 "URLs are read as uncompressed text only: count them apart from compressed, JSON-lines or "
                 "Parquet inputs, and add the count files"
             )
-        return _count_streamed(local, specials, num_threads, progress, text_field)
+        return _count_streamed(local, specials, num_threads, progress, text_field, skip_bad_records)
     tasks = plan_count_tasks(path_list, specials, task_bytes=task_bytes, storage_options=storage_options)
     source_bytes = sum(map(task_size, tasks))
     with tqdm(total=source_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
@@ -869,8 +886,18 @@ class _StreamCounter:
     table plus a block (more only while the text has no safe cut at all)."""
 
     def __init__(
-        self, special_tokens: list[str], num_threads: int | None, *, documents: bool, block_bytes: int = BLOCK_BYTES
+        self,
+        special_tokens: list[str],
+        num_threads: int | None,
+        *,
+        documents: bool,
+        block_bytes: int = BLOCK_BYTES,
+        started: bool = False,
+        after_document: bool = False,
     ) -> None:
+        """`started` / `after_document`: this counter counts a later part of a stream (a task on a
+        cluster) in which something, or a document, came before: its first document, or its text
+        after a document, is then separated from it."""
         self.private_separator = documents and not special_tokens
         self.tokens = [DOCUMENT_SEPARATOR] if self.private_separator else list(special_tokens)
         self.separator = self.tokens[0].encode("utf-8") if self.tokens else b""
@@ -880,8 +907,10 @@ class _StreamCounter:
         self._flush_at = block_bytes
         self._pending: list[bytes] = []
         self._pending_bytes = 0
-        self._started = False  # something was fed: a document that follows gets a separator first
-        self._after_document = False  # the last piece was a document: text that follows gets one too
+        self._started = started  # something was fed: a document that follows gets a separator first
+        self._after_document = after_document  # the last piece was a document: text that follows gets one too
+        self.documents_fed = 0
+        self.text_fed = 0  # bytes of text and documents, separators not included
         self._text_tail = b""  # the end of the text run so far, to find the separator across pieces
         self._offset = 0  # stream bytes counted so far, for error messages
         self.label = "text"  # what is being fed, for error messages
@@ -909,6 +938,7 @@ class _StreamCounter:
         self._put(data)
         self._started = True
         self.source_bytes += len(data)
+        self.text_fed += len(data)
 
     def document(self, data: bytes) -> None:
         """One document, kept apart from what comes before and after it."""
@@ -919,6 +949,26 @@ class _StreamCounter:
         self._put(data)
         self._started = self._after_document = True
         self.source_bytes += len(data)
+        self.text_fed += len(data)
+        self.documents_fed += 1
+
+    def joined_documents(self, joined: bytes, count: int) -> None:
+        """`count` documents already joined by `self.separator`: the same as `document` for each, with
+        the joining done elsewhere (in C++ for Arrow, on the reading thread for files)."""
+        if count < 1:
+            return
+        if self.private_separator and joined.count(self.separator) != count - 1:
+            # Exact: the separator's first character occurs once in it, so no occurrence can overlap
+            # an inserted one; one more means a document holds it.
+            raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+        if self._started:
+            self._separate()
+        self._put(joined)
+        self._started = self._after_document = True
+        content = len(joined) - (count - 1) * len(self.separator)
+        self.source_bytes += len(joined) if not self.private_separator else content
+        self.text_fed += content
+        self.documents_fed += count
 
     def _put(self, data: bytes) -> None:
         if data:
@@ -967,34 +1017,151 @@ class _StreamCounter:
         return table
 
 
-def _feed_documents(counter: _StreamCounter, documents: Iterable[bytes], label: str) -> None:
-    counter.label = label
+# Decompressed blocks (or batches of documents) read ahead of the counter: one being counted, this
+# many waiting. Memory: about (PREFETCH_DEPTH + 2) blocks.
+PREFETCH_DEPTH = 2
+# Documents are handed from the reading thread to the counter in batches of about this many bytes:
+# one queue item per document would cost more than parsing it.
+_DOCUMENT_BATCH_BYTES = 1 << 20
+_END = object()
+
+
+class _Failed:
+    """An exception raised on the reading thread, carried to the counting thread and raised there."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class Prefetched:
+    """Runs `make()`'s iterator on one thread (`cs336-read-ahead`), at most `depth` items ahead of
+    the consumer, so decompressing and parsing (gzip, bz2, lzma and zstandard release the GIL while
+    they decompress) overlap with the native counter (which releases it while it counts).
+
+        with Prefetched(lambda: read_blocks(source)) as blocks:
+            for block in blocks:
+                counter.text(block)
+
+    An exception on the reading thread is raised in the consumer as it is; leaving the block early
+    (an exception, Ctrl-C in the consumer) stops the reading thread and waits for it, so no thread
+    outlives the block and the file is closed on the thread that opened it."""
+
+    def __init__(self, make: Callable[[], Iterable[Any]], depth: int = PREFETCH_DEPTH) -> None:
+        self._make = make
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="cs336-read-ahead", daemon=True)
+
+    def _put(self, item: object) -> bool:
+        """Waits for room, checking every 50 ms whether the consumer has gone (then False)."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read(self) -> None:
+        iterator = None
+        try:
+            iterator = iter(self._make())
+            for item in iterator:
+                if not self._put(item):
+                    return
+            self._put(_END)
+        except BaseException as error:  # carried to the consumer, which decides
+            self._put(_Failed(error))
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()  # a generator's `with open(...)` closes here, on this thread
+
+    def __enter__(self) -> Prefetched:
+        self._thread.start()
+        return self
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        # Unblock a reader waiting for room; it sees the stop at its next put.
+        while self._thread.is_alive():
+            try:
+                while True:
+                    self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=0.05)
+
+
+def _joined_batches(
+    documents: Iterable[bytes], separator: bytes, batch_bytes: int = _DOCUMENT_BATCH_BYTES
+) -> Iterator[tuple[bytes, int]]:
+    """Documents joined by `separator` in batches of about `batch_bytes`, with how many each holds:
+    the counter then takes one buffer per batch, not one Python call per document. Arrow sources
+    are joined by Arrow (no Python object per document)."""
+    if isinstance(documents, ArrowDocuments):
+        yield from documents.joined(separator)
+        return
+    batch: list[bytes] = []
+    size = 0
     for document in documents:
-        counter.document(document)
+        batch.append(document)
+        size += len(document) + 1  # + 1: many empty documents still make a batch
+        if size >= batch_bytes:
+            yield separator.join(batch), len(batch)
+            batch, size = [], 0
+    if batch:
+        yield separator.join(batch), len(batch)
 
 
 def _count_streamed(
-    sources: Sequence[InputFile], specials: list[str], num_threads: int | None, progress: bool, text_field: str
+    sources: Sequence[InputFile],
+    specials: list[str],
+    num_threads: int | None,
+    progress: bool,
+    text_field: str,
+    skip_bad_records: bool = False,
 ) -> WordCounts:
-    """The counts of local files, some compressed or of documents, read one after another."""
+    """The counts of local files, some compressed or of documents, read one after another: each file
+    is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`)."""
     documents = any(source.format != "text" for source in sources)
     counter = _StreamCounter(specials, num_threads, documents=documents)
+    skipped = BadRecords() if skip_bad_records else None
     # The total is not known before decompressing: the bar shows the text read and its rate.
     with tqdm(desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
         for source in sources:
             counter.label = source.path
             if source.format == "text":
-                for block in read_blocks(source):
-                    counter.text(block)
-                    bar.update(len(block))
+                with Prefetched(lambda source=source: read_blocks(source)) as blocks:
+                    for block in blocks:
+                        counter.text(block)
+                        bar.update(len(block))
             else:
-                try:
-                    _feed_documents(counter, encoded_documents(iter_documents(source, text_field)), source.path)
-                except TypeError as error:  # a value that is not a string (Parquet, JSON)
-                    raise BPEInputError(f"{source.path}: {error}") from None
-                bar.update(0)
+
+                def batches(source: InputFile = source) -> Iterator[tuple[bytes, int]]:
+                    return _joined_batches(iter_document_bytes(source, text_field, skipped), counter.separator)
+
+                with Prefetched(batches) as batched:
+                    for joined, count in batched:
+                        counter.joined_documents(joined, count)
+                        bar.update(len(joined))
         table = counter.take()
-    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
+    counts = WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
+    if skipped is not None:
+        counts.skipped_records = skipped.count
+        note = skipped.note()
+        if note is not None:
+            print(note, file=sys.stderr)
+    return counts
 
 
 def count_words_from_iterator(
@@ -1024,6 +1191,14 @@ def count_words_from_iterator(
     counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes)
     total = length if length is not None else known_length
     with tqdm(total=total, desc="count", unit="doc", unit_scale=True, disable=not progress) as bar:
-        _feed_documents(counter, encoded_documents(documents, bar.update if progress else None), "documents")
+        counter.label = "documents"
+        if isinstance(documents, ArrowDocuments):
+            for joined, count in documents.joined(counter.separator):
+                counter.joined_documents(joined, count)
+                bar.update(count)
+        else:
+            encoded = encoded_documents(documents, bar.update if progress else None)
+            for joined, count in _joined_batches(encoded, counter.separator, min(batch_bytes, _DOCUMENT_BATCH_BYTES)):
+                counter.joined_documents(joined, count)
         table = counter.take()
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)

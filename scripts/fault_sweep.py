@@ -4,7 +4,7 @@ each in its own process with a time limit and an address-space limit, and report
 case was handled (the expected exit status and message, no traceback, no mixed or partial output).
 
     python scripts/fault_sweep.py            # every case (a few minutes; builds ~100 MB of inputs)
-    python scripts/fault_sweep.py --fast     # the quick subset CI runs (tests/test_fault_sweep.py)
+    python scripts/fault_sweep.py --fast     # the quick subset CI runs (tests/test_faults_sweep.py)
 
 Signals are sent only after the child has said, through a pipe, that it reached the point to
 interrupt; nothing waits on a timer. Exit status 0 when every case was handled, 1 otherwise.

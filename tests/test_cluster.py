@@ -187,3 +187,94 @@ def test_a_worker_process_dying_mid_task_loses_nothing(corpus: tuple[Path, list[
             )
     assert marker.exists()  # a worker did die
     assert counts.counts == dict(count_words_in_text(whole.read_text(encoding="utf-8"), SPECIALS))
+
+
+# ---------------------------------------------------------------------------------------------
+# Compressed files, JSON lines and Parquet on the cluster (issue 22): equal to the local count
+
+
+def _documents(count: int = 300) -> list[str]:
+    pieces = ["the", " cat", " sat", "\n", "  ", "é", "日本", " 42", "'s", "<|endoftext|>", ""]
+    return [
+        "".join(pieces[(index * 7 + step * 3) % len(pieces)] for step in range(index % 37)) for index in range(count)
+    ]
+
+
+def _jsonl(documents: list[str]) -> bytes:
+    import json
+
+    return "".join(json.dumps({"text": document}) + "\n" for document in documents).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def streamed_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Path]]:
+    """The same documents as gzip text, JSON lines (plain and zst) and Parquet, and a mix."""
+    import gzip
+
+    directory = tmp_path_factory.mktemp("streamed")
+    documents = _documents()
+    third = len(documents) // 3
+    text = "<|endoftext|>".join(documents).encode("utf-8")
+    inputs: dict[str, list[Path]] = {}
+    (directory / "a.txt.gz").write_bytes(gzip.compress(text[: len(text) // 2]))
+    (directory / "b.txt").write_bytes(text[len(text) // 2 :])
+    inputs["gzip text and text"] = [directory / "a.txt.gz", directory / "b.txt"]
+    (directory / "docs.jsonl").write_bytes(_jsonl(documents))
+    inputs["json lines"] = [directory / "docs.jsonl"]
+    (directory / "mixed-0.jsonl.gz").write_bytes(gzip.compress(_jsonl(documents[:third])))
+    (directory / "mixed-1.txt").write_bytes(text[:500])
+    (directory / "mixed-2.jsonl").write_bytes(_jsonl(documents[third:]))
+    inputs["mixed"] = [directory / name for name in ("mixed-0.jsonl.gz", "mixed-1.txt", "mixed-2.jsonl")]
+    try:
+        import pyarrow
+        import pyarrow.parquet as parquet
+    except ImportError:
+        return inputs
+    parquet.write_table(pyarrow.table({"text": documents}), directory / "docs.parquet", row_group_size=40)
+    inputs["parquet"] = [directory / "docs.parquet"]
+    inputs["parquet and json lines"] = [directory / "docs.parquet", directory / "mixed-2.jsonl"]
+    return inputs
+
+
+@pytest.mark.parametrize("kind", ["gzip text and text", "json lines", "mixed", "parquet", "parquet and json lines"])
+@pytest.mark.parametrize("specials", [SPECIALS, []])
+def test_streamed_formats_equal_the_local_count(client: Client, streamed_inputs, kind: str, specials: list[str]):
+    from cs336_basics import count_words
+
+    if kind not in streamed_inputs:
+        pytest.skip("Parquet needs the optional pyarrow package")
+    paths = streamed_inputs[kind]
+    expected = count_words(paths, specials)
+    # Small ranges and row groups: many tasks, each cut at a line or row group.
+    counts = count_words_on_cluster(client, paths, specials, range_bytes=2_000, fan_in=2)
+    assert counts == expected  # counts, special tokens and source bytes
+    if specials:
+        assert train_bpe_from_counts(counts, 300) == train_bpe_from_counts(expected, 300, trainer="bpe_v1")
+
+
+def test_json_line_ranges_name_the_file_line_and_skip(client: Client, tmp_path: Path, capsys) -> None:
+    from cs336_basics import BPEInputError, count_words
+
+    lines = _jsonl(_documents()).splitlines(keepends=True)
+    lines.insert(250, b"{broken\n")
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(Exception, match=r"docs.jsonl:251: not a JSON record"):
+        count_words_on_cluster(client, [path], SPECIALS, range_bytes=1_000)
+    counts = count_words_on_cluster(client, [path], SPECIALS, range_bytes=1_000, skip_bad_records=True)
+    assert counts.skipped_records == 1 and "skipped 1 bad record" in capsys.readouterr().err
+    assert counts == count_words(path, SPECIALS, skip_bad_records=True)
+    with pytest.raises(BPEInputError, match="docs.jsonl:251"):
+        count_words(path, SPECIALS)
+
+
+def test_overlapping_special_tokens_count_as_one_task(client: Client, tmp_path: Path) -> None:
+    """Special tokens that could match across a separator: the documents are counted in one task."""
+    from cs336_basics import count_words
+    from cs336_basics.cluster import documents_split_cleanly
+
+    specials = ["<|e|>", "x<|e"]
+    assert documents_split_cleanly(SPECIALS) and not documents_split_cleanly(specials)
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(_jsonl(["ax", "x", "<|e|>x", "b"] * 200))
+    assert count_words_on_cluster(client, [path], specials, range_bytes=100) == count_words(path, specials)

@@ -1,6 +1,6 @@
 """`cs336-encode-dataset` (cs336_basics/encode_cli.py): a training output directory as the tokenizer,
 the run's special tokens, and the array's dtype (uint16 while every id fits, else uint32). Its refusals
-and signals are in test_hardening, the script shim and numpy-free writing in test_bpe_tokenizer."""
+and signals are in test_faults_hostile_use, the script shim and numpy-free writing in test_bpe_tokenizer."""
 
 from __future__ import annotations
 

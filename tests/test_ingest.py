@@ -10,6 +10,7 @@ import gzip
 import json
 import lzma
 import random
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -237,22 +238,167 @@ def test_missing_optional_dependency_is_one_line(tmp_path: Path, monkeypatch, ca
     monkeypatch.setattr(builtins, "__import__", without)
     path = tmp_path / f"corpus.{suffix}"
     path.write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 32 if suffix == "zst" else b"PAR1" + b"\x00" * 32)
-    with pytest.raises(BPEInputError, match=f"needs the {module} package: pip install {module}$"):
+    one_line = rf'needs the {module} package, in the data extra: pip install "cs336-bpe\[data\]"$'
+    with pytest.raises(BPEInputError, match=one_line):
         train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
     assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-q"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and f"pip install {module}" in err
+    assert err.count("\n") == 1 and 'pip install "cs336-bpe[data]"' in err
 
 
-def test_corrupt_compressed_file_is_one_line(tmp_path: Path, reference, capsys) -> None:
+@pytest.mark.parametrize("kind", ["gz", "bz2", "xz", "zst"])
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_corrupt_compressed_file_is_one_line(tmp_path: Path, reference, capsys, kind: str, damage: str) -> None:
+    """One line naming the file, the compressed offset and the decompressed bytes; nothing written,
+    by either command; and no reading thread left behind."""
+    _, plain = reference
+    packed = _compress(kind, plain.read_bytes() * 20)
+    if damage == "truncated":
+        packed = packed[: len(packed) * 2 // 3]
+    else:  # bytes in the middle of the stream overwritten
+        middle = len(packed) // 2
+        packed = packed[:middle] + bytes(64) + packed[middle + 64 :]
+    path = tmp_path / f"corpus.txt.{kind}"
+    path.write_bytes(packed)
+    threads = threading.active_count()
+    pattern = (
+        rf"{path}: corrupt or truncated \w+ data near compressed byte [\d,]+ of {len(packed):,}, "
+        r"after [\d,]+ decompressed bytes"
+    )
+    with pytest.raises(BPEInputError, match=pattern):
+        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
+    assert threading.active_count() == threads
+    assert count_main([str(path), "-o", str(tmp_path / "counts.bin"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "corrupt or truncated" in err and "compressed byte" in err
+    assert not (tmp_path / "counts.bin").exists()
+    assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "out" / "merges.txt").exists()
+
+
+BAD_JSONL = [
+    (b'{"text": "fine"}\n{"text": "also fine"\n', "not a JSON record"),
+    (b'{"text": "fine"}\n["a list"]\n', "not a JSON object but a list"),
+    (b'{"text": "fine"}\n{"body": "x"}\n', "field 'text' is missing \\(fields: 'body'\\)"),
+    (b'{"text": "fine"}\n{"text": 7}\n', "field 'text' is a int, not a string"),
+    (b'{"text": "fine"}\n{"text": "\\ud800"}\n', "field 'text' is not valid Unicode text"),
+    (b'{"text": "fine"}\n{"text": "\xff"}\n', "not a JSON record"),
+]
+
+
+@pytest.mark.parametrize(("data", "why"), BAD_JSONL)
+def test_bad_json_line_names_file_and_line(tmp_path: Path, capsys, data: bytes, why: str) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b"\n" + data)  # a blank first line: skipped, still numbered
+    with pytest.raises(BPEInputError, match=f"corpus.jsonl:3: {why}"):
+        count_words(path, SPECIAL)
+    for command in (
+        lambda: cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-v", "260", "-q"]),
+        lambda: count_main([str(path), "-o", str(tmp_path / "counts.bin"), "-q"]),
+    ):
+        assert command() == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "corpus.jsonl:3: " in err and "Traceback" not in err
+    assert not (tmp_path / "counts.bin").exists() and not (tmp_path / "out" / "merges.txt").exists()
+
+
+def test_skip_bad_records(trainer: str, tmp_path: Path, reference, capsys) -> None:
+    """Bad records left out are counted and reported in one note; the rest trains as the plain file."""
+    expected, plain = reference
+    lines = write_jsonl(tmp_path, DOCUMENTS).splitlines(keepends=True)
+    bad = [b"not json\n", b'{"body": "x"}\n', b'{"text": null}\n']
+    for index, line in zip((5, 40, 90), bad):
+        lines.insert(index, line)
+    path = tmp_path / "corpus.jsonl.gz"
+    path.write_bytes(gzip.compress(b"".join(lines)))
+    counts = count_words(path, SPECIAL, skip_bad_records=True)
+    assert counts == count_words(plain, SPECIAL) and counts.skipped_records == 3
+    note = capsys.readouterr().err
+    assert note == f"note: skipped 3 bad records (--skip-bad-records); the first: {path}:6: not a JSON record " + (
+        note.split("not a JSON record ", 1)[1]
+    )
+    assert note.count("\n") == 1
+    assert train_bpe(path, VOCAB_SIZE, SPECIAL, trainer=trainer, skip_bad_records=True) == expected
+    assert "skipped 3 bad records" in capsys.readouterr().err
+    out = tmp_path / "out"
+    assert cli_main(["bpe_v1", str(out), "-d", str(path), "-v", str(VOCAB_SIZE), "-q", "--skip-bad-records"]) == 0
+    assert "skipped 3 bad records" in capsys.readouterr().err
+    assert count_main([str(path), str(path), "-o", str(tmp_path / "c.bin"), "-q", "--skip-bad-records"]) == 0
+    assert "skipped 6 bad records" in capsys.readouterr().err
+    assert count_main([str(path), "-o", str(tmp_path / "c.bin"), "-q"]) == 2  # without it: the first, one line
+    assert f"{path}:6: not a JSON record" in capsys.readouterr().err
+
+
+def test_missing_parquet_column_names_the_columns(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("pyarrow", reason="Parquet input needs the optional pyarrow package")
+    import pyarrow
+    import pyarrow.parquet as parquet
+
+    path = tmp_path / "corpus.parquet"
+    parquet.write_table(pyarrow.table({"id": [1, 2], "content": ["a", "b"]}), path)
+    assert count_main([str(path), "-o", str(tmp_path / "c.bin"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {path} has no column 'text'; its columns: id, content (choose with --text-field)\n"
+    assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-q", "--text-field", "body"]) == 2
+    assert "no column 'body'; its columns: id, content" in capsys.readouterr().err
+    with pytest.raises(BPEInputError, match="the table has no column 'text'; its columns: id, content"):
+        count_words_from_iterator(pyarrow.table({"id": [1], "content": ["a"]}), SPECIAL)
+    parquet.write_table(pyarrow.table({"text": ["a", None, "b"]}), path)
+    with pytest.raises(BPEInputError, match="column 'text' has a null at row 1"):
+        count_words(path, SPECIAL)
+
+
+def test_read_ahead_thread_stops_with_the_counter(tmp_path: Path, reference, monkeypatch) -> None:
+    """An error or Ctrl-C in the counter while the reading thread decompresses ahead: raised as it
+    is, and the reading thread is gone when the call returns."""
+    import cs336_basics.word_counts as word_counts
+
     _, plain = reference
     path = tmp_path / "corpus.txt.gz"
-    path.write_bytes(gzip.compress(plain.read_bytes())[:-40])  # truncated
-    with pytest.raises(BPEInputError, match=f"{path}: corrupt or truncated gzip data"):
-        train_bpe(path, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
-    assert count_main([str(path), "-o", str(tmp_path / "counts.bin"), "-q"]) == 2
-    assert "corrupt or truncated" in capsys.readouterr().err
-    assert not (tmp_path / "counts.bin").exists()
+    path.write_bytes(gzip.compress(plain.read_bytes() * 2000))  # several 4 MB blocks
+    threads = threading.active_count()
+    calls = []
+    real_text = word_counts._StreamCounter.text
+
+    for stop in (KeyboardInterrupt, RuntimeError):
+
+        def text(self, data: bytes, stop: type[BaseException] = stop) -> None:
+            calls.append(len(data))
+            if len(calls) == 2:
+                raise stop("stopped")
+            real_text(self, data)
+
+        calls.clear()
+        monkeypatch.setattr(word_counts._StreamCounter, "text", text)
+        with pytest.raises(stop, match="stopped"):
+            count_words(path, SPECIAL)
+        assert threading.active_count() == threads
+        assert not any(thread.name == "cs336-read-ahead" for thread in threading.enumerate())
+    monkeypatch.setattr(word_counts._StreamCounter, "text", real_text)
+    assert count_words(path, SPECIAL) == count_words(_write(tmp_path / "big.txt", plain.read_bytes() * 2000), SPECIAL)
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_prefetched_carries_reader_errors() -> None:
+    from cs336_basics.word_counts import Prefetched
+
+    def broken():
+        yield 1
+        raise ValueError("reader failed")
+
+    seen = []
+    with pytest.raises(ValueError, match="reader failed"), Prefetched(broken) as items:
+        for item in items:
+            seen.append(item)
+    assert seen == [1]
+    with Prefetched(lambda: iter(range(1000)), depth=2) as items:
+        assert sum(items) == sum(range(1000))
 
 
 def test_bad_items_and_options() -> None:
@@ -291,9 +437,11 @@ def test_cli_directories_globs_and_count_files(tmp_path: Path, reference) -> Non
     assert cli_main(["bpe_v1", str(tmp_path / "none"), "-d", str(tmp_path / "nothing-*.txt"), "-q"]) == 2
 
 
-def test_cluster_refuses_streamed_inputs(tmp_path: Path, reference) -> None:
+def test_cluster_reads_streamed_inputs(tmp_path: Path, reference) -> None:
+    """`--cluster` takes compressed files too (tests/test_cluster.py checks every format): here through
+    the command's own path, a process cluster, so the tasks' arguments travel pickled."""
+    pytest.importorskip("distributed", reason="Dask is an optional extra")
     _, plain = reference
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
-    with pytest.raises(BPEInputError, match=r"--cluster reads uncompressed text only.*gzip-compressed text"):
-        count_inputs([str(packed)], SPECIAL, cluster="local:1")
+    assert count_inputs([str(packed)], SPECIAL, cluster="local:1") == count_words(plain, SPECIAL)

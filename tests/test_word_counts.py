@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts, word_counts
+from cs336_basics import BPEInputError, backend, train_bpe, train_bpe_from_counts, word_counts
 from cs336_basics._common import count_words as count_words_in_text
 from cs336_basics.demo import write_demo_corpus
 from cs336_basics.word_counts import (
@@ -134,7 +134,7 @@ def write_count_file(path: Path, words: list[bytes], counts: list[int]) -> Path:
 @pytest.fixture(params=["native", "python"])
 def table_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Count tables held in C++ (skipped when not built) or as dicts (the compiled module hidden)."""
-    if request.param == "native" and word_counts._native_module() is None:
+    if request.param == "native" and not backend.native_available("_native"):
         pytest.skip("the compiled module is not built (or CS336_PURE_PYTHON is set)")
     if request.param == "python":
         monkeypatch.setattr(word_counts, "_native_module", lambda: None)

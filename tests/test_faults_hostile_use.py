@@ -103,7 +103,7 @@ def test_compressed_input_is_read_and_a_corrupt_one_refused_in_one_line(tmp_path
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     assert train_bpe(packed, 300, [], trainer="bpe_v1") == train_bpe(plain, 300, [], trainer="bpe_v1")
     fake.write_bytes(b"\x28\xb5\x2f\xfd" + plain.read_bytes())  # zstd's magic, then no zstd frame
-    with pytest.raises(BPEInputError, match=f"{fake}.*(corrupt or truncated zstd|pip install zstandard)"):
+    with pytest.raises(BPEInputError, match=rf'{fake}.*(corrupt or truncated zstd|pip install "cs336-bpe\[data\]")'):
         train_bpe(fake, 300, [], trainer="bpe_v1")
     assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(fake)]) == 2
     err = capsys.readouterr().err

@@ -1,6 +1,8 @@
-"""Issue 23, second hardening round: the lock file and staging never follow symbolic links, one run
+"""Links, metadata and the cluster: the lock file and staging never follow symbolic links, one run
 gives one vocabulary in every format (one-byte special tokens), Dask edges end in one line, damaged
 metadata and count files are refused naming the file, and every command shares one exit-status table.
+(The test_faults_* files are one family: bad input, hostile use, changing input, native memory, the
+sweep, and these.)
 
 Interrupts are sent only after the child has said, through a pipe, that it reached the point; no test
 depends on timing."""
