@@ -26,6 +26,7 @@ if __name__ == "cs336_basics":
 else:
     from ._common import BPEInputError
     from .backend import openmp_enabled
+    from .counting import count_words, count_words_from_iterator
     from .tokenizer import Tokenizer
     from .trainers import (
         TRAINERS,
@@ -39,7 +40,7 @@ else:
         train_from_iterator,
         trainer_status,
     )
-    from .word_counts import WordCounts, count_words, count_words_from_iterator
+    from .word_counts import WordCounts
 
     __all__ = [
         "TRAINERS",

@@ -23,7 +23,8 @@ from .backend import resolve_parallelism, usable_cores
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_REGEX = regex.compile(GPT2_SPLIT_PATTERN)
 
-WordCounts = dict[bytes, int]
+# A version's word counts in Python, {word bytes: count}; the artifact with its file is word_counts.WordCounts.
+WordCountDict = dict[bytes, int]
 Merges = list[tuple[bytes, bytes]]
 Vocab = dict[int, bytes]
 Buffer = bytes | mmap.mmap

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from os import PathLike
 
-from ._common import Merges, WordCounts, count_words, merge_word, read_corpus
+from ._common import Merges, WordCountDict, count_words, merge_word, read_corpus
 from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
 
@@ -20,7 +20,7 @@ def pretokenize_and_count(
     special_tokens: list[str],
     options: CountOptions = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
-) -> WordCounts:
+) -> WordCountDict:
     """Word counts of the whole file, counted in this process (`options` do not apply)."""
     text = read_corpus(input_path)
     counts = dict(count_words(text, special_tokens))
@@ -28,7 +28,7 @@ def pretokenize_and_count(
     return counts
 
 
-def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
+def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
     token_bytes = [bytes([byte]) for byte in range(256)]
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}

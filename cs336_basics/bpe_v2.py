@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ._common import Merges, WordCounts, merge_word
+from ._common import Merges, WordCountDict, merge_word
 from .bpe_v1 import pretokenize_and_count
 from .phases import Report, ignore_progress
 
@@ -24,7 +24,7 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(self, word_counts: WordCounts) -> None:
+    def __init__(self, word_counts: WordCountDict) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
         live = {word: count for word, count in word_counts.items() if count > 0}  # as bpe_v1: absent words add nothing
         self.words = [list(word) for word in live]
@@ -72,7 +72,7 @@ class PairIndex:
         return (self.token_bytes[left], self.token_bytes[right]), changed
 
 
-def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
+def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
     index = PairIndex(word_counts)
     merges: Merges = []
     for _ in range(num_merges):

@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from os import PathLike
 
-from ._common import WordCounts, check_input_file, count_words, decode_utf8, find_chunk_boundaries
+from ._common import WordCountDict, check_input_file, count_words, decode_utf8, find_chunk_boundaries
 from .backend import resolve_parallelism
 from .bpe_v2 import merge
 from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
@@ -40,7 +40,7 @@ def pretokenize_and_count(
     special_tokens: list[str],
     options: CountOptions = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
-) -> WordCounts:
+) -> WordCountDict:
     path = check_input_file(input_path)
     workers = resolve_parallelism(options.num_workers)
     if options.num_workers is None and path.stat().st_size < PARALLEL_MIN_BYTES:

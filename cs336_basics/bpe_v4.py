@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 
-from ._common import Merges, WordCounts
+from ._common import Merges, WordCountDict
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
 from .phases import Report, ignore_progress
@@ -65,7 +65,7 @@ class PairHeap:
             heapq.heapify(self.heap)
 
 
-def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
+def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
     index = PairIndex(word_counts)
     heap = PairHeap(index)
     merges: Merges = []

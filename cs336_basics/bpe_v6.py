@@ -13,12 +13,12 @@ ever be merged are pruned (exactly: if one could still win, every pair is counte
 from __future__ import annotations
 
 from . import _merge_cpp
-from ._common import Merges, WordCounts
+from ._common import Merges, WordCountDict
 from .bpe_v3 import pretokenize_and_count
 from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
 
-def merge(word_counts: WordCounts, num_merges: int, report: Report = ignore_progress) -> Merges:
+def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
     return _merge_cpp.merge(word_counts, num_merges, report)

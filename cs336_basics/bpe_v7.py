@@ -18,7 +18,7 @@ import warnings
 from os import PathLike
 
 from . import _merge_cpp, _native
-from ._common import Merges, WordCounts, check_input_file
+from ._common import Merges, WordCountDict, check_input_file
 from .backend import effective_num_threads, openmp_enabled
 from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
 
@@ -57,7 +57,7 @@ def pretokenize_and_count(
 
 
 def merge(
-    word_counts: _native.NativeWordCounts | WordCounts, num_merges: int, report: Report = ignore_progress
+    word_counts: _native.NativeWordCounts | WordCountDict, num_merges: int, report: Report = ignore_progress
 ) -> Merges:
     """The C++ merge loop on every thread, fed directly from the native word counts (a dict is
     converted first)."""

@@ -5,13 +5,13 @@
         counts = count_words_on_cluster(client, ["s3://bucket/part-00.txt", ...], ["<|endoftext|>"])
     vocab, merges = train_bpe_from_counts(counts, 32_000)
 
-The inputs, read as if concatenated, are cut into ranges by `word_counts.plan_count_tasks`
+The inputs, read as if concatenated, are cut into ranges by `counting.plan_count_tasks`
 (stretches that begin and end at special tokens or at whitespace that splits no pre-token, as v7
 cuts its chunks; file boundaries need no cut, and small files share a range), and consecutive ranges
 are grouped into tasks of about equal bytes: by default one task per worker (at most
 `MAX_TASK_BYTES`), so each worker builds one count table, as each of v7's threads does. A task runs
 the native counter (one thread) over its ranges one after another into that one table
-(`word_counts.count_tasks`): a local range memory-mapped with its pages released as they are
+(`counting.count_tasks`): a local range memory-mapped with its pages released as they are
 counted, a URL's range read (fsspec), so a worker holds one range's bytes plus the table, whatever
 the input size. The table comes out unsorted, cut into slices by the counter's hash of the word (one
 per worker); the slices are added up on the workers, one tree per slice (`fan_in` tables per
@@ -45,28 +45,30 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from tqdm import tqdm
-
 from ._common import GPT2_SPLIT_PATTERN, MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .backend import usable_cores
-from .formats import BadRecords, InputFile, inspect_input, iter_document_bytes, jsonl_ranges, read_blocks
-from .word_counts import (
+from .counting import (
     DOCUMENT_SEPARATOR,
-    CountTable,
     CountTask,
-    TableArrays,
-    WordCounts,
     _joined_batches,
-    _native_module,
     _StreamCounter,
-    add_tables,
-    concatenate_slices,
     count_tasks,
     group_into_batches,
     input_bytes,
     plan_count_tasks,
-    split_table,
     task_size,
+)
+from .formats import BadRecords, InputFile, inspect_input, iter_document_bytes, jsonl_ranges, read_blocks
+from .phases import Report
+from .progress import progress_bar
+from .word_counts import (
+    CountTable,
+    TableArrays,
+    WordCounts,
+    _native_module,
+    add_tables,
+    concatenate_slices,
+    split_table,
 )
 
 if TYPE_CHECKING:
@@ -283,7 +285,7 @@ def count_sliced(
     batch: int,
 ) -> tuple:
     """One counting task on a worker: `count(tasks, ...)` (one table for all of them, see
-    `word_counts.count_tasks`) in `num_slices` slices by word (see `word_counts.split_table`), each
+    `counting.count_tasks`) in `num_slices` slices by word (see `word_counts.split_table`), each
     packed. With a `progress_topic`, the bytes counted so far go to the client as events
     `(batch, bytes)` (a retried task starts again from 0; the client keeps each batch's largest)."""
     report = None
@@ -332,7 +334,7 @@ def count_words_on_cluster(
     skip_bad_records: bool = False,
 ) -> WordCounts:
     """Count the inputs, read as if concatenated, on the cluster behind `client`; equal to
-    `word_counts.count_words(paths, special_tokens)`.
+    `counting.count_words(paths, special_tokens)`.
 
     The inputs are cut into ranges of about `range_bytes` (None: a 32nd of a task, at most
     RANGE_BYTES) and the ranges grouped into tasks of about `task_bytes` (None: one task per
@@ -340,7 +342,7 @@ def count_words_on_cluster(
     call `client.wait_for_workers(n)` first); a task counts its ranges one after another into one
     table.
     `retries` is how often Dask may re-run a failed task; `count` is the task function
-    (`word_counts.count_tasks`'s signature). The words are added up in `slices` independent trees
+    (`counting.count_tasks`'s signature). The words are added up in `slices` independent trees
     of `fan_in` tables per addition (None: one per worker).
 
     Local compressed, JSON-lines and Parquet inputs (`format`, `text_field`, `skip_bad_records` as in
@@ -423,8 +425,8 @@ def _add_up_slices(
         tops.append(level[0])
     batch_of = {future.key: index for index, future in enumerate(counted)}
     try:
-        with tqdm(total=total_bytes, desc="count", unit="B", unit_scale=True, disable=not progress) as bar:
-            shown = _BatchProgress(bar, sizes)
+        with progress_bar(progress, total_bytes, "count", "B", unit_scale=True) as report:
+            shown = _BatchProgress(report, sizes)
             if topic is not None:
                 client.subscribe_topic(topic, shown.event)
             try:
@@ -589,7 +591,7 @@ def _count_streamed_on_cluster(
     fan_in: int,
     slices: int | None,
 ) -> WordCounts:
-    """Local streamed inputs counted on the cluster, equal to `word_counts.count_words` of them."""
+    """Local streamed inputs counted on the cluster, equal to `counting.count_words` of them."""
     distributed = _import_distributed()
     documents = any(source.format != "text" for source in sources)
     tokens = [DOCUMENT_SEPARATOR] if documents and not specials else specials
@@ -649,11 +651,11 @@ def _count_streamed_on_cluster(
 
 
 class _BatchProgress:
-    """The client's progress bar: each task's largest reported bytes (events from the workers, and
+    """The client's progress report: each task's largest reported bytes (events from the workers, and
     its whole size once it is done), so a retried task is never shown twice."""
 
-    def __init__(self, bar: tqdm, sizes: list[int]) -> None:
-        self.bar = bar
+    def __init__(self, report: Report, sizes: list[int]) -> None:
+        self.report = report
         self.sizes = sizes
         self.done = [0] * len(sizes)
         self.lock = threading.Lock()
@@ -661,7 +663,7 @@ class _BatchProgress:
     def _show(self, batch: int, done: int) -> None:
         with self.lock:
             if done > self.done[batch]:
-                self.bar.update(done - self.done[batch])
+                self.report(done - self.done[batch])
                 self.done[batch] = done
 
     def event(self, event: tuple[float, tuple[int, int]]) -> None:

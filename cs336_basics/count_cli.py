@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 from ._common import BPEInputError, check_num_workers
-from .cli import (
+from .cluster import ClusterTaskError
+from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     add_cluster_argument,
@@ -33,57 +34,9 @@ from .cli import (
     add_special_tokens_argument,
     human_bytes,
 )
-from .cluster import ClusterTaskError
-from .formats import expand_inputs, inspect_input
+from .formats import expand_inputs
 from .serialization import check_output_dir
-from .word_counts import LOCAL_TASK_BYTES, WordCounts, count_words
-
-
-def count_inputs(
-    paths: list[str],
-    special_tokens: list[str],
-    *,
-    cluster: str | None = None,
-    cluster_timeout: float | None = None,
-    num_threads: int | None = None,
-    task_bytes: int | None = None,
-    progress: bool = False,
-    format: str | None = None,
-    text_field: str = "text",
-    skip_bad_records: bool = False,
-) -> WordCounts:
-    """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
-    (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
-    Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
-    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`)."""
-    if cluster is not None:
-        from .cluster import connect, count_words_on_cluster
-
-        # Local inputs are inspected (and a bad one refused) before a cluster is started.
-        for path in paths:
-            if "://" not in path:
-                inspect_input(path, format, text_field)
-        with connect(cluster, timeout=cluster_timeout) as client:
-            return count_words_on_cluster(
-                client,
-                paths,
-                special_tokens,
-                task_bytes=task_bytes,
-                progress=progress,
-                format=format,
-                text_field=text_field,
-                skip_bad_records=skip_bad_records,
-            )
-    return count_words(
-        paths,
-        special_tokens,
-        num_threads=num_threads,
-        task_bytes=task_bytes or LOCAL_TASK_BYTES,
-        progress=progress,
-        format=format,
-        text_field=text_field,
-        skip_bad_records=skip_bad_records,
-    )
+from .trainers import count_inputs
 
 
 def _check_output(output: Path) -> None:

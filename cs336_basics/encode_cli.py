@@ -34,10 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ._common import BPEInputError, check_text_file
-from .cli import InterruptHandling
+from .command_line import InterruptHandling
+from .progress import progress_bar
 from .serialization import check_output_dir
 from .tokenizer import Tokenizer
 from .trainers import peak_rss_bytes
@@ -77,10 +76,9 @@ def encode_file(
     try:
         with os.fdopen(handle, "wb") as sink:
             sink.write(npy_header(typecode, 0))
-            bar = tqdm(total=data.stat().st_size, unit="B", unit_scale=True, disable=not progress, desc="encode")
-            with bar:
+            with progress_bar(progress, data.stat().st_size, "encode", "B", unit_scale=True) as report:
                 tokens = tokenizer.encode_file_to(
-                    data, sink, num_threads=num_threads, chunk_bytes=chunk_bytes, progress=bar.update
+                    data, sink, num_threads=num_threads, chunk_bytes=chunk_bytes, progress=report
                 )
             sink.seek(0)
             sink.write(npy_header(typecode, tokens))

@@ -1,6 +1,6 @@
 """Input formats for counting: what an input file holds, and its documents or text as a stream.
 
-Counting (`word_counts.py`) reads three kinds of input, and this module tells them apart and opens
+Counting (`counting.py`) reads three kinds of input, and this module tells them apart and opens
 them; it never counts:
 
 - plain UTF-8 text: counted in place (memory-mapped, random access), as always;
@@ -8,7 +8,7 @@ them; it never counts:
   decompressed in blocks as counting reads them, never written to disk;
 - documents: JSON lines (one record per line, its `text_field`) and Parquet (the `text_field`
   column, one row group at a time), also compressed JSON lines; and, through
-  `word_counts.count_words_from_iterator`, any iterable of strings, a `pyarrow` table or array, or a
+  `counting.count_words_from_iterator`, any iterable of strings, a `pyarrow` table or array, or a
   Hugging Face `datasets.Dataset`.
 
 A file whose name says text but whose first line is a JSON object with the text field is refused:

@@ -61,11 +61,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ._common import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from .backend import effective_num_threads
-from .cli import InterruptHandling
+from .command_line import InterruptHandling
+from .progress import progress_bar
 from .serialization import check_output_dir, read_run_info, write_atomically
 from .tokenizer import Tokenizer
 
@@ -235,8 +234,8 @@ def prepare_text(
 ) -> None:
     """Scan `text` (documents, UTF-8) and, when sampling, read its sampled documents."""
     text.size = text.path.stat().st_size
-    with tqdm(total=text.size, unit="B", unit_scale=True, desc=f"scan {text.name}", disable=not progress) as bar:
-        text.documents_in_file, spans = scan_documents(text.path, separator, sample_docs, seed, bar.update)
+    with progress_bar(progress, text.size, f"scan {text.name}", "B", unit_scale=True) as report:
+        text.documents_in_file, spans = scan_documents(text.path, separator, sample_docs, seed, report)
     if sample_docs is None:
         return
     if not spans:
@@ -292,14 +291,14 @@ def measure(
     # One-time costs (starting the thread team, reserving each thread's cache) are not the tokenizer's
     # speed, and would swamp the time of a sample of a few short documents: pay them before the clock.
     tokenizer.encode_batch(["warm up"] * 64, num_threads=num_threads)
-    with tqdm(total=total, unit="B", unit_scale=True, desc=label or text.name, disable=not progress) as bar:
+    with progress_bar(progress, total, label or text.name, "B", unit_scale=True) as report:
         if sampled:
-            tokens, seconds = _encode_documents(tokenizer, text, num_threads, bar.update)
+            tokens, seconds = _encode_documents(tokenizer, text, num_threads, report)
         else:
             # Counted, not kept: the ids go to the null device, so memory stays at a few chunks' worth.
             with open(os.devnull, "wb") as sink:
                 started = time.perf_counter()
-                tokens = tokenizer.encode_file_to(text.path, sink, num_threads=num_threads, progress=bar.update)
+                tokens = tokenizer.encode_file_to(text.path, sink, num_threads=num_threads, progress=report)
                 seconds = time.perf_counter() - started
     return {
         "input": text.name,

@@ -11,13 +11,10 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
-
-from tqdm import tqdm
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from ._common import (
@@ -31,7 +28,8 @@ from ._common import (
     check_vocab_size,
 )
 from .backend import NativeUnavailable, chosen_trainer, load_native
-from .phases import CountOptions, Report, TrainerVersion, ignore_progress
+from .phases import CountOptions, TrainerVersion
+from .progress import progress_bar
 
 if TYPE_CHECKING:
     from .word_counts import WordCounts
@@ -65,6 +63,7 @@ def _load_bpe_v7() -> TrainerVersion:
 class Registered:
     load: Callable[[], TrainerVersion]
     native_modules: tuple[str, ...] = ()  # compiled modules it needs (see backend.NATIVE_MODULES)
+    merges_native_counts: bool = False  # its merge takes counts held in C++ as they are, not a dict
 
 
 # Every version, oldest first; the last one that can run here is the default.
@@ -75,7 +74,7 @@ REGISTRY: dict[str, Registered] = {
     "bpe_v4": Registered(lambda: bpe_v4),
     "bpe_v5": Registered(_load_bpe_v5, ("_merge_cy",)),
     "bpe_v6": Registered(_load_bpe_v6, ("_merge_cpp",)),
-    "bpe_v7": Registered(_load_bpe_v7, ("_native", "_merge_cpp")),
+    "bpe_v7": Registered(_load_bpe_v7, ("_native", "_merge_cpp"), merges_native_counts=True),
 }
 TRAINERS = tuple(REGISTRY)
 COMPILED_TRAINERS = frozenset(name for name, entry in REGISTRY.items() if entry.native_modules)
@@ -188,16 +187,6 @@ def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int
     return {size: result.for_vocab_size(size) for size in sizes}
 
 
-@contextmanager
-def _progress_bar(shown: bool, total: int, description: str, unit: str, **bar_options: object) -> Iterator[Report]:
-    """A tqdm bar's `update` as the phase's report, or a report that ignores everything."""
-    if not shown:
-        yield ignore_progress
-        return
-    with tqdm(total=total, desc=description, unit=unit, **bar_options) as bar:
-        yield bar.update
-
-
 def train(
     input_path: str | PathLike,
     vocab_size: int,
@@ -216,7 +205,7 @@ def train(
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
     `skip_bad_records`: leave out JSON-lines records that are not JSON or lack the field, and report
-    how many on stderr, instead of stopping at the first (see `word_counts.count_words`)."""
+    how many on stderr, instead of stopping at the first (see `counting.count_words`)."""
     from .formats import inspect_input
 
     specials = check_special_tokens(special_tokens)
@@ -232,13 +221,13 @@ def train(
                 [source.path], specials, count_options, progress, source.format, text_field, skip_bad_records
             )
 
-        return _train_on_counted(count, vocab_size, specials, name, progress)
+        return train_after_counting(count, vocab_size, specials, trainer=name, progress=progress)[0]
     path = check_input_file(input_path)
     num_merges = vocab_size - 256 - len(specials)
 
     started = time.perf_counter()
     size = path.stat().st_size
-    with _progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
+    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
         word_counts = version.pretokenize_and_count(path, specials, count_options, report)
     return _merge_phase(name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started)
 
@@ -256,7 +245,7 @@ def _merge_phase(
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts)."""
     merging = time.perf_counter()
-    with _progress_bar(progress, num_merges, "merges", "merge") as report:
+    with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report)
     finished = time.perf_counter()
     return TrainingResult(
@@ -334,8 +323,9 @@ def train_from_counts(
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
     version = load_trainer(name)
-    # bpe_v7 merges a table held in C++ as it is; every other version takes a dict.
-    word_counts = counts.native if name == "bpe_v7" and counts.native is not None else counts.counts
+    # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
+    native = REGISTRY[name].merges_native_counts and counts.native is not None
+    word_counts = counts.native if native else counts.counts
     num_merges = vocab_size - 256 - len(specials)
 
     return _merge_phase(name, version, word_counts, specials, num_merges, progress, "load counts", started)
@@ -370,7 +360,7 @@ def _count_words_of(
     text_field: str,
     skip_bad_records: bool,
 ) -> WordCounts:
-    from .word_counts import count_words
+    from .counting import count_words
 
     return count_words(
         paths,
@@ -383,21 +373,27 @@ def _count_words_of(
     )
 
 
-def _train_on_counted(
-    count: Callable[[], WordCounts], vocab_size: int, specials: list[str], name: str, progress: bool
-) -> TrainingResult:
-    """Count (every source the same way, in `word_counts`), then the version's merge phase on the
-    counts; the result's phases are the counting and the merging."""
+def train_after_counting(
+    count: Callable[[], WordCounts],
+    vocab_size: int,
+    special_tokens: list[str] | None,
+    *,
+    trainer: str | None = None,
+    progress: bool = False,
+    first_phase: str = "pre-tokenize",
+) -> tuple[TrainingResult, WordCounts]:
+    """`count()` (counting any source, or loading count files), then the version's merge phase on
+    the counts; the result's phases are `first_phase` (what `count` did) and the merging."""
     started = time.perf_counter()
     counts = count()
     counted = time.perf_counter()
-    result = train_from_counts(counts, vocab_size, specials, trainer=name, progress=progress)
+    result = train_from_counts(counts, vocab_size, special_tokens, trainer=trainer, progress=progress)
     result.seconds = {
-        "pre-tokenize": counted - started,
+        first_phase: counted - started,
         "merge": result.seconds["merge"],
         "total": time.perf_counter() - started,
     }
-    return result
+    return result, counts
 
 
 def train_from_iterator(
@@ -412,12 +408,12 @@ def train_from_iterator(
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
-    `word_counts.count_words_from_iterator` for what `texts` may be). The result equals training on
+    `counting.count_words_from_iterator` for what `texts` may be). The result equals training on
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
     (counting threads)."""
-    from .word_counts import count_words_from_iterator
+    from .counting import count_words_from_iterator
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
@@ -431,7 +427,7 @@ def train_from_iterator(
             texts, specials, num_threads=threads, progress=progress, length=length, text_field=text_field
         )
 
-    return _train_on_counted(count, vocab_size, specials, name, progress)
+    return train_after_counting(count, vocab_size, specials, trainer=name, progress=progress)[0]
 
 
 def train_bpe_from_iterator(
@@ -446,3 +442,58 @@ def train_bpe_from_iterator(
     see `train_from_iterator`."""
     result = train_from_iterator(texts, vocab_size, special_tokens, trainer=trainer, **options)
     return result.vocab, result.merges
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting inputs for the commands: on this machine, or on a Dask cluster
+
+
+def count_inputs(
+    paths: list[str],
+    special_tokens: list[str],
+    *,
+    cluster: str | None = None,
+    cluster_timeout: float | None = None,
+    num_threads: int | None = None,
+    task_bytes: int | None = None,
+    progress: bool = False,
+    format: str | None = None,
+    text_field: str = "text",
+    skip_bad_records: bool = False,
+) -> WordCounts:
+    """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
+    (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
+    Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
+    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`)."""
+    from .formats import inspect_input
+
+    if cluster is not None:
+        from .cluster import connect, count_words_on_cluster
+
+        # Local inputs are inspected (and a bad one refused) before a cluster is started.
+        for path in paths:
+            if "://" not in path:
+                inspect_input(path, format, text_field)
+        with connect(cluster, timeout=cluster_timeout) as client:
+            return count_words_on_cluster(
+                client,
+                paths,
+                special_tokens,
+                task_bytes=task_bytes,
+                progress=progress,
+                format=format,
+                text_field=text_field,
+                skip_bad_records=skip_bad_records,
+            )
+    from .counting import LOCAL_TASK_BYTES, count_words
+
+    return count_words(
+        paths,
+        special_tokens,
+        num_threads=num_threads,
+        task_bytes=task_bytes or LOCAL_TASK_BYTES,
+        progress=progress,
+        format=format,
+        text_field=text_field,
+        skip_bad_records=skip_bad_records,
+    )

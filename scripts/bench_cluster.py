@@ -8,7 +8,7 @@ the same changes of load on a shared machine):
   v7 whole file    bpe_v7.pretokenize_and_count on CORPUS with --workers threads (counts stay in C++)
   v7 + to_dict     the same, plus turning the counts into a Python dict (what the Dask path once
                    paid for every table)
-  local, N files   word_counts.count_words on the files, --workers threads
+  local, N files   counting.count_words on the files, --workers threads
   dask, N files    cluster.count_words_on_cluster on a LocalCluster of --workers single-threaded
                    worker processes (started once, outside the timing; its start-up time is printed),
                    tasks of --task-mb MiB (default: the cluster module's, one task per worker)
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from cs336_basics import bpe_v7
 from cs336_basics.cluster import count_words_on_cluster
+from cs336_basics.counting import count_words
 from cs336_basics.phases import CountOptions
-from cs336_basics.word_counts import count_words
 
 
 def split_at_documents(corpus: Path, num_files: int, directory: Path, special: bytes) -> list[Path]:

@@ -353,14 +353,14 @@ def test_missing_parquet_column_names_the_columns(tmp_path: Path, capsys) -> Non
 def test_read_ahead_thread_stops_with_the_counter(tmp_path: Path, reference, monkeypatch) -> None:
     """An error or Ctrl-C in the counter while the reading thread decompresses ahead: raised as it
     is, and the reading thread is gone when the call returns."""
-    import cs336_basics.word_counts as word_counts
+    import cs336_basics.counting as counting
 
     _, plain = reference
     path = tmp_path / "corpus.txt.gz"
     path.write_bytes(gzip.compress(plain.read_bytes() * 2000))  # several 4 MB blocks
     threads = threading.active_count()
     calls = []
-    real_text = word_counts._StreamCounter.text
+    real_text = counting._StreamCounter.text
 
     for stop in (KeyboardInterrupt, RuntimeError):
 
@@ -371,12 +371,12 @@ def test_read_ahead_thread_stops_with_the_counter(tmp_path: Path, reference, mon
             real_text(self, data)
 
         calls.clear()
-        monkeypatch.setattr(word_counts._StreamCounter, "text", text)
+        monkeypatch.setattr(counting._StreamCounter, "text", text)
         with pytest.raises(stop, match="stopped"):
             count_words(path, SPECIAL)
         assert threading.active_count() == threads
         assert not any(thread.name == "cs336-read-ahead" for thread in threading.enumerate())
-    monkeypatch.setattr(word_counts._StreamCounter, "text", real_text)
+    monkeypatch.setattr(counting._StreamCounter, "text", real_text)
     assert count_words(path, SPECIAL) == count_words(_write(tmp_path / "big.txt", plain.read_bytes() * 2000), SPECIAL)
 
 
@@ -386,7 +386,7 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def test_prefetched_carries_reader_errors() -> None:
-    from cs336_basics.word_counts import Prefetched
+    from cs336_basics.counting import Prefetched
 
     def broken():
         yield 1

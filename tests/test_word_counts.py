@@ -14,24 +14,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import BPEInputError, backend, train_bpe, train_bpe_from_counts, word_counts
+from cs336_basics import BPEInputError, backend, counting, train_bpe, train_bpe_from_counts, word_counts
 from cs336_basics._common import count_words as count_words_in_text
+from cs336_basics.counting import (
+    Segment,
+    count_tasks,
+    count_words,
+    group_into_batches,
+    plan_count_tasks,
+    task_size,
+)
 from cs336_basics.demo import write_demo_corpus
 from cs336_basics.word_counts import (
     FORMAT_VERSION,
     MAGIC,
-    Segment,
     TableArrays,
     WordCountFileError,
     WordCounts,
     add_tables,
     concatenate_slices,
-    count_tasks,
-    count_words,
-    group_into_batches,
-    plan_count_tasks,
     split_table,
-    task_size,
 )
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
 
@@ -138,6 +140,7 @@ def table_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         pytest.skip("the compiled module is not built (or CS336_PURE_PYTHON is set)")
     if request.param == "python":
         monkeypatch.setattr(word_counts, "_native_module", lambda: None)
+        monkeypatch.setattr(counting, "_native_module", lambda: None)
     return request.param
 
 

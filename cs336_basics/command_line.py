@@ -1,0 +1,150 @@
+"""What the commands share (`cs336-train-bpe`, `cs336-count-words`, `cs336-encode-dataset`,
+`cs336-bpe-report`): the exit statuses, the arguments they have in common, how sizes are shown,
+and how SIGINT and SIGTERM end a run ("interrupted", 130 or 143, nothing half-written)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from ._common import ENDOFTEXT
+from .formats import FORMATS
+
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+def how_invoked() -> str:
+    """The command as the user typed it, to repeat it in advice: `python path/file.py` or the script name."""
+    program = sys.argv[0] if sys.argv and sys.argv[0] else "cs336-train-bpe"
+    return f"python {program}" if program.endswith(".py") else Path(program).name
+
+
+def broken_link_message(path: str | os.PathLike, what: str) -> str:
+    """Why the symbolic link `path` leads to no file: a loop, or a target that does not exist."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return f"the {what} {path} is a symbolic link loop (it leads back to itself); point it at a file"
+    with contextlib.suppress(OSError):
+        return f"the {what} {path} is a symbolic link to {os.readlink(path)}, which does not exist"
+    return f"the {what} {path} is a symbolic link that leads to no file"
+
+
+def human_bytes(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.2f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
+
+
+def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--special",
+        nargs="*",
+        default=[ENDOFTEXT],
+        metavar="TOKEN",
+        help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
+    )
+
+
+def add_format_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="what the data files hold (default: detected; .gz .bz2 .xz .zst are decompressed as read)",
+    )
+    parser.add_argument(
+        "--text-field", default="text", metavar="NAME", help="the JSON-lines field or Parquet column of the text (text)"
+    )
+    parser.add_argument(
+        "--skip-bad-records",
+        action="store_true",
+        help="leave out JSON-lines records that are not JSON or lack the text field, and report how many "
+        "(default: stop at the first, naming file:line)",
+    )
+
+
+def cluster_spec_argument(text: str) -> str:
+    """`--cluster`'s value; an empty one is refused (it would silently mean "no cluster")."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give local, local:N or a scheduler address like tcp://host:8786")
+    return text
+
+
+def seconds_argument(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def add_cluster_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cluster",
+        type=cluster_spec_argument,
+        metavar="SPEC",
+        help="count on Dask: local, local:N or tcp://host:8786",
+    )
+    parser.add_argument(
+        "--cluster-timeout",
+        type=seconds_argument,
+        default=None,
+        metavar="SECONDS",
+        help="how long to try reaching the --cluster scheduler (30)",
+    )
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class InterruptHandling:
+    """While active, SIGINT and SIGTERM raise `Interrupted` in the main thread, and are remembered:
+    an exception raised where Python ignores it (in a `__del__`, say) cannot let the run carry on,
+    because the driver calls `check()` between phases. A second signal ends the process at once."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> InterruptHandling:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.received is not None:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.received = signum
+        raise Interrupted(signum)
+
+    def check(self) -> None:
+        if self.received is not None:
+            raise Interrupted(self.received)

@@ -1,0 +1,819 @@
+"""Counting: inputs planned, read and counted into a `WordCounts` (word_counts.py), for every source.
+
+    from .counting import count_words, count_words_from_iterator
+    counts = count_words(["part1.txt", "part2.txt.gz"], ["<|endoftext|>"])   # files, as if concatenated
+    counts = count_words_from_iterator(documents, ["<|endoftext|>"])         # documents, streamed
+
+Plain text files are cut into tasks (`plan_count_tasks`): byte ranges that begin and end at safe
+cuts, so that counting them apart and adding the tables gives the count of the whole. Several inputs
+are counted **as if concatenated** (no separator is inserted): where one file does not end at a safe
+cut, its tail and the next file's head are one task, so a word or a special token split across the
+file boundary is counted once, whole. Inputs are local paths or, with `fsspec` installed, URLs
+(`s3://...`, `gs://...`, `file://...`). The same tasks run locally (`count_tasks`, the native counter
+on threads) and on Dask (`cluster.py`). Compressed files, files of documents (JSON lines, Parquet) and
+iterables of documents are streamed (`_StreamCounter`): read ahead on one thread, cut at safe
+points, counted block by block. Progress is a `report(n)` callable, as in the merge phase
+(`progress.progress_bar` draws it).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import queue
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._common import (
+    _SCAN_BLOCK,
+    _WHITESPACE_CUT,
+    GPT2_SPLIT_PATTERN,
+    BPEInputError,
+    _spans_special_token,
+    _special_token_cut,
+    _whitespace_cut,
+    check_special_tokens,
+    check_text_file,
+    decode_utf8,
+)
+from ._common import count_words as count_words_in_text
+from .backend import effective_num_threads
+from .formats import (
+    BLOCK_BYTES,
+    ArrowDocuments,
+    BadRecords,
+    InputFile,
+    documents_of,
+    encoded_documents,
+    inspect_input,
+    iter_document_bytes,
+    read_blocks,
+)
+from .progress import progress_bar
+from .word_counts import CountTable, WordCounts, _native_module, add_count_tables, add_tables, split_table
+
+__all__ = [
+    "LOCAL_TASK_BYTES",
+    "CountTask",
+    "Segment",
+    "count_task",
+    "count_tasks",
+    "count_words",
+    "count_words_from_iterator",
+    "group_into_batches",
+    "input_bytes",
+    "plan_count_tasks",
+]
+
+
+# Local counting cuts each file into ranges of about this size: progress moves, memory does not grow.
+LOCAL_TASK_BYTES = 256 << 20
+# Counting without the compiled module adds its tables up in groups of this many.
+_LOCAL_FAN_IN = 8
+# Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
+# to the block `_common.find_chunk_boundaries` scans.
+_FIRST_WINDOW = 1 << 12
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning: cutting several inputs, read as one concatenated stream, into independent tasks
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Bytes [start, end) of one input (a local path or an fsspec URL)."""
+
+    path: str
+    start: int
+    end: int
+
+
+# The segments of one task are read and joined before counting: a task of one segment is a byte
+# range of one input; a task of several is the junction of consecutive inputs.
+CountTask = tuple[Segment, ...]
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _url_filesystem(path: str, storage_options: Mapping[str, object] | None):
+    """fsspec's file system and path for a URL."""
+    try:
+        import fsspec
+    except ImportError:
+        raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
+    return fsspec.core.url_to_fs(path, **(storage_options or {}))
+
+
+def _read_range(path: str, start: int, end: int, storage_options: Mapping[str, object] | None) -> bytes:
+    """Bytes `start:end` of an input that planning has already checked."""
+    if is_url(path):
+        fs, fs_path = _url_filesystem(path, storage_options)
+        return fs.cat_file(fs_path, start=start, end=end)
+    with open(path, "rb") as file:
+        file.seek(start)
+        return file.read(end - start)
+
+
+class _Source:
+    """Random access to one input, local or through fsspec, checked once when planning."""
+
+    def __init__(self, path: str, storage_options: Mapping[str, object] | None = None) -> None:
+        self.path = path
+        self.storage_options = storage_options
+        if is_url(path):
+            fs, fs_path = _url_filesystem(path, storage_options)
+            if not fs.exists(fs_path):
+                raise BPEInputError(f"training file not found: {path}")
+            self.size = int(fs.size(fs_path))
+        else:
+            self.size = check_text_file(path, allow_empty=True).stat().st_size
+
+    def read(self, start: int, end: int) -> bytes:
+        start, end = max(0, start), min(self.size, end)
+        if end <= start:
+            return b""
+        return _read_range(self.path, start, end, self.storage_options)
+
+
+class _CutFinder:
+    """Safe cuts (see `_common.find_chunk_boundaries`) found by reading small windows of an input."""
+
+    def __init__(self, source: _Source, tokens: list[bytes]) -> None:
+        self.source = source
+        self.tokens = tokens
+        # Windows reach this far past the block searched, so every token check sees whole tokens.
+        self.pad = max((len(token) for token in tokens), default=0) + 1
+
+    def first_at_or_after(self, position: int) -> int | None:
+        """A safe cut at or after `position`: the first one of the first window that has one."""
+        size = self.source.size
+        block_start, span = position, _FIRST_WINDOW
+        while block_start < size:
+            block_end = min(block_start + span, size)
+            base = max(0, block_start - self.pad)
+            window = self.source.read(base, block_end + self.pad)
+            cut = _special_token_cut(window, block_start - base, block_end - base, self.tokens)
+            if cut is None:
+                cut = _whitespace_cut(window, block_start - base, block_end - base, self.tokens)
+            if cut is not None and base + cut < size:
+                return base + cut
+            block_start, span = block_end, min(span * 16, _SCAN_BLOCK)
+        return None
+
+    def last_at_or_before(self, position: int, floor: int) -> int | None:
+        """The last safe cut in [floor, position] of the last window that has one."""
+        block_end, span = position, _FIRST_WINDOW
+        while block_end >= floor:
+            block_start = max(floor, block_end - span)
+            span = min(span * 16, _SCAN_BLOCK)
+            base = max(0, block_start - self.pad)
+            window = self.source.read(base, block_end + self.pad)
+            low, high = block_start - base, block_end - base
+            best = -1
+            for token in self.tokens:
+                found = window.rfind(token, low, high + len(token))
+                while found != -1 and _spans_special_token(window, found, self.tokens):
+                    found = window.rfind(token, low, found + len(token) - 1)
+                best = max(best, found)
+            for match in reversed(list(_WHITESPACE_CUT.finditer(window, max(low - 1, 0), high + 1))):
+                cut = match.end()
+                if low <= cut <= high and not _spans_special_token(window, cut, self.tokens):
+                    best = max(best, cut)
+                    break
+            if best >= 0:
+                return base + best
+            if block_start == floor:
+                return None
+            block_end = block_start
+        return None
+
+
+def input_bytes(paths: Sequence[str | os.PathLike], storage_options: Mapping[str, object] | None = None) -> int:
+    """The inputs' total size (each checked as planning checks it)."""
+    if not paths:
+        raise BPEInputError("no input files given")
+    return sum(_Source(os.fspath(path), storage_options).size for path in paths)
+
+
+def plan_count_tasks(
+    paths: Sequence[str | os.PathLike],
+    special_tokens: Iterable[str],
+    *,
+    task_bytes: int = 64 << 20,
+    storage_options: Mapping[str, object] | None = None,
+) -> list[CountTask]:
+    """Cut the inputs, read as if concatenated, into tasks that can be counted independently and
+    whose counts add up to the counts of the concatenation.
+
+    Inside a file, ranges of about `task_bytes` end at safe cuts (a special token's start, or
+    whitespace after an ASCII letter or digit, as v3 and v7 cut chunks). Between files: the text
+    after a file's last safe cut and before the next file's first safe cut is one task of two (or,
+    when a file has no safe cut at all, more) segments, so nothing that spans a file boundary is cut.
+    Finally consecutive tasks are joined while they fit in `task_bytes` (see `_group_contiguous`).
+    Cuts stay a special token's length away from each file's ends, so no token can straddle them.
+    """
+    tokens = [token.encode("utf-8") for token in check_special_tokens(special_tokens)]
+    margin = max(max((len(token) for token in tokens), default=0), 1)
+    if task_bytes < 1:
+        raise BPEInputError(f"task_bytes must be positive, got {task_bytes}")
+    sources = [_Source(os.fspath(path), storage_options) for path in paths]
+    if not sources:
+        raise BPEInputError("no input files given")
+    sources = [source for source in sources if source.size > 0]  # empty files add nothing anywhere
+
+    tasks: list[CountTask] = []
+    pending: list[Segment] = []  # text after the last cut, not yet in a task
+    for index, source in enumerate(sources):
+        first, last, size = index == 0, index == len(sources) - 1, source.size
+        finder = _CutFinder(source, tokens)
+        head: int | None = 0 if first else finder.first_at_or_after(margin)
+        tail: int | None = size
+        if head is not None and not last:
+            tail = finder.last_at_or_before(size - margin, max(head, margin)) if head <= size - margin else None
+            if tail is None and 0 < head <= size - margin:
+                tail = head
+        if head is None or tail is None or head > tail:
+            pending.append(Segment(source.path, 0, size))
+            continue
+        if head > 0:
+            pending.append(Segment(source.path, 0, head))
+        if pending:
+            tasks.append(tuple(pending))
+        start = head
+        while start < tail:
+            cut = finder.first_at_or_after(start + task_bytes) if start + task_bytes < tail else None
+            end = tail if cut is None or cut >= tail else cut
+            tasks.append((Segment(source.path, start, end),))
+            start = end
+        pending = [Segment(source.path, tail, size)] if tail < size else []
+    if pending:
+        tasks.append(tuple(pending))
+    return _group_contiguous(tasks, task_bytes)
+
+
+def _group_contiguous(tasks: list[CountTask], task_bytes: int) -> list[CountTask]:
+    """Consecutive tasks joined while they fit in `task_bytes`: the tasks tile the stream in order,
+    so a run of them is a stretch between two safe cuts, and counting it whole is exact. Many small
+    files then make a few tasks instead of one or two each (each task costs a count table).
+
+    A task that is one range of at least a quarter of `task_bytes` stays alone: counted in place
+    (memory-mapped), while a task of several ranges is read and joined first, a copy that costs
+    more than the extra count table of a tiny task between two large ones."""
+    groups: list[list[Segment]] = []
+    group_size = 0
+    alone = False  # the last group is a task that stays alone
+    for task in tasks:
+        size = task_size(task)
+        stays_alone = len(task) == 1 and size >= task_bytes // 4
+        if not groups or alone or stays_alone or group_size + size > task_bytes:
+            groups.append([])
+            group_size = 0
+        group = groups[-1]
+        for segment in task:
+            if group and group[-1].path == segment.path and group[-1].end == segment.start:
+                group[-1] = Segment(segment.path, group[-1].start, segment.end)
+            else:
+                group.append(segment)
+        group_size += size
+        alone = stays_alone
+    return [tuple(group) for group in groups]
+
+
+def group_into_batches(tasks: Sequence[CountTask], num_batches: int) -> list[tuple[CountTask, ...]]:
+    """The tasks, in order, as at most `num_batches` runs of about equal bytes (each run ends at the
+    task boundary nearest its share of the total), for `count_tasks`: one table per run."""
+    if num_batches < 1:
+        raise BPEInputError(f"num_batches must be positive, got {num_batches}")
+    total = sum(map(task_size, tasks))
+    batches: list[tuple[CountTask, ...]] = []
+    start = done = 0
+    for index, task in enumerate(tasks):
+        size = task_size(task)
+        target = total * (len(batches) + 1) / num_batches
+        # Close the run before this task when that lands nearer the target than after it.
+        if index > start and done + size - target > target - done:
+            batches.append(tuple(tasks[start:index]))
+            start = index
+        done += size
+    if start < len(tasks):
+        batches.append(tuple(tasks[start:]))
+    return batches
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting
+
+
+def describe_task(task: CountTask) -> str:
+    return " + ".join(f"{segment.path} bytes {segment.start:,}..{segment.end:,}" for segment in task)
+
+
+def _count_buffer(
+    data: bytes | memoryview, special_tokens: list[str], num_threads: int | None, task: CountTask
+) -> CountTable:
+    native = _native_module()
+    try:
+        if native is not None:
+            return native.count_words_in_buffer(data, special_tokens, num_threads)
+        return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise BPEInputError(_located(task, str(error))) from None
+
+
+def _located(task: CountTask, message: str) -> str:
+    """`message` about a task's bytes, naming the file: an offset in it (counted from the start of
+    the task's bytes) is turned into the offset in the file that holds it."""
+    found = re.search(r"at byte offset (\d+)", message)
+    if found is not None:
+        offset = int(found.group(1))
+        for segment in task:
+            if offset < segment.end - segment.start:
+                where = f"at byte offset {segment.start + offset}"
+                return f"{segment.path}: {message[: found.start()]}{where}{message[found.end() :]}"
+            offset -= segment.end - segment.start
+    return f"{describe_task(task)}: {message}"
+
+
+def _checked_local_range(segment: Segment) -> None:
+    if segment.end > os.stat(segment.path).st_size:
+        raise BPEInputError(f"{segment.path} is shorter than when it was planned (changed while counting?)")
+
+
+def _read_task(task: CountTask, storage_options: Mapping[str, object] | None) -> bytes:
+    data = b"".join(_read_range(segment.path, segment.start, segment.end, storage_options) for segment in task)
+    if len(data) != task_size(task):
+        raise BPEInputError(f"{describe_task(task)}: input is shorter than when it was planned")
+    return data
+
+
+def count_task(
+    task: CountTask,
+    special_tokens: list[str],
+    num_threads: int | None = 1,
+    storage_options: Mapping[str, object] | None = None,
+) -> CountTable:
+    """The word counts of one task's bytes (a native table, or a dict without the compiled module):
+    a pure function of its arguments (safe to retry).
+
+    A single local segment is memory-mapped, not read: memory is the count table plus the pages
+    the OS keeps cached, never the input size."""
+    if len(task) == 1 and not is_url(task[0].path):
+        segment = task[0]
+        with open(segment.path, "rb") as file:
+            _checked_local_range(segment)
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)[segment.start : segment.end]
+                try:
+                    return _count_buffer(view, special_tokens, num_threads, task)
+                finally:
+                    view.release()
+    return _count_buffer(_read_task(task, storage_options), special_tokens, num_threads, task)
+
+
+def count_tasks(
+    tasks: Sequence[CountTask],
+    special_tokens: list[str],
+    num_threads: int | None = 1,
+    storage_options: Mapping[str, object] | None = None,
+    progress: Callable[[int], object] | None = None,
+    num_slices: int | None = None,
+) -> CountTable | list[CountTable]:
+    """The word counts of several tasks' bytes in one table (their sum), a pure function of its
+    arguments (safe to retry); with `num_slices`, that table cut as `split_table` cuts it. With the
+    compiled module every task is counted into the same native table (`_native.WordCounter`), so a
+    batch of tasks costs one table, not one each, and it comes out in table order, unsorted (fit for
+    adding up; `WordCounts` sorts it for a count file). A local range is memory-mapped with its pages
+    released as they are counted; other tasks are read whole: memory is one task's bytes plus the
+    table. `progress`, if given, gets each task's size once it is counted."""
+    native = _native_module()
+    if native is None:
+        tables: list[CountTable] = []
+        for task in tasks:
+            tables.append(count_task(task, special_tokens, num_threads, storage_options))
+            if len(tables) == _LOCAL_FAN_IN:  # memory: a few tables, whatever the input size
+                tables = [add_tables(tables)]
+            if progress is not None:
+                progress(task_size(task))
+        table = add_tables(tables)
+        return table if num_slices is None else split_table(table, num_slices)
+    counter = native.WordCounter(special_tokens, num_threads)
+    for task in tasks:
+        try:
+            if len(task) == 1 and not is_url(task[0].path):
+                segment = task[0]
+                _checked_local_range(segment)
+                counter.count_file_range(segment.path, segment.start, segment.end)
+            else:
+                counter.count(_read_task(task, storage_options))
+        except ValueError as error:
+            raise BPEInputError(_located(task, str(error))) from None
+        if progress is not None:
+            progress(task_size(task))
+    return counter.take() if num_slices is None else counter.take_slices(num_slices)
+
+
+def task_size(task: CountTask) -> int:
+    return sum(segment.end - segment.start for segment in task)
+
+
+def _as_path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(path) for path in paths]
+
+
+def count_words(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    special_tokens: Iterable[str] | None = None,
+    *,
+    num_threads: int | None = None,
+    progress: bool = False,
+    task_bytes: int = LOCAL_TASK_BYTES,
+    storage_options: Mapping[str, object] | None = None,
+    format: str | None = None,
+    text_field: str = "text",
+    skip_bad_records: bool = False,
+) -> WordCounts:
+    """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
+
+    Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
+    pure-Python one; the result is the same either way and for every `task_bytes`.
+
+    Local files may also be compressed, JSON lines or Parquet (see `formats.py`; `format` forces
+    text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
+    (`_StreamCounter`): a file of documents counts as its documents joined by the first special
+    token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
+    with one line naming `file:line`; with `skip_bad_records` such records are left out, counted,
+    and reported in one note on stderr (and in the result's `skipped_records`)."""
+    specials = check_special_tokens(special_tokens)
+    num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
+    path_list = _as_path_list(paths)
+    local = [inspect_input(path, format, text_field) for path in path_list if not is_url(path)]
+    if not all(source.in_place for source in local):
+        if len(local) < len(path_list):
+            raise BPEInputError(
+                "URLs are read as uncompressed text only: count them apart from compressed, JSON-lines or "
+                "Parquet inputs, and add the count files"
+            )
+        return _count_streamed(local, specials, num_threads, progress, text_field, skip_bad_records)
+    tasks = plan_count_tasks(path_list, specials, task_bytes=task_bytes, storage_options=storage_options)
+    source_bytes = sum(map(task_size, tasks))
+    with progress_bar(progress, source_bytes, "count", "B", unit_scale=True) as report:
+        table = count_tasks(tasks, specials, num_threads, storage_options, progress=report)
+    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, source_bytes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streamed sources: compressed files, files of documents, iterables of documents
+
+# Documents are joined by the first special token, as in a text file of documents joined by it. With
+# no special token this string stands in: the counter splits on it as on a special token (so nothing
+# crosses a document boundary and it is never counted), and text that holds it is refused. Its first
+# character occurs once in it, so no occurrence in a document can overlap one put between documents.
+DOCUMENT_SEPARATOR = "\U0010fffe<cs336 document boundary>"
+
+
+class _BufferSource:
+    """A bytes buffer with `_Source`'s read interface, so `_CutFinder` finds safe cuts in it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.size = len(data)
+
+    def read(self, start: int, end: int) -> bytes:
+        return self.data[max(0, start) : min(self.size, end)]
+
+
+class _StreamCounter:
+    """Counts a stream of UTF-8 text, fed in pieces of any size, in blocks of about `block_bytes`
+    that end at safe cuts (`_CutFinder`, the planner's rule), so the counts equal those of the whole
+    stream counted at once. Text pieces continue each other (files read as if concatenated); each
+    document is kept apart by the separator (the first special token, else DOCUMENT_SEPARATOR).
+
+    With the compiled module each block is counted by one `WordCounter` on `num_threads` threads,
+    the GIL released; without it by `_common.count_words`, added into one dict. Memory: the count
+    table plus a block (more only while the text has no safe cut at all)."""
+
+    def __init__(
+        self,
+        special_tokens: list[str],
+        num_threads: int | None,
+        *,
+        documents: bool,
+        block_bytes: int = BLOCK_BYTES,
+        started: bool = False,
+        after_document: bool = False,
+    ) -> None:
+        """`started` / `after_document`: this counter counts a later part of a stream (a task on a
+        cluster) in which something, or a document, came before: its first document, or its text
+        after a document, is then separated from it."""
+        self.private_separator = documents and not special_tokens
+        self.tokens = [DOCUMENT_SEPARATOR] if self.private_separator else list(special_tokens)
+        self.separator = self.tokens[0].encode("utf-8") if self.tokens else b""
+        self._token_bytes = [token.encode("utf-8") for token in self.tokens]
+        self._margin = max(max((len(token) for token in self._token_bytes), default=0), 1)
+        self._block_bytes = block_bytes
+        self._flush_at = block_bytes
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._started = started  # something was fed: a document that follows gets a separator first
+        self._after_document = after_document  # the last piece was a document: text that follows gets one too
+        self.documents_fed = 0
+        self.text_fed = 0  # bytes of text and documents, separators not included
+        self._text_tail = b""  # the end of the text run so far, to find the separator across pieces
+        self._offset = 0  # stream bytes counted so far, for error messages
+        self.label = "text"  # what is being fed, for error messages
+        self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
+        native = _native_module()
+        self._counter = native.WordCounter(self.tokens, num_threads) if native is not None else None
+        self._table: dict[bytes, int] = {}
+
+    def _separate(self) -> None:
+        self._put(self.separator)
+        if not self.private_separator:  # a special token is text of the equivalent file
+            self.source_bytes += len(self.separator)
+
+    def text(self, data: bytes) -> None:
+        """More text, continuing the text before it (a document before it is kept apart)."""
+        if self._after_document:
+            self._separate()
+            self._after_document = False
+            self._text_tail = b""
+        if self.private_separator:
+            joined = self._text_tail + data
+            if self.separator in joined:
+                raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+            self._text_tail = joined[-(len(self.separator) - 1) :]
+        self._put(data)
+        self._started = True
+        self.source_bytes += len(data)
+        self.text_fed += len(data)
+
+    def document(self, data: bytes) -> None:
+        """One document, kept apart from what comes before and after it."""
+        if self._started:
+            self._separate()
+        if self.private_separator and self.separator in data:
+            raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+        self._put(data)
+        self._started = self._after_document = True
+        self.source_bytes += len(data)
+        self.text_fed += len(data)
+        self.documents_fed += 1
+
+    def joined_documents(self, joined: bytes, count: int) -> None:
+        """`count` documents already joined by `self.separator`: the same as `document` for each, with
+        the joining done elsewhere (in C++ for Arrow, on the reading thread for files)."""
+        if count < 1:
+            return
+        if self.private_separator and joined.count(self.separator) != count - 1:
+            # Exact: the separator's first character occurs once in it, so no occurrence can overlap
+            # an inserted one; one more means a document holds it.
+            raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+        if self._started:
+            self._separate()
+        self._put(joined)
+        self._started = self._after_document = True
+        content = len(joined) - (count - 1) * len(self.separator)
+        self.source_bytes += len(joined) if not self.private_separator else content
+        self.text_fed += content
+        self.documents_fed += count
+
+    def _put(self, data: bytes) -> None:
+        if data:
+            self._pending.append(data)
+            self._pending_bytes += len(data)
+            if self._pending_bytes >= self._flush_at:
+                self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        buffer = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        cut: int | None = len(buffer)
+        if not final:
+            # Cuts stay a token's length before the end: what follows the buffer is not known yet.
+            finder = _CutFinder(_BufferSource(buffer), self._token_bytes)
+            cut = finder.last_at_or_before(len(buffer) - self._margin, 1) if len(buffer) > self._margin else None
+            if not cut:
+                # No safe cut yet (one enormous word?): wait for more text, scanning again only once
+                # the buffer has doubled, so a long run without cuts costs linear time.
+                self._pending, self._flush_at = [buffer], 2 * len(buffer)
+                return
+        with memoryview(buffer) as view:
+            self._count(view[:cut])
+        rest = buffer[cut:]
+        self._pending = [rest] if rest else []
+        self._pending_bytes = len(rest)
+        self._flush_at = len(rest) + self._block_bytes
+
+    def _count(self, block: memoryview) -> None:
+        try:
+            if self._counter is not None:
+                self._counter.count(block)
+            else:
+                text = decode_utf8(bytes(block), self._offset)
+                add_count_tables(self._table, count_words_in_text(text, self.tokens))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise BPEInputError(f"{self.label}: {error} (in the block at stream byte {self._offset:,})") from None
+        self._offset += len(block)
+
+    def take(self) -> CountTable:
+        """The counts of everything fed (the counter is then empty)."""
+        if self._pending_bytes:
+            self._flush(final=True)
+        if self._counter is not None:
+            return self._counter.take()
+        table, self._table = self._table, {}
+        return table
+
+
+# Decompressed blocks (or batches of documents) read ahead of the counter: one being counted, this
+# many waiting. Memory: about (PREFETCH_DEPTH + 2) blocks.
+PREFETCH_DEPTH = 2
+# Documents are handed from the reading thread to the counter in batches of about this many bytes:
+# one queue item per document would cost more than parsing it.
+_DOCUMENT_BATCH_BYTES = 1 << 20
+_END = object()
+
+
+class _Failed:
+    """An exception raised on the reading thread, carried to the counting thread and raised there."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class Prefetched:
+    """Runs `make()`'s iterator on one thread (`cs336-read-ahead`), at most `depth` items ahead of
+    the consumer, so decompressing and parsing (gzip, bz2, lzma and zstandard release the GIL while
+    they decompress) overlap with the native counter (which releases it while it counts).
+
+        with Prefetched(lambda: read_blocks(source)) as blocks:
+            for block in blocks:
+                counter.text(block)
+
+    An exception on the reading thread is raised in the consumer as it is; leaving the block early
+    (an exception, Ctrl-C in the consumer) stops the reading thread and waits for it, so no thread
+    outlives the block and the file is closed on the thread that opened it."""
+
+    def __init__(self, make: Callable[[], Iterable[Any]], depth: int = PREFETCH_DEPTH) -> None:
+        self._make = make
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, name="cs336-read-ahead", daemon=True)
+
+    def _put(self, item: object) -> bool:
+        """Waits for room, checking every 50 ms whether the consumer has gone (then False)."""
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _read(self) -> None:
+        iterator = None
+        try:
+            iterator = iter(self._make())
+            for item in iterator:
+                if not self._put(item):
+                    return
+            self._put(_END)
+        except BaseException as error:  # carried to the consumer, which decides
+            self._put(_Failed(error))
+        finally:
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()  # a generator's `with open(...)` closes here, on this thread
+
+    def __enter__(self) -> Prefetched:
+        self._thread.start()
+        return self
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            item = self._queue.get()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        # Unblock a reader waiting for room; it sees the stop at its next put.
+        while self._thread.is_alive():
+            try:
+                while True:
+                    self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            self._thread.join(timeout=0.05)
+
+
+def _joined_batches(
+    documents: Iterable[bytes], separator: bytes, batch_bytes: int = _DOCUMENT_BATCH_BYTES
+) -> Iterator[tuple[bytes, int]]:
+    """Documents joined by `separator` in batches of about `batch_bytes`, with how many each holds:
+    the counter then takes one buffer per batch, not one Python call per document. Arrow sources
+    are joined by Arrow (no Python object per document)."""
+    if isinstance(documents, ArrowDocuments):
+        yield from documents.joined(separator)
+        return
+    batch: list[bytes] = []
+    size = 0
+    for document in documents:
+        batch.append(document)
+        size += len(document) + 1  # + 1: many empty documents still make a batch
+        if size >= batch_bytes:
+            yield separator.join(batch), len(batch)
+            batch, size = [], 0
+    if batch:
+        yield separator.join(batch), len(batch)
+
+
+def _count_streamed(
+    sources: Sequence[InputFile],
+    specials: list[str],
+    num_threads: int | None,
+    progress: bool,
+    text_field: str,
+    skip_bad_records: bool = False,
+) -> WordCounts:
+    """The counts of local files, some compressed or of documents, read one after another: each file
+    is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`)."""
+    documents = any(source.format != "text" for source in sources)
+    counter = _StreamCounter(specials, num_threads, documents=documents)
+    skipped = BadRecords() if skip_bad_records else None
+    # The total is not known before decompressing: the bar shows the text read and its rate.
+    with progress_bar(progress, None, "count", "B", unit_scale=True) as report:
+        for source in sources:
+            counter.label = source.path
+            if source.format == "text":
+                with Prefetched(lambda source=source: read_blocks(source)) as blocks:
+                    for block in blocks:
+                        counter.text(block)
+                        report(len(block))
+            else:
+
+                def batches(source: InputFile = source) -> Iterator[tuple[bytes, int]]:
+                    return _joined_batches(iter_document_bytes(source, text_field, skipped), counter.separator)
+
+                with Prefetched(batches) as batched:
+                    for joined, count in batched:
+                        counter.joined_documents(joined, count)
+                        report(len(joined))
+        table = counter.take()
+    counts = WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
+    if skipped is not None:
+        counts.skipped_records = skipped.count
+        note = skipped.note()
+        if note is not None:
+            print(note, file=sys.stderr)
+    return counts
+
+
+def count_words_from_iterator(
+    texts: Iterable[str | bytes] | Any,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    num_threads: int | None = None,
+    progress: bool = False,
+    length: int | None = None,
+    text_field: str = "text",
+    batch_bytes: int = BLOCK_BYTES,
+) -> WordCounts:
+    """The word counts of documents, one per item, streamed (the iterable is read once, never held):
+    equal to `count_words` of the text file in which the documents are joined by the first special
+    token. With no special token, each document is counted on its own (the sum of the counts of each
+    document), never across a boundary.
+
+    `texts`: any iterable of `str` (or UTF-8 `bytes`), a pyarrow `Table` (its `text_field` column),
+    `ChunkedArray` or string `Array`, or a Hugging Face `datasets.Dataset` / `IterableDataset`.
+    `length`: the number of documents, for the progress bar's total (taken from `len(texts)` when
+    it has one). Documents are counted in batches of about `batch_bytes` of text."""
+    specials = check_special_tokens(special_tokens)
+    num_threads = effective_num_threads(num_threads)
+    documents, known_length = documents_of(texts, text_field)
+    if batch_bytes < 1:
+        raise BPEInputError(f"batch_bytes must be positive, got {batch_bytes}")
+    counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes)
+    total = length if length is not None else known_length
+    with progress_bar(progress, total, "count", "doc", unit_scale=True) as report:
+        counter.label = "documents"
+        if isinstance(documents, ArrowDocuments):
+            for joined, count in documents.joined(counter.separator):
+                counter.joined_documents(joined, count)
+                report(count)
+        else:
+            encoded = encoded_documents(documents, report if progress else None)
+            for joined, count in _joined_batches(encoded, counter.separator, min(batch_bytes, _DOCUMENT_BATCH_BYTES)):
+                counter.joined_documents(joined, count)
+        table = counter.take()
+    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
