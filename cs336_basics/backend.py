@@ -134,4 +134,57 @@ def effective_num_threads(requested: object = None) -> int:
         resolve_parallelism(requested, name="num_threads", default=1)
         return 1
     default = int(load_native("_native").omp_default_threads())
-    return resolve_parallelism(requested, name="num_threads", default=default)
+    return threads_that_fit(resolve_parallelism(requested, name="num_threads", default=default))
+
+
+# What a thread costs beyond its stack (guard page, thread-local storage, the runtime's bookkeeping,
+# its first allocations), and what the work itself needs before the team starts; measured under
+# prlimit --as on the demo corpus, with room to spare.
+_THREAD_MARGIN_BYTES = 4 << 20
+_WORK_RESERVE_BYTES = 16 << 20
+_DEFAULT_STACK_BYTES = 8 << 20
+
+
+def _address_space_bytes() -> int | None:
+    """This process's address space now (Linux: VmSize), or None where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _thread_stack_bytes() -> int:
+    """The stack an OpenMP thread gets: OMP_STACKSIZE (kilobytes unless it says B, K, M or G), else
+    the stack limit, which is the C library's default for new threads."""
+    text = os.environ.get("OMP_STACKSIZE", "").strip().upper()
+    if text:
+        units = {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        scale = units.get(text[-1], 1 << 10)
+        digits = text[:-1] if text[-1] in units else text
+        if digits.isdigit():
+            return int(digits) * scale
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+    return soft if soft != resource.RLIM_INFINITY and soft > 0 else _DEFAULT_STACK_BYTES
+
+
+def threads_that_fit(threads: int) -> int:
+    """At most `threads`: as many as an address-space limit (`ulimit -v`, prlimit --as) leaves room
+    for. OpenMP ends the whole process when it cannot create a thread ("Thread creation failed"), so
+    a team that would not fit runs smaller instead; the result never depends on the thread count."""
+    try:
+        import resource
+    except ImportError:  # not on this platform: no such limit to respect
+        return threads
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    used = _address_space_bytes()
+    if soft == resource.RLIM_INFINITY or used is None:
+        return threads
+    per_thread = _thread_stack_bytes() + _THREAD_MARGIN_BYTES
+    # The calling thread is one of the team: a team of n starts n - 1 threads.
+    return max(1, min(threads, 1 + max(0, soft - used - _WORK_RESERVE_BYTES) // per_thread))

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import TRAINERS, BPEInputError, TrainerUnavailable, train
 from ._common import MAX_WORKERS_PER_CORE, check_num_workers
+from .backend import threads_that_fit
 from .cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .command_line import (
     EXIT_BAD_INPUT,
@@ -182,6 +183,9 @@ def _workers_option(requested: int | None) -> dict[str, int]:
         return {}
     if requested is not None and requested > workers:
         print(f"note: --workers {requested} capped at {workers} ({MAX_WORKERS_PER_CORE} per core)", file=sys.stderr)
+    fit = threads_that_fit(workers)
+    if fit < workers:
+        print(f"note: --workers {workers} runs as {fit}: the address-space limit has room for no more", file=sys.stderr)
     return {"num_workers": workers}
 
 

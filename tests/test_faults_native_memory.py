@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import backend
+from cs336_basics.demo import write_demo_corpus
 from tests.support import REPO_ROOT
 
 if backend.pure_python_forced() or not backend.native_available("_native"):
@@ -97,3 +98,31 @@ def test_an_interrupt_stops_the_counting(tmp_path: Path) -> None:
         native.count_words(path, [], 1, 1 << 14, interrupt)
     with pytest.raises(ValueError, match="invalid UTF-8"):
         native.count_words(path, [], 1, 1 << 14)
+
+
+def test_a_team_that_would_not_fit_an_address_space_limit_runs_smaller(tmp_path: Path) -> None:
+    # OpenMP ends the process when it cannot start a thread ("Thread creation failed"); under
+    # `ulimit -v` the CLI runs fewer threads, says so, and trains as usual.
+    from cs336_basics.trainers import trainer_status
+
+    if not trainer_status()["bpe_v7"].available:
+        pytest.skip("bpe_v7 is not built")
+    corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=400_000)
+    code = (
+        "import resource, sys\n"
+        "from cs336_basics.backend import _address_space_bytes\n"
+        "limit = _address_space_bytes() + (60 << 20)\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+        "from cs336_basics.cli import main\n"
+        "sys.exit(main(['bpe_v7', sys.argv[1], '-d', sys.argv[2], '-v', '300', '-q', '--workers', '8']))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out"), str(corpus)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the address-space limit has room for no more" in result.stderr
+    assert (tmp_path / "out" / "merges.txt").is_file()
