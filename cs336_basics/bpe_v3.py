@@ -14,7 +14,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from os import PathLike
 
-from ._common import WordCountDict, check_input_file, count_words, decode_utf8, find_chunk_boundaries
+from ._common import BPEInputError, WordCountDict, check_input_file, count_words, decode_utf8, find_chunk_boundaries
 from .backend import resolve_parallelism
 from .bpe_v2 import merge
 from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
@@ -31,8 +31,10 @@ PARALLEL_MIN_BYTES = 1 << 20
 def _count_chunk(path: str, start: int, end: int, special_tokens: list[str]) -> Counter[bytes]:
     with open(path, "rb") as file:
         file.seek(start)
-        text = decode_utf8(file.read(end - start), offset=start)
-    return count_words(text, special_tokens)
+        data = file.read(end - start)
+    if len(data) != end - start:  # the file shrank since its chunks were planned
+        raise BPEInputError(f"{path} changed while it was read")
+    return count_words(decode_utf8(data, offset=start), special_tokens)
 
 
 def pretokenize_and_count(

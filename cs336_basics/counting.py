@@ -18,7 +18,6 @@ points, counted block by block. Progress is a `report(n)` callable, as in the me
 
 from __future__ import annotations
 
-import mmap
 import os
 import queue
 import re
@@ -342,13 +341,13 @@ def _located(task: CountTask, message: str) -> str:
 
 def _checked_local_range(segment: Segment) -> None:
     if segment.end > os.stat(segment.path).st_size:
-        raise BPEInputError(f"{segment.path} is shorter than when it was planned (changed while counting?)")
+        raise BPEInputError(f"{segment.path} changed while it was read (it is shorter than when it was planned)")
 
 
 def _read_task(task: CountTask, storage_options: Mapping[str, object] | None) -> bytes:
     data = b"".join(_read_range(segment.path, segment.start, segment.end, storage_options) for segment in task)
     if len(data) != task_size(task):
-        raise BPEInputError(f"{describe_task(task)}: input is shorter than when it was planned")
+        raise BPEInputError(f"{describe_task(task)}: changed while it was read (shorter than when it was planned)")
     return data
 
 
@@ -359,20 +358,9 @@ def count_task(
     storage_options: Mapping[str, object] | None = None,
 ) -> CountTable:
     """The word counts of one task's bytes (a native table, or a dict without the compiled module):
-    a pure function of its arguments (safe to retry).
-
-    A single local segment is memory-mapped, not read: memory is the count table plus the pages
-    the OS keeps cached, never the input size."""
-    if len(task) == 1 and not is_url(task[0].path):
-        segment = task[0]
-        with open(segment.path, "rb") as file:
-            _checked_local_range(segment)
-            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)[segment.start : segment.end]
-                try:
-                    return _count_buffer(view, special_tokens, num_threads, task)
-                finally:
-                    view.release()
+    a pure function of its arguments (safe to retry). The bytes are read, not memory-mapped: a file
+    that shrinks under a mapping kills the process with SIGBUS, a short read is an error (and the
+    pure-Python counter holds the text as a str anyway)."""
     return _count_buffer(_read_task(task, storage_options), special_tokens, num_threads, task)
 
 

@@ -6,6 +6,7 @@ process is killed."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -94,3 +95,18 @@ def test_the_cli_says_so_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stderr
     assert result.stderr.strip().splitlines()[-1] == f"error: {path} changed while it was read"
     assert not out.exists()
+
+
+def test_the_python_counters_read_instead_of_mapping_and_notice_a_short_read(tmp_path: Path) -> None:
+    # bpe_v3's workers and the pure-Python task counter read their bytes (no mapping to fault on);
+    # a file that shrank since its chunks were planned is a one-line error, not a count of less text.
+    from cs336_basics import BPEInputError, bpe_v3
+    from cs336_basics.counting import Segment, count_task
+
+    path = write_text(tmp_path / "shrinking.txt")
+    size = path.stat().st_size
+    os.truncate(path, size // 2)
+    with pytest.raises(BPEInputError, match="changed while it was read"):
+        bpe_v3._count_chunk(str(path), 0, size, ["<|endoftext|>"])
+    with pytest.raises(BPEInputError, match="changed while it was read"):
+        count_task((Segment(str(path), 0, size),), ["<|endoftext|>"])
