@@ -398,6 +398,27 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     repeated.write_bytes(b"a" * ((50 if full else 1) << 20))
     yield Case("one huge pre-token", cli(work / "o20", "-v", "300", trainer="bpe_v7", data=repeated), (0,),
                needs="bpe_v7", memory_mb=8192)  # fmt: skip
+    # A team that would not fit under the address-space limit runs smaller (before: libgomp's
+    # "Thread creation failed" ended the process).
+    yield Case("bpe_v7 --workers 8 in 120 MB of address space", cli(work / "o22", "-v", "300", "--workers", "8",
+               trainer="bpe_v7"), (0,), "room for no more", memory_mb=120, needs="bpe_v7")  # fmt: skip
+    # The input shrinks while it is counted (a download still running): one line, exit 1 (before: SIGBUS).
+    shrinking = work / "shrinking.txt"
+    shrink = (
+        "import os, shutil, sys, tqdm\n"
+        "from cs336_basics.cli import main\n"
+        "shutil.copyfile(sys.argv[3], sys.argv[2])\n"
+        "real = tqdm.tqdm.update\n"
+        "def update(self, n=1):\n"
+        "    if os.path.getsize(sys.argv[2]) > 5000:\n"
+        "        os.truncate(sys.argv[2], 5000)\n"
+        "    return real(self, n)\n"
+        "tqdm.tqdm.update = update\n"
+        "sys.exit(main(['bpe_v7', sys.argv[1], '-d', sys.argv[2], '-v', '300', '--workers', '1']))\n"
+    )
+    growing = words_corpus(work / "to_shrink.txt", 3_000_000)
+    yield Case("input shrinks while counted", ["-c", shrink, str(work / "o23"), str(shrinking), str(growing)], (1,),
+               r"changed while it was read\Z", needs="bpe_v7")  # fmt: skip
     if full:
         for megabytes in (200, 150):
             yield Case(
