@@ -6,7 +6,9 @@
 #include "bpe_merge.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -42,6 +44,10 @@ using namespace merge_tables;
 
 // Fewer words than this per thread are counted on fewer threads: a team costs more than it saves.
 constexpr size_t kWordsPerThread = 1 << 12;
+
+// A parallel merge gives each thread at least this many words: each thread added costs every
+// merge a few microseconds of synchronization, about what it takes to rewrite this many words.
+constexpr size_t kMergeWordsPerThread = 512;
 
 // How many words ahead of the one being merged to prefetch (its metadata twice as far ahead).
 constexpr size_t kPrefetchDistance = 8;
@@ -96,11 +102,11 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // shows the threads faster per word. On a busy machine a parallel merge waits for a descheduled
 // thread at every join and was measured up to 30 times slower per word than one thread
 // (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
-// load changes: every kExploreEvery-th while the threads win, and ever more rarely (the interval
-// doubles each time) while they lose. Merges are timed in bands of size (min_words times 1, 4,
-// 16, 64 and more), as the fixed cost of the threads weighs more on small merges; a band takes
-// one thread without exploring while the threads lose in a larger band. The merges do not depend
-// on the choice.
+// load changes: ever more rarely (the interval doubles each time) while the same path wins, as
+// one thread on a large merge costs milliseconds where many cores are idle. Merges are timed in
+// bands of size (min_words times 1, 4, 16, 64 and more), as the fixed cost of the threads weighs
+// more on small merges; a band takes one thread without exploring while the threads lose in a
+// larger band. The merges do not depend on the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -117,9 +123,19 @@ public:
         Band& band = bands_[index];
         const bool threads_faster = band.parallel_cost <= band.serial_cost;
         if (++band.eligible < band.next_exploration) return threads_faster;
-        band.next_exploration = band.eligible + (threads_faster ? kExploreEvery : (band.explore_interval *= 2));
-        if (threads_faster) band.explore_interval = kExploreEvery;
+        // The path in use is timed at every merge, so only the other one needs exploring, ever
+        // more rarely while the choice holds; a choice that changes starts the interval again.
+        if (threads_faster != band.threads_were_faster) band.explore_interval = kExploreEvery;
+        band.threads_were_faster = threads_faster;
+        band.next_exploration = band.eligible + (band.explore_interval *= 2);
         return !threads_faster;
+    }
+
+    // Threads for a parallel merge: all of them for tests (min_words 0), else no more than give
+    // each kMergeWordsPerThread words, and at least 2.
+    size_t team(size_t num_words) const {
+        if (min_words_ == 0) return threads_;
+        return std::clamp<size_t>(num_words / kMergeWordsPerThread, 2, threads_);
     }
 
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
@@ -141,6 +157,7 @@ private:
         // Unknown until measured: the first eligible merge takes the threads, the second one thread.
         double parallel_cost = -1;
         double serial_cost = -1;
+        bool threads_were_faster = true;  // at the last exploration
 
         bool threads_lose() const { return serial_cost >= 0 && parallel_cost > serial_cost; }
     };
@@ -187,13 +204,17 @@ public:
     Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
         : list_pools_(size_t(std::max(1, num_threads))),
           deltas_(list_pools_.size()),
+          owned_(list_pools_.size()),
+          routed_(list_pools_.size()),
+          owned_listed_(list_pools_.size()),
+          owned_lists_(list_pools_.size()),
           contenders_(list_pools_.size()),
           parallel_choice_(deltas_.size(), parallel_words),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {}
 
     // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
-    void load_words(const WordCounts& words) {
+    void load_words(const WordCounts& words, int num_threads) {
         const size_t num_words = words.counts.size();
         if (words.offsets.size() != num_words + 1 || words.offsets.front() != 0 ||
             words.offsets.back() != words.bytes.size()) {
@@ -209,27 +230,32 @@ public:
             if (end - begin > UINT32_MAX) throw std::invalid_argument("WordCounts: a word longer than 4 GiB");
             return end - begin >= 2 && count != 0;
         };
+        // Where each kept word goes, on one thread (cheap); then its symbols, on the threads.
+        std::vector<size_t> sources;  // the kept words' indices in `words`
         size_t units = 0;
         for (size_t word = 0; word < num_words; ++word) {
-            if (kept(word)) units += word_units(uint32_t(words.offsets[word + 1] - words.offsets[word]));
+            if (!kept(word)) continue;
+            if (units > static_cast<size_t>(INT32_MAX)) break;  // too large: thrown below
+            sources.push_back(word);
+            word_ids_.push_back(WordId(units));
+            units += word_units(uint32_t(words.offsets[word + 1] - words.offsets[word]));
         }
         if (units > static_cast<size_t>(INT32_MAX)) {
             throw std::invalid_argument("WordCounts: more than 16 GiB of distinct words");
         }
         arena_ = HugePageArray<uint64_t>(units);
-        word_ids_.reserve(num_words);
-        size_t unit = 0;
-        for (size_t word = 0; word < num_words; ++word) {
-            if (!kept(word)) continue;
-            const uint64_t begin = words.offsets[word];
-            const auto length = uint32_t(words.offsets[word + 1] - begin);
-            word_ids_.push_back(WordId(unit));
-            WordHeader& header = this->header(WordId(unit));
-            header = {words.counts[word], length, length};
-            Symbol* symbols = this->symbols(WordId(unit));
-            for (uint32_t at = 0; at < length; ++at) symbols[at] = static_cast<unsigned char>(words.bytes[begin + at]);
-            unit += word_units(length);
-        }
+        const size_t num_kept = sources.size();
+        const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_kept / kWordsPerThread) + 1));
+        parallel_for(threads, int(threads), [&](size_t share) {
+            for (size_t index = num_kept * share / threads; index < num_kept * (share + 1) / threads; ++index) {
+                const size_t word = sources[index];
+                const uint64_t begin = words.offsets[word];
+                const auto length = uint32_t(words.offsets[word + 1] - begin);
+                header(word_ids_[index]) = {words.counts[word], length, length};
+                Symbol* symbols = this->symbols(word_ids_[index]);
+                for (uint32_t at = 0; at < length; ++at) symbols[at] = static_cast<unsigned char>(words.bytes[begin + at]);
+            }
+        });
     }
 
     // Every pair of the unmerged words is a pair of bytes, so a table of all 65,536 replaces the
@@ -264,20 +290,31 @@ public:
             std::vector<uint32_t>& listed = shares[share].listed;
             scan(share, &shares[share].counts, [&](size_t byte_pair, WordId) { ++listed[byte_pair]; });
         });
+        // The tables summed over the threads, each thread a slice of the byte pairs; then the
+        // pairs created in byte-pair order on one thread (at most 65,536).
+        std::vector<int64_t> counts(kBytePairs);
+        std::vector<uint32_t> lengths(kBytePairs);
+        parallel_for(threads, num_threads, [&](size_t part) {
+            for (size_t byte_pair = kBytePairs * part / threads; byte_pair < kBytePairs * (part + 1) / threads;
+                 ++byte_pair) {
+                int64_t count = 0;
+                uint32_t listed = 0;
+                for (Share& share : shares) {
+                    count += share.counts[byte_pair];
+                    const uint32_t offset = listed;
+                    listed += share.listed[byte_pair];
+                    share.listed[byte_pair] = offset;
+                }
+                counts[byte_pair] = count;
+                lengths[byte_pair] = listed;
+            }
+        });
         std::vector<WordId*> lists(kBytePairs, nullptr);
         for (size_t byte_pair = 0; byte_pair < kBytePairs; ++byte_pair) {
-            int64_t count = 0;
-            uint32_t listed = 0;
-            for (Share& share : shares) {
-                count += share.counts[byte_pair];
-                const uint32_t offset = listed;
-                listed += share.listed[byte_pair];
-                share.listed[byte_pair] = offset;
-            }
-            if (listed == 0) continue;
+            if (lengths[byte_pair] == 0) continue;
             PairRecord& record = pairs_[pair_id(TokenId(byte_pair >> 8), TokenId(byte_pair & 0xFF))];
-            record.count = count;
-            lists[byte_pair] = record.resize_words(listed, list_pools_[0]);
+            record.count = counts[byte_pair];
+            lists[byte_pair] = record.resize_words(lengths[byte_pair], list_pools_[0]);
         }
         parallel_for(threads, num_threads, [&](size_t share) {
             std::vector<uint32_t>& next = shares[share].listed;
@@ -310,39 +347,62 @@ public:
     }
 
     // Rewrites the words that hold the pair (the newest token replaces it) and updates the counts,
-    // the word lists and the heap, each changed pair once.
+    // the word lists and the heap, each changed pair once: on one thread, or on the threads for a
+    // merge of many words (apply_merge_on_threads).
     void apply_merge(PairId merged) {
         const TokenId new_token = TokenId(tokens_.size() - 1);
         // The merged pair gains no word while its words are rewritten (only pairs that contain
         // new_token do), and records never move, so its list can be walked in place.
         PairRecord& merged_record = pairs_[merged];
-        const TokenId left = merged_record.left;
-        const TokenId right = merged_record.right;
-        const WordId* const words = merged_record.words();
-        // Many words: the threads rewrite consecutive shares of the list, each summing its changes
-        // in a table of its own, and the tables are then summed in share order. That gives the
-        // changes in the order one thread would have found them (so new pairs get the same ids)
-        // and the listings in word order: the result does not depend on the thread count. A word
-        // is listed at most once under a pair, so no two threads rewrite the same word.
         const size_t num_words = merged_record.num_words;
         const auto started = std::chrono::steady_clock::now();
         const bool parallel = parallel_choice_.parallel(num_words);
-        const size_t shares = parallel ? deltas_.size() : 1;
-        for (size_t share = 0; share < shares; ++share) deltas_[share].reserve_tokens(tokens_.size());
-        parallel_for(shares, int(shares), [&](size_t share) {
-            rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left, right,
-                          new_token, deltas_[share]);
-        });
-        for (size_t share = 1; share < shares; ++share) deltas_[0].absorb(deltas_[share]);
-        MergeDeltas& deltas = deltas_[0];
-        merged_record.count = 0;  // every occurrence merged, and a pair never comes back
-        merged_record.clear_words(list_pools_[0]);
-
-        apply_changes(deltas, shares);
-        deltas.clear();
+        if (parallel) {
+            apply_merge_on_threads(merged_record, new_token, parallel_choice_.team(num_words));
+        } else {
+            MergeDeltas& deltas = deltas_[0];
+            deltas.reserve_tokens(tokens_.size());
+            rewrite_words(merged_record.words(), merged_record.words() + num_words, merged_record.left,
+                          merged_record.right, new_token, deltas);
+            merged_record.count = 0;  // every occurrence merged, and a pair never comes back
+            merged_record.clear_words(list_pools_[0]);
+            apply_changes(deltas);
+            deltas.clear();
+        }
         const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
         parallel_choice_.record(parallel, num_words, took.count());
+#ifdef BPE_MERGE_PROFILE
+        profile_.merges[parallel] += 1;
+        profile_.words[parallel] += double(num_words);
+        profile_.seconds[parallel] += took.count();
+#endif
     }
+
+#ifdef BPE_MERGE_PROFILE
+    // Built with -DBPE_MERGE_PROFILE (scripts/bench_merge.cpp): where the merge phase's time went.
+    struct Profile {
+        double merges[2] = {}, words[2] = {}, seconds[2] = {};
+        double load_seconds = 0, initial_seconds = 0;
+        double steps[4] = {};  // a parallel merge's steps (1)-(3) as thread 0 saw them, then the heap pushes
+        std::chrono::steady_clock::time_point last;
+        void mark(size_t step) {
+            const auto now = std::chrono::steady_clock::now();
+            if (step > 0) steps[step - 1] += std::chrono::duration<double>(now - last).count();
+            last = now;
+        }
+    } profile_;
+    ~Trainer() {
+        std::fprintf(stderr, "profile: load %.3f s, initial pairs %.3f s; one thread %.0f merges, %.0f words, %.3f s; "
+                     "threads %.0f merges, %.0f words, %.3f s, steps", profile_.load_seconds,
+                     profile_.initial_seconds, profile_.merges[0], profile_.words[0], profile_.seconds[0],
+                     profile_.merges[1], profile_.words[1], profile_.seconds[1]);
+        for (const double step : profile_.steps) std::fprintf(stderr, " %.3f", step);
+        std::fprintf(stderr, "\n");
+    }
+#define BPE_PROFILE_STEP(index, step) if ((index) == 0) profile_.mark(step)
+#else
+#define BPE_PROFILE_STEP(index, step)
+#endif
 
     // Prunes the pairs once too many are tracked, else compacts the heap once stale entries abound.
     void keep_tables_small() {
@@ -496,13 +556,10 @@ private:
 
     // Each changed pair's record once: its id, its count, the heap, and the words it gained (in
     // word order). A pair that gains is new (it holds new_token), born now with the most it will
-    // ever count; below the birth floor it is not tracked. New pairs come first, on one thread in
-    // change order (the map and the table grow). A pair that loses never gains in the same merge,
-    // so a count that reaches 0 stays 0. The losing pairs are all different, so `shares` threads
-    // look them up and update them side by side, each a share of the changes, and list the words
-    // of the new pairs in their own blocks of pair ids: one parallel region per merge.
+    // ever count; below the birth floor it is not tracked. A pair that loses never gains in the same
+    // merge, so a count that reaches 0 stays 0.
     // Perf: map slots and records are cache misses, fetched a few changes ahead.
-    void apply_changes(MergeDeltas& deltas, size_t shares) {
+    void apply_changes(MergeDeltas& deltas) {
         std::vector<MergeDeltas::Change>& changes = deltas.changes();
         for (MergeDeltas::Change& change : changes) {
             if (change.delta < 0) continue;
@@ -513,40 +570,219 @@ private:
             if (change.delta > bar_) push(change.pair);
         }
         const size_t num_changes = changes.size();
-        parallel_for(shares, int(shares), [&](size_t share) {
-            const size_t first = num_changes * share / shares;
-            const size_t last = num_changes * (share + 1) / shares;
-            for (size_t at = first; at < last; ++at) {
-                if (at + kPrefetchDistance < last) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
-                if (changes[at].delta < 0) changes[at].pair = pair_ids_.find(changes[at].key);
+        for (size_t at = 0; at < num_changes; ++at) {
+            if (at + kPrefetchDistance < num_changes) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
+            if (changes[at].delta < 0) changes[at].pair = pair_ids_.find(changes[at].key);
+        }
+        for (size_t at = 0; at < num_changes; ++at) {
+            if (at + kPrefetchDistance < num_changes && changes[at + kPrefetchDistance].delta < 0 &&
+                changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
+                prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
             }
-            for (size_t at = first; at < last; ++at) {
-                if (at + kPrefetchDistance < last && changes[at + kPrefetchDistance].delta < 0 &&
-                    changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
-                    prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
-                }
-                const MergeDeltas::Change& change = changes[at];
-                if (change.delta > 0 || change.pair == PairIdMap::kMissing) continue;
-                PairRecord& record = pairs_[change.pair];
-                record.count += change.delta;
-                if (record.count > bar_) {
-                    contenders_[share].push_back(change.pair);
-                } else if (record.count == 0) {
-                    record.clear_words(list_pools_[share]);  // dead for good: free its word list
-                }
+            lose(changes[at], list_pools_[0], nullptr);
+        }
+        for (const MergeDeltas::Listing& listing : deltas.listings()) {
+            const PairId pair = changes[listing.change].pair;
+            if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word, list_pools_[0]);
+        }
+    }
+
+    // A losing change (nothing for a gaining one or an untracked pair) applied to its record: the
+    // pair goes on the heap if it still counts more than the bar (onto `contenders` when threads
+    // apply changes side by side), and a pair dead for good frees its word list.
+    void lose(const MergeDeltas::Change& change, WordListPool& pool, std::vector<PairId>* contenders) {
+        if (change.delta > 0 || change.pair == PairIdMap::kMissing) return;
+        PairRecord& record = pairs_[change.pair];
+        record.count += change.delta;
+        if (record.count > bar_) {
+            if (contenders != nullptr) {
+                contenders->push_back(change.pair);
+            } else {
+                push(change.pair);
             }
-            // Blocks of 64 records, so that no two threads write to one cache line.
-            for (const MergeDeltas::Listing& listing : deltas.listings()) {
-                const PairId pair = changes[listing.change].pair;
-                if (pair != PairIdMap::kMissing && (shares == 1 || (size_t(pair) >> 6) % shares == share)) {
-                    pairs_[pair].list_word(listing.word, list_pools_[share]);
-                }
-            }
+        } else if (record.count == 0) {
+            record.clear_words(pool);
+        }
+    }
+
+    // The threads' share of a parallel merge: which thread applies a pair's changes (a slice of
+    // the key space each, from the same high bits of the key's hash that pick its home slot in the
+    // pair-id map, so the threads insert new pairs into different parts of the map).
+    static size_t owner_of(uint64_t key, size_t owners) {
+        return size_t((((key * 0x9E3779B97F4A7C15ull) >> 32) * owners) >> 32);
+    }
+
+    // What a thread of a parallel merge keeps about the changes it found, by change index.
+    struct Routed {
+        std::vector<uint32_t> owners;         // the thread that owns the change's pair
+        std::vector<uint32_t> listed;         // words listed under the change's pair, each once
+        std::vector<uint32_t> offsets;        // where they go in the pair's word list
+        std::vector<WordId*> targets;         // then: where the next one goes (null: not tracked)
+        std::vector<uint32_t> changes;        // change indices grouped by owner, in change order
+        std::vector<uint32_t> change_starts;  // per owner: where its changes start; one more at the end
+    };
+
+    // After thread `share` has rewritten its words: each change's owner and number of distinct
+    // words, duplicate listings dropped (a word that gains a pair twice lists it once; a word's
+    // listings are consecutive), and the changes grouped by owner (a counting sort).
+    void route(size_t share, size_t owners) {
+        MergeDeltas& deltas = deltas_[share];
+        Routed& routed = routed_[share];
+        const std::vector<MergeDeltas::Change>& changes = deltas.changes();
+        const size_t num_changes = changes.size();
+        routed.owners.resize(num_changes);
+        routed.listed.assign(num_changes, 0);
+        routed.offsets.resize(num_changes);
+        routed.targets.resize(num_changes);
+        routed.change_starts.assign(owners + 1, 0);
+        for (size_t index = 0; index < num_changes; ++index) {
+            const auto owner = uint32_t(owner_of(changes[index].key, owners));
+            routed.owners[index] = owner;
+            ++routed.change_starts[owner + 1];
+        }
+        for (size_t owner = 0; owner < owners; ++owner) routed.change_starts[owner + 1] += routed.change_starts[owner];
+        routed.changes.resize(num_changes);
+        for (size_t index = 0; index < num_changes; ++index) {
+            routed.changes[routed.change_starts[routed.owners[index]]++] = uint32_t(index);
+        }
+        for (size_t owner = owners; owner > 0; --owner) routed.change_starts[owner] = routed.change_starts[owner - 1];
+        routed.change_starts[0] = 0;
+        // The last word listed under each change, to drop repeats (targets as scratch).
+        auto* last_word = reinterpret_cast<WordId*>(routed.targets.data());
+        std::fill(last_word, last_word + num_changes, WordId(-1));
+        deltas.keep_listings([&](const MergeDeltas::Listing& listing) {
+            if (last_word[listing.change] == listing.word) return false;
+            last_word[listing.change] = listing.word;
+            ++routed.listed[listing.change];
+            return true;
         });
+    }
+
+    // A merge of many words on `shares` threads (one MergeDeltas each) in one team, in three steps
+    // with a barrier between: (1) each thread rewrites a consecutive share of the word list into
+    // its own MergeDeltas and routes its changes to the threads that own their pairs; (2) each
+    // owner sums its pairs' changes over the threads (into its own MergeDeltas), updates the losing
+    // pairs, creates the new ones, each with a word list of its final length, and tells each thread
+    // where its words go (threads in share order, so every list is in word order, as on one
+    // thread); (3) each thread writes its listings into those lists. No step passes over all the
+    // changes or listings on one thread. New pairs take ids in blocks claimed by their owners as
+    // they come, so ids depend on timing; merges do not: counts are sums, and an id decides only a
+    // pair's place in the table.
+    BPE_NOINLINE void apply_merge_on_threads(PairRecord& merged_record, TokenId new_token, size_t shares) {
+        const TokenId left = merged_record.left;
+        const TokenId right = merged_record.right;
+        const WordId* const words = merged_record.words();
+        const size_t num_words = merged_record.num_words;
+        const size_t num_tokens = tokens_.size();
+        // Every new pair is (x, new) or (new, y): room for that many in the table and the map, so
+        // that owners create pairs side by side without growing either.
+        const size_t most_new = 2 * num_tokens;
+        pairs_.reserve(most_new);
+        pair_ids_.reserve_more(most_new);
+        const size_t first_new_id = pairs_.size();
+        std::atomic<size_t> next_new_id{first_new_id};
+        parallel_phases(
+            shares, int(shares),
+            [&](size_t share) {  // (1) rewrite and route
+                BPE_PROFILE_STEP(share, 0);
+                deltas_[share].reserve_tokens(num_tokens);
+                rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left,
+                              right, new_token, deltas_[share]);
+                route(share, shares);
+            },
+            [&](size_t owner) {  // (2) sum, update the losing pairs, create the new ones
+                BPE_PROFILE_STEP(owner, 1);
+                apply_owned_changes(owner, shares, next_new_id);
+            },
+            [&](size_t share) {  // (3) each thread's words into the lists
+                BPE_PROFILE_STEP(share, 2);
+                WordId** const targets = routed_[share].targets.data();
+                for (const MergeDeltas::Listing& listing : deltas_[share].listings()) {
+                    WordId*& target = targets[listing.change];
+                    if (target != nullptr) *target++ = listing.word;
+                }
+                deltas_[share].clear();
+            });
+        BPE_PROFILE_STEP(0, 3);
+        const size_t born = next_new_id.load() - first_new_id;
+        pairs_.grow_to(first_new_id + born);
+        pair_ids_.add_inserted(born);
+        merged_record.count = 0;  // every occurrence merged, and a pair never comes back
+        merged_record.clear_words(list_pools_[0]);
         for (size_t share = 0; share < shares; ++share) {
             for (const PairId pair : contenders_[share]) push(pair);
             contenders_[share].clear();
         }
+        BPE_PROFILE_STEP(0, 4);
+    }
+
+    // Step (2) of apply_merge_on_threads for the pairs `owner` owns. Other owners insert new pairs
+    // into the map meanwhile, so lookups read its keys atomically (a losing pair is found where it
+    // was; inserts only fill empty slots).
+    void apply_owned_changes(size_t owner, size_t shares, std::atomic<size_t>& next_new_id) {
+        MergeDeltas& owned = owned_[owner];
+        owned.reserve_tokens(tokens_.size());
+        std::vector<uint32_t>& listed = owned_listed_[owner];
+        for (size_t share = 0; share < shares; ++share) {
+            Routed& routed = routed_[share];
+            std::vector<MergeDeltas::Change>& produced = deltas_[share].changes();
+            for (uint32_t at = routed.change_starts[owner]; at < routed.change_starts[owner + 1]; ++at) {
+                const uint32_t index = routed.changes[at];
+                const uint32_t sum = owned.add(produced[index]);
+                produced[index].pair = PairId(sum);  // for now: its index in `owned`
+                if (sum >= listed.size()) listed.resize(std::max<size_t>(2 * listed.size(), sum + 1), 0);
+                routed.offsets[index] = listed[sum];
+                listed[sum] += routed.listed[index];
+            }
+        }
+        std::vector<MergeDeltas::Change>& changes = owned.changes();
+        const size_t num_changes = changes.size();
+        size_t born = 0;
+        for (size_t at = 0; at < num_changes; ++at) {
+            if (at + kPrefetchDistance < num_changes) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
+            MergeDeltas::Change& change = changes[at];
+            if (change.delta < 0) {
+                change.pair = pair_ids_.find_concurrently(change.key);
+            } else {
+                change.pair = change.delta >= birth_floor_ ? PairId(born++) : PairIdMap::kMissing;
+            }
+        }
+        const auto first_id = PairId(next_new_id.fetch_add(born));
+        std::vector<WordId*>& lists = owned_lists_[owner];
+        if (lists.size() < num_changes) lists.resize(std::max(2 * lists.size(), num_changes));
+        for (size_t at = 0; at < num_changes; ++at) {
+            if (at + kPrefetchDistance < num_changes && changes[at + kPrefetchDistance].delta < 0 &&
+                changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
+                prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
+            }
+            MergeDeltas::Change& change = changes[at];
+            lists[at] = nullptr;
+            if (change.delta < 0) {
+                lose(change, list_pools_[owner], &contenders_[owner]);
+                continue;
+            }
+            if (change.pair == PairIdMap::kMissing) continue;
+            change.pair += first_id;
+            PairRecord& record = pairs_[change.pair];
+            record.count = change.delta;
+            record.left = key_left(change.key);
+            record.right = key_right(change.key);
+            record.num_words = 0;
+            lists[at] = record.resize_words(listed[at], list_pools_[owner]);
+            pair_ids_.insert_new_concurrently(change.key, change.pair);
+            if (change.delta > bar_) contenders_[owner].push_back(change.pair);
+        }
+        for (size_t share = 0; share < shares; ++share) {
+            Routed& routed = routed_[share];
+            const std::vector<MergeDeltas::Change>& produced = deltas_[share].changes();
+            for (uint32_t at = routed.change_starts[owner]; at < routed.change_starts[owner + 1]; ++at) {
+                const uint32_t index = routed.changes[at];
+                WordId* const list = lists[size_t(produced[index].pair)];
+                routed.targets[index] = list == nullptr ? nullptr : list + routed.offsets[index];
+            }
+        }
+        std::fill(listed.begin(), listed.begin() + std::min(listed.size(), num_changes), 0u);
+        owned.clear();
     }
 
     // merge_word on the words [first, last) of a list.
@@ -654,7 +890,11 @@ private:
     std::vector<HeapEntry> heap_;
     int64_t bar_ = INT64_MAX;  // pairs counting more are in the heap; the first pop lowers it
     size_t heap_size_after_build_ = 0;
-    std::vector<MergeDeltas> deltas_;          // one per thread
+    std::vector<MergeDeltas> deltas_;          // one per thread: the changes it found
+    std::vector<MergeDeltas> owned_;           // one per thread: the changes of the pairs it owns, summed
+    std::vector<Routed> routed_;               // one per thread: its changes grouped by owner
+    std::vector<std::vector<uint32_t>> owned_listed_;  // per owner, by summed change: words listed
+    std::vector<std::vector<WordId*>> owned_lists_;    // per owner, by summed change: its word list
     std::vector<std::vector<PairId>> contenders_;  // per thread: pairs to push on the heap
     ParallelChoice parallel_choice_;
 
@@ -671,8 +911,19 @@ template <typename Symbol>
 std::vector<Merge> run_merges(const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
                               int num_threads, size_t prune_pairs, size_t parallel_words) {
     Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs);
-    trainer.load_words(words);                 // every word as its bytes, once
+#ifdef BPE_MERGE_PROFILE
+    const auto started = std::chrono::steady_clock::now();
+#endif
+    trainer.load_words(words, num_threads);    // every word as its bytes, once
+#ifdef BPE_MERGE_PROFILE
+    const auto loaded = std::chrono::steady_clock::now();
+#endif
     trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
+#ifdef BPE_MERGE_PROFILE
+    const auto counted = std::chrono::steady_clock::now();
+    trainer.profile_.load_seconds = std::chrono::duration<double>(loaded - started).count();
+    trainer.profile_.initial_seconds = std::chrono::duration<double>(counted - loaded).count();
+#endif
     std::vector<Merge> merges;
     merges.reserve(std::min<size_t>(num_merges, 1 << 16));
     while (merges.size() < num_merges) {

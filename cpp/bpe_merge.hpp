@@ -35,9 +35,10 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
 // greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
 // fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
-// `num_threads` threads (when built with OpenMP) count the initial pairs, and rewrite the words of
-// a merge that touches at least `parallel_words` words while that proves faster than one thread
-// (timed as it runs; 0: every merge, for tests); one thread is the serial loop. Once
+// `num_threads` threads (when built with OpenMP) load the words, count the initial pairs, and
+// rewrite the words of a merge that touches at least `parallel_words` words and apply its count
+// changes, each thread those of the pairs it owns, while that proves faster than one thread (timed
+// as it runs; 0: every merge on every thread, for tests); one thread is the serial loop. Once
 // more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
 // (see bpe_merge.cpp). The result depends on none of these.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;

@@ -52,6 +52,38 @@ public:
         return value;
     }
 
+    // Room for `extra` more keys without growing, so that insert_absent_concurrently can run.
+    void reserve_more(size_t extra) {
+        size_t capacity = slots_.size();
+        while ((size_ + extra) * 2 > capacity) capacity *= 2;
+        if (capacity != slots_.size()) resize(capacity);
+    }
+
+    // find() while other threads run insert_absent_concurrently.
+    Value find_concurrently(uint64_t key, Value missing) const {
+        for (size_t slot = home(key);; slot = (slot + 1) & mask_) {
+            const uint64_t held = __atomic_load_n(&slots_[slot].key, __ATOMIC_RELAXED);
+            if (held == key) return slots_[slot].value;
+            if (held == kEmptyKey) return missing;
+        }
+    }
+
+    // Inserts a key known to be absent while other threads insert other absent keys (after
+    // reserve_more for all of them; readers use find_concurrently): a slot is claimed by a
+    // compare-and-swap of its key. Call add_inserted with the number inserted once they are done.
+    void insert_absent_concurrently(uint64_t key, Value value) {
+        for (size_t slot = home(key);; slot = (slot + 1) & mask_) {
+            uint64_t expected = kEmptyKey;
+            if (__atomic_load_n(&slots_[slot].key, __ATOMIC_RELAXED) == kEmptyKey &&
+                __atomic_compare_exchange_n(&slots_[slot].key, &expected, key, false, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED)) {
+                slots_[slot].value = value;
+                return;
+            }
+        }
+    }
+    void add_inserted(size_t count) { size_ += count; }
+
     // Starts loading the slot where a lookup of `key` begins, so a lookup a little later does not wait.
     void prefetch(uint64_t key) const {
 #if defined(__GNUC__) || defined(__clang__)

@@ -44,6 +44,19 @@ inline int omp_thread_id() {
 #endif
 }
 
+inline int omp_team_size() {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+// A barrier of the innermost parallel region (nothing outside one, or without OpenMP).
+inline void omp_barrier() {
+    BPE_OMP_PRAGMA("omp barrier")
+}
+
 // Runs `body(index)` for every index on `threads` threads and rethrows the first exception after
 // the loop (exceptions must not leave an OpenMP region). Once a body has thrown, no thread starts
 // another: the state the bodies share may be broken (out of memory halfway through an update).
@@ -68,6 +81,43 @@ void parallel_for(size_t count, int threads, Body&& body) {
             std::lock_guard<std::mutex> lock(failure_mutex);
             if (!failure) failure = std::current_exception();
             failed.store(true, std::memory_order_release);
+        }
+    }
+    if (failure) std::rethrow_exception(failure);
+}
+
+// Runs each phase in turn on one team of up to `threads` threads, with a barrier between phases:
+// `phase(index)` for every index in [0, count), index i on team thread i % team size (OpenMP may
+// give fewer threads than asked; without OpenMP one thread runs every index in order). One team
+// instead of a region per phase: a merge's steps pay one fork and join. After the first exception
+// the remaining work is skipped, but every thread still passes every barrier; it is rethrown after
+// the team ends.
+template <typename... Phases>
+void parallel_phases(size_t count, int threads, Phases&&... phases) {
+    threads = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(threads, 1)), count)));
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    std::atomic<bool> failed{false};
+    const auto run = [&](size_t first, size_t step, auto& phase) {
+        for (size_t index = first; index < count && !failed.load(std::memory_order_acquire); index += step) {
+            try {
+                phase(index);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(failure_mutex);
+                if (!failure) failure = std::current_exception();
+                failed.store(true, std::memory_order_release);
+            }
+        }
+    };
+    if (threads == 1) {
+        (run(0, 1, phases), ...);
+    } else {
+        BPE_OMP_PRAGMA("omp parallel num_threads(threads)")
+        {
+            const size_t first = size_t(omp_thread_id());
+            const size_t step = size_t(omp_team_size());
+            // The comma fold runs the phases in order; each ends at the team's barrier.
+            ((run(first, step, phases), omp_barrier()), ...);
         }
     }
     if (failure) std::rethrow_exception(failure);

@@ -14,6 +14,12 @@ cut to its first HEAD bytes (K/M/G suffixes; the cut moves back to a UTF-8 chara
 Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`) run when installed, with the GPT-2 pattern and the
 same vocab (gigatoken's trainer breaks ties its own way, so its merges are not CS336's).
 Writes `results.md`, `results.json` and, when matplotlib is installed, `results.png` into --out.
+
+`--threads-table` runs one trainer (bpe_v7 unless --trainers names another) end to end at 1, 2, 4,
+... threads up to the cores (or the counts given), each in its own process, and prints counting and
+merge seconds with the speed-up over one thread, checking that every thread count made the same merges:
+
+    python scripts/benchmark.py --corpus data/owt_like.txt@32000 --threads-table --out results/threads
 """
 
 from __future__ import annotations
@@ -308,6 +314,49 @@ def markdown(runs: list[Run], verdicts: dict[str, str], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def thread_counts(requested: list[int] | None) -> list[int]:
+    """1, 2, 4, ... up to the cores, and the core count itself, unless given."""
+    if requested:
+        return requested
+    cores = os.cpu_count() or 1
+    counts = [1]
+    while counts[-1] * 2 < cores:
+        counts.append(counts[-1] * 2)
+    return counts + [cores] if cores > 1 else counts
+
+
+def threads_markdown(runs: list[tuple[int, Run]], header: str) -> str:
+    """Phases by thread count, each against the one-thread run; merges checked against the first run."""
+    lines = [
+        header,
+        "",
+        "| corpus | vocab | threads | count s | merge s | total s | count × | merge × | total × "
+        "| peak RSS MB | merges |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    baseline: dict[str, Run] = {}
+    for threads, run in runs:
+        first = baseline.setdefault(run.corpus, run)
+        count = next((value for phase, value in run.seconds.items() if phase not in ("merge", "total")), None)
+        first_count = next((value for phase, value in first.seconds.items() if phase not in ("merge", "total")), None)
+
+        def ratio(mine: float | None, theirs: float | None) -> str:
+            return f"{theirs / mine:.2f}" if mine and theirs else ""
+
+        def seconds(value: float | None) -> str:
+            return "" if value is None else f"{value:.3f}"
+
+        same = "" if run.status != "ok" else ("same" if run.merges_digest == first.merges_digest else "DIFFERENT")
+        rss = f"{run.peak_rss_bytes / 1e6:,.0f}" if run.peak_rss_bytes else ""
+        merge, total = run.seconds.get("merge"), run.seconds.get("total")
+        lines.append(
+            f"| {run.corpus} | {run.vocab_size} | {threads} | {seconds(count)} | {seconds(merge)} | "
+            f"{seconds(total)} | {ratio(count, first_count)} | {ratio(merge, first.seconds.get('merge'))} | "
+            f"{ratio(total, first.seconds.get('total'))} | {rss} | {same or run.status} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def plot(runs: list[Run], target: Path) -> bool:
     try:
         import matplotlib
@@ -352,10 +401,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="processes (v3-v6) / threads (v7)")
     parser.add_argument("--out", type=Path, default=Path("results"), help="folder for results.md/.json/.png")
     parser.add_argument("--cache", type=Path, default=None, help="folder for decompressed corpora (OUT/cache)")
+    parser.add_argument(
+        "--threads-table",
+        nargs="*",
+        type=int,
+        default=None,
+        metavar="THREADS",
+        help="phases at 1, 2, 4, ... threads up to the cores (or these counts), one trainer (bpe_v7)",
+    )
     args = parser.parse_args()
 
     cache = args.cache or args.out / "cache"
     corpora = [prepare_corpus(spec, cache) for spec in args.corpus]
+    if args.threads_table is not None:
+        threads_table(args, corpora)
+        return
     runs = []
     for corpus in corpora:
         counts = cached_word_counts(corpus, cache) if args.merge_only else None
@@ -379,6 +439,29 @@ def main() -> None:
     print(f"wrote {args.out / 'results.md'}, results.json{extra}")
     if "DISAGREE" in verdicts.values():
         sys.exit("our versions disagree: see the table")
+
+
+def threads_table(args: argparse.Namespace, corpora: list[Corpus]) -> None:
+    trainer = args.trainers[0] if "--trainers" in sys.argv else "bpe_v7"
+    runs = []
+    for corpus in corpora:
+        for threads in thread_counts(args.threads_table):
+            print(f"{corpus.label} @ {corpus.vocab_size}: {trainer}, {threads} thread(s) ...", end=" ", flush=True)
+            run = run_one(trainer, corpus, args.timeout, None, threads)
+            print(run.status if run.status != "ok" else f"{run.seconds['total']:.3f} s", flush=True)
+            runs.append((threads, run))
+    header = (
+        f"Threads ({trainer}, end to end), {os.cpu_count()} cores, Python {sys.version.split()[0]}\n\n"
+        f"Command: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`"
+    )
+    table = threads_markdown(runs, header)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "threads.md").write_text(table)
+    (args.out / "threads.json").write_text(json.dumps([{"threads": t, **asdict(run)} for t, run in runs], indent=2))
+    print(table)
+    print(f"wrote {args.out / 'threads.md'}, threads.json")
+    if any(run.merges_digest and run.merges_digest != runs[0][1].merges_digest for _, run in runs):
+        sys.exit("the thread counts made different merges: see the table")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cs336_basics import bpe_v1, bpe_v4
 from cs336_basics.backend import effective_num_threads, pure_python_forced
@@ -373,3 +375,50 @@ def test_bad_thread_options(option: str, value: object) -> None:
 
     with pytest.raises(ValueError, match=option):
         _merge_cpp.merge({b"abc": 1}, 1, **{option: value})
+
+
+# (h) the threads' merge step (each thread rewrites a share of the words and applies the changes of
+# the pairs it owns): every merge forced onto 1, 2, 3 and 7 threads, odd counts and more threads
+# than cores included, against the reference.
+
+THREAD_COUNTS = [1, 2, 3, 7]
+
+
+@st.composite
+def word_count_dicts(draw: st.DrawFn) -> dict[bytes, int]:
+    alphabet = draw(st.sampled_from([b"ab", b"abc", b"aab\x80", b"etaoin\x00\xff", bytes(range(256))]))
+    words = draw(st.lists(st.binary(min_size=1, max_size=30), min_size=1, max_size=60))
+    counts = draw(st.lists(st.sampled_from([1, 1, 2, 3, 7, 1000, 2**33]), min_size=len(words), max_size=len(words)))
+    # Bytes outside the alphabet fold into it: few distinct bytes make runs and ties.
+    return {bytes(alphabet[byte % len(alphabet)] for byte in word): count for word, count in zip(words, counts)}
+
+
+@pytest.mark.parametrize("num_threads", THREAD_COUNTS)
+@settings(max_examples=60, deadline=None)
+@given(word_counts=word_count_dicts(), num_merges=st.integers(min_value=1, max_value=80), prune=st.booleans())
+def test_threads_match_the_reference_on_generated_words(
+    num_threads: int, word_counts: dict[bytes, int], num_merges: int, prune: bool
+) -> None:
+    native_or_skip()
+    from cs336_basics import _merge_cpp
+
+    options = {"num_threads": num_threads, "parallel_words": 0, "prune_pairs": 8 if prune else None}
+    assert _merge_cpp.merge(word_counts, num_merges, **options) == reference_merges(word_counts, num_merges)
+
+
+@pytest.fixture(scope="module")
+def demo_text(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    from cs336_basics.demo import write_demo_corpus
+
+    return write_demo_corpus(tmp_path_factory.mktemp("demo") / "demo.txt", size_bytes=600_000).read_bytes()
+
+
+@pytest.mark.parametrize("num_threads", THREAD_COUNTS)
+def test_threads_match_one_thread_on_the_demo_corpus(num_threads: int, demo_text: bytes) -> None:
+    native = native_or_skip()
+    counts = native.count_words_in_buffer(demo_text, ["<|endoftext|>"], num_threads)
+    one_thread = native.count_words_in_buffer(demo_text, ["<|endoftext|>"], 1)
+    expected = one_thread.merge(1500, parallel_words=10**9)
+    assert expected[:300] == bpe_v4.merge(one_thread.to_dict(), 300)
+    assert counts.merge(1500, parallel_words=0) == expected
+    assert counts.merge(1500, parallel_words=0, prune_pairs=64) == expected
