@@ -7,7 +7,7 @@
 //
 // Pure C++17 with no Python dependency; cs336_basics/_encode.pyx is the binding.
 //
-// Performance notes (the measurements are in docs/PERFORMANCE.md, "Encoding"):
+// Performance notes (the measurements are in docs/PERFORMANCE.md, "Encoder"):
 // - Pre-tokens repeat, so their ids are cached (WordCache): every word has a 32-byte slot in a set
 //   of four (most recently used first), keyed by the word itself when it has up to kInlineBytes
 //   bytes, else by its hash; up to kInlineIds ids sit in the slot (kNarrowInlineIds when every id

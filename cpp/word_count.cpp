@@ -28,26 +28,36 @@ using word_table::kPartitions;
 using word_table::ThreadCounts;
 using word_table::WordSlot;
 
-void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialTokens& special,
-                 ThreadCounts& counts, std::atomic<size_t>& first_invalid) {
+// Counts the words of `text` split on the special tokens, where bytes up to counts.readable_end may be
+// read; kValidUtf8, or the offset of the first invalid byte in `text`. The caller flushes `counts`.
+size_t count_pieces(std::string_view text, const SpecialTokens& special, ThreadCounts& counts) {
     size_t invalid = kValidUtf8;
-    counts.readable_end = chunk.data() + chunk.size();
-    special.for_each_piece(chunk, [&](size_t begin, size_t end) {
+    special.for_each_piece(text, [&](size_t begin, size_t end) {
         if (invalid != kValidUtf8) return;
-        const char* const piece = chunk.data() + begin;
+        const char* const piece = text.data() + begin;
         const size_t bad = for_each_pretoken_block(
-            piece, end - begin, chunk.size() - begin,
+            piece, end - begin, size_t(counts.readable_end - piece),
             [&](size_t word_begin, size_t word_end) { counts.add(piece + word_begin, word_end - word_begin); },
             [&](const unsigned char* block, size_t offset, uint64_t boundaries) {
                 counts.add_block(block, piece + offset, boundaries);
             });
-        if (bad != kValidUtf8) invalid = chunk_offset + begin + bad;
+        if (bad != kValidUtf8) invalid = begin + bad;
     });
-    counts.flush();
-    if (invalid == kValidUtf8) return;
+    return invalid;
+}
+
+void note_invalid(size_t invalid, std::atomic<size_t>& first_invalid) {
     size_t current = first_invalid.load();
     while (invalid < current && !first_invalid.compare_exchange_weak(current, invalid)) {
     }
+}
+
+void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialTokens& special,
+                 ThreadCounts& counts, std::atomic<size_t>& first_invalid) {
+    counts.readable_end = chunk.data() + chunk.size();
+    const size_t invalid = count_pieces(chunk, special, counts);
+    counts.flush();
+    if (invalid != kValidUtf8) note_invalid(chunk_offset + invalid, first_invalid);
 }
 
 // Below this many words (summed over threads) a parallel merge costs more than it saves.
@@ -157,14 +167,26 @@ WordCounts merge_counts(const std::vector<ThreadCounts>& per_thread, int threads
 
 namespace {
 
+// The chunk size for one piece of a stream (WordCounter): several chunks per thread from 256 KiB up, so
+// that a block of a few MiB keeps every thread busy to the end of its parallel region.
+size_t piece_chunk_bytes(size_t text_size, int threads) {
+    const size_t per_chunk = text_size / (size_t(std::max(threads, 1)) * 8) + 1;
+    return std::clamp<size_t>(per_chunk, size_t(256) << 10, size_t(64) << 20);
+}
+
+void fold_all(std::vector<ThreadCounts>& per_thread) {
+    for (ThreadCounts& counts : per_thread) counts.fold_short_words();
+}
+
 // Counts `text` into `per_thread` (one table per thread; the tables may already hold counts).
 // `file`, when given, is the mapping `text` lies in, whose pages are released chunk by chunk as they
 // are counted. False when the progress callback stopped it.
 bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, const SpecialTokens& special,
-                const CountOptions& options, CountReport* report, const MappedFile* file) {
+                const CountOptions& options, CountReport* report, const MappedFile* file, bool fold = true) {
     const int threads = int(per_thread.size());
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes
-                                                       : default_chunk_bytes(text.size(), threads);
+                               : fold               ? default_chunk_bytes(text.size(), threads)
+                                                    : piece_chunk_bytes(text.size(), threads);
     const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads);
     const size_t num_chunks = boundaries.size() - 1;
 
@@ -194,7 +216,7 @@ bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, co
     });
     if (stopped.load()) return false;
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
-    for (ThreadCounts& counts : per_thread) counts.fold_short_words();
+    if (fold) fold_all(per_thread);
     // The last report is the whole: the calling thread may not have counted the last chunks.
     if (options.progress != nullptr) options.progress(options.progress_context, bytes_done.load());
     if (report != nullptr) {
@@ -290,7 +312,7 @@ WordCounter::WordCounter(const std::vector<std::string>& special_tokens, const C
 WordCounter::~WordCounter() = default;
 
 bool WordCounter::count(std::string_view text) {
-    return count_into(state_->per_thread, text, state_->special, state_->options, nullptr, nullptr);
+    return count_into(state_->per_thread, text, state_->special, state_->options, nullptr, nullptr, false);
 }
 
 bool WordCounter::count_file_range(const std::string& path, size_t begin, size_t end) {
@@ -302,12 +324,129 @@ bool WordCounter::count_file_range(const std::string& path, size_t begin, size_t
     }
     return file.checked([&] {
         return count_into(state_->per_thread, whole.substr(begin, end - begin), state_->special, state_->options,
-                          nullptr, &file);
+                          nullptr, &file, false);
     });
+}
+
+bool WordCounter::keeps_documents_apart(std::string_view separator) const {
+    const std::vector<std::string>& tokens = state_->special.tokens();
+    if (std::find(tokens.begin(), tokens.end(), separator) == tokens.end()) return false;
+    const auto starts_with = [](std::string_view text, std::string_view prefix) {
+        return text.substr(0, prefix.size()) == prefix;
+    };
+    for (const std::string_view token : tokens) {
+        // A longer token that begins with the separator would be matched there instead of it.
+        if (token.size() > separator.size() && starts_with(token, separator)) return false;
+        // An occurrence that starts before the separator and ends inside it or after it: the token's
+        // tail from some cut on begins as the separator does (or begins with the whole separator).
+        for (size_t cut = 1; cut < token.size(); ++cut) {
+            const std::string_view tail = token.substr(cut);
+            if (tail.size() <= separator.size() ? starts_with(separator, tail) : starts_with(tail, separator)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+namespace {
+
+// A task of count_documents: the whole documents [first, last), or bytes [begin, end) of the data
+// when one document is large enough to be cut into chunks of its own.
+struct DocumentTask {
+    size_t first, last;
+    size_t begin, end;
+};
+
+template <typename Offset>
+std::vector<size_t> checked_offsets(const void* raw, size_t count, size_t data_size) {
+    const Offset* offsets = static_cast<const Offset*>(raw);
+    std::vector<size_t> ends(count + 1);
+    for (size_t index = 0; index <= count; ++index) {
+        const Offset offset = offsets[index];
+        if (offset < 0 || size_t(offset) > data_size || (index > 0 && size_t(offset) < ends[index - 1])) {
+            throw std::invalid_argument("documents: offsets are not increasing within the data");
+        }
+        ends[index] = size_t(offset);
+    }
+    return ends;
+}
+
+}  // namespace
+
+bool WordCounter::count_documents(const char* data, size_t data_size, const void* offsets, int offset_bytes,
+                                  size_t count, std::string_view separator, std::string_view refused) {
+    if (count == 0) return true;
+    if (offset_bytes != 4 && offset_bytes != 8) throw std::invalid_argument("documents: offsets are 4 or 8 bytes");
+    if (!keeps_documents_apart(separator)) {
+        throw std::invalid_argument("documents: the separator does not keep documents apart; join them instead");
+    }
+    const std::vector<size_t> ends = offset_bytes == 4 ? checked_offsets<int32_t>(offsets, count, data_size)
+                                                       : checked_offsets<int64_t>(offsets, count, data_size);
+    std::vector<ThreadCounts>& per_thread = state_->per_thread;
+    const int threads = int(per_thread.size());
+    const size_t total = ends[count] - ends[0];
+    const size_t chunk_bytes =
+        state_->options.chunk_bytes > 0 ? state_->options.chunk_bytes : piece_chunk_bytes(total, threads);
+
+    // Runs of whole documents of about chunk_bytes; a document of more than two chunks is cut into chunks
+    // of its own (its ends are safe cuts: the separator keeps documents apart).
+    std::vector<DocumentTask> tasks;
+    size_t run_start = 0;
+    for (size_t index = 0; index < count; ++index) {
+        const size_t size = ends[index + 1] - ends[index];
+        if (size > 2 * chunk_bytes) {
+            if (run_start < index) tasks.push_back({run_start, index, 0, 0});
+            const std::string_view document(data + ends[index], size);
+            const std::vector<size_t> cuts = chunk_boundaries(document, state_->special, chunk_bytes, threads);
+            for (size_t cut = 0; cut + 1 < cuts.size(); ++cut) {
+                tasks.push_back({index, index + 1, ends[index] + cuts[cut], ends[index] + cuts[cut + 1]});
+            }
+            run_start = index + 1;
+        } else if (ends[index + 1] - ends[run_start] >= chunk_bytes) {
+            tasks.push_back({run_start, index + 1, 0, 0});
+            run_start = index + 1;
+        }
+    }
+    if (run_start < count) tasks.push_back({run_start, count, 0, 0});
+
+    std::atomic<size_t> first_invalid{kValidUtf8};  // an offset in `data`
+    std::atomic<bool> holds_refused{false};
+    parallel_for(tasks.size(), threads, [&](size_t task_index) {
+        const DocumentTask& task = tasks[task_index];
+        ThreadCounts& counts = per_thread[size_t(omp_thread_id())];
+        if (task.end > task.begin) {  // a chunk of one large document
+            const std::string_view chunk(data + task.begin, task.end - task.begin);
+            if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
+            count_chunk(chunk, task.begin, state_->special, counts, first_invalid);
+            if (!counts.table_sized) counts.reserve_for(chunk.size(), total / size_t(threads));
+            return;
+        }
+        counts.readable_end = data + ends[task.last];
+        for (size_t index = task.first; index < task.last; ++index) {
+            const std::string_view document(data + ends[index], ends[index + 1] - ends[index]);
+            if (!refused.empty() && document.find(refused) != std::string_view::npos) holds_refused = true;
+            const size_t invalid = count_pieces(document, state_->special, counts);
+            if (invalid != kValidUtf8) {
+                note_invalid(ends[index] + invalid, first_invalid);
+                break;
+            }
+        }
+        counts.flush();
+        if (!counts.table_sized) counts.reserve_for(ends[task.last] - ends[task.first], total / size_t(threads));
+    });
+    if (first_invalid.load() != kValidUtf8) {
+        // The offset in the documents joined by the separator, as in the text they stand for.
+        const size_t offset = first_invalid.load();
+        const size_t document = size_t(std::upper_bound(ends.begin(), ends.end(), offset) - ends.begin()) - 1;
+        throw InvalidUtf8Error(offset - ends[0] + std::min(document, count - 1) * separator.size());
+    }
+    return !holds_refused.load();
 }
 
 WordCounts WordCounter::take(bool canonical_order) {
     std::vector<ThreadCounts>& per_thread = state_->per_thread;
+    fold_all(per_thread);
     WordCounts result = canonical_order || per_thread.size() > 1
                             ? merge_counts(per_thread, int(per_thread.size()))
                             : std::move(slices_in_table_order(per_thread[0], 1)[0]);
@@ -321,6 +460,7 @@ std::vector<WordCounts> WordCounter::take_slices(size_t num_slices) {
         throw std::invalid_argument("word counter: the number of slices must be in [1, 2**32)");
     }
     std::vector<ThreadCounts>& per_thread = state_->per_thread;
+    fold_all(per_thread);
     std::vector<WordCounts> slices = per_thread.size() > 1
                                          ? split_into_slices(merge_counts(per_thread, int(per_thread.size())), num_slices)
                                          : slices_in_table_order(per_thread[0], num_slices);

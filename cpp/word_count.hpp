@@ -78,6 +78,17 @@ public:
     bool count(std::string_view text);
     // Counts bytes [begin, end) of the file at `path`, memory-mapped, pages released as counted.
     bool count_file_range(const std::string& path, size_t begin, size_t end);
+    // Whether documents joined by `separator` (one of the special tokens) count as each document on its
+    // own, whatever they hold: no occurrence of a token can span the separator's start, and no longer
+    // token begins with it. <|endoftext|> alone, or with other tokens that start with '<', does.
+    bool keeps_documents_apart(std::string_view separator) const;
+    // Counts `count` documents, bytes [offsets[i], offsets[i + 1]) of `data` (Arrow's string layout:
+    // `offset_bytes` 4 or 8), as the text in which they are joined by `separator`, in place: each one
+    // on its own, as keeps_documents_apart (required, else std::invalid_argument) allows. False: a
+    // document holds `refused` (when not empty); everything was counted anyway. InvalidUtf8Error
+    // gives the offset in the joined text.
+    bool count_documents(const char* data, size_t data_size, const void* offsets, int offset_bytes, size_t count,
+                         std::string_view separator, std::string_view refused);
     // The counts so far, and the counter emptied. `canonical_order`: words in count_words' order;
     // otherwise in table order, which skips sorting (for tables that will only be added up).
     WordCounts take(bool canonical_order);

@@ -74,6 +74,11 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         WordCounter(const vector[string]& special_tokens, const CountOptions& options) except +
         cbool count(string_view text) except +
         cbool count_file_range(const string& path, size_t begin, size_t end) except +
+        cbool keeps_documents_apart(string_view separator)
+        cbool count_documents(
+            const char* data, size_t data_size, const void* offsets, int offset_bytes, size_t count,
+            string_view separator, string_view refused
+        ) except +
         WordCounts take(cbool canonical_order) except +
         vector[WordCounts] take_slices(size_t num_slices) except +
 

@@ -16,6 +16,7 @@ cimport cs336_basics._libbpe as lib
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
+from libcpp cimport bool as cbool
 from libcpp.string cimport string
 from libcpp.memory cimport unique_ptr
 from libcpp.string_view cimport string_view
@@ -209,6 +210,14 @@ def count_words_in_buffer(
     return wrap_counts(counted, report, options.num_threads)
 
 
+cdef object bytes_of(object buffer):
+    """A buffer as unsigned bytes, without a copy (pyarrow.Buffer exports signed ones); None is empty."""
+    if buffer is None:
+        return b""
+    view = memoryview(buffer)
+    return view if view.format == "B" else view.cast("B")
+
+
 cdef class WordCounter:
     """Counts several texts and byte ranges of files into one table (`bpe::WordCounter`): the counts
     of what it was given, as if concatenated (each piece must start and end at a safe cut)."""
@@ -233,6 +242,48 @@ cdef class WordCounter:
         cdef string encoded = os.fsencode(path)
         with nogil:
             self.counter.get().count_file_range(encoded, begin, end)
+
+    def keeps_documents_apart(self, separator: str) -> bool:
+        """Whether documents joined by `separator` (one of the special tokens) can be counted each on
+        its own whatever they hold, as count_documents counts them."""
+        cdef bytes encoded = separator.encode("utf-8")
+        return self.counter.get().keeps_documents_apart(view_of(encoded))
+
+    def count_documents(
+        self,
+        data_buffer,
+        offsets_buffer,
+        int offset_bytes,
+        size_t first,
+        size_t count,
+        separator: str,
+        refused: str = "",
+    ) -> bool:
+        """Counts `count` documents held as an Arrow string array holds them, in place: `offsets` (the
+        offsets buffer, `offset_bytes` 4 for string or 8 for large_string, starting at element `first`)
+        and `data` (the data buffer), both bytes-like (a pyarrow.Buffer is), as the text in which they
+        are joined by `separator`; needs keeps_documents_apart(separator). False: a document holds
+        `refused` (when not empty)."""
+        if offset_bytes not in (4, 8):
+            raise ValueError(f"offset_bytes must be 4 or 8, got {offset_bytes!r}")
+        cdef const unsigned char[::1] data = bytes_of(data_buffer)
+        cdef const unsigned char[::1] offsets = bytes_of(offsets_buffer)
+        if count == 0:
+            return True
+        if (first + count + 1) * <size_t>offset_bytes > <size_t>offsets.shape[0]:
+            raise ValueError("documents: the offsets buffer is shorter than the documents it should hold")
+        cdef bytes encoded_separator = separator.encode("utf-8")
+        cdef bytes encoded_refused = refused.encode("utf-8")
+        cdef string_view separator_view = view_of(encoded_separator)
+        cdef string_view refused_view = view_of(encoded_refused)
+        cdef string_view text = view_of(data)
+        cdef const void* offset_data = &offsets[first * <size_t>offset_bytes]
+        cdef cbool kept
+        with nogil:
+            kept = self.counter.get().count_documents(
+                text.data(), text.size(), offset_data, offset_bytes, count, separator_view, refused_view
+            )
+        return kept
 
     def take(self, canonical_order: bool = False) -> NativeWordCounts:
         """The counts so far (the counter starts again empty): in count_words' canonical order, or

@@ -50,7 +50,8 @@ from .backend import usable_cores
 from .counting import (
     DOCUMENT_SEPARATOR,
     CountTask,
-    _joined_batches,
+    _document_items,
+    _feed,
     _StreamCounter,
     count_tasks,
     group_into_batches,
@@ -58,7 +59,7 @@ from .counting import (
     plan_count_tasks,
     task_size,
 )
-from .formats import BadRecords, InputFile, inspect_input, iter_document_bytes, jsonl_ranges, read_blocks
+from .formats import BLOCK_BYTES, BadRecords, InputFile, inspect_input, iter_document_bytes, jsonl_ranges, read_blocks
 from .phases import Report
 from .progress import progress_bar
 from .word_counts import (
@@ -546,8 +547,8 @@ def count_stream_part(
                 counter.text(block)
         else:
             documents_of_part = iter_document_bytes(source, text_field, skipped, part.part)
-            for joined, count in _joined_batches(documents_of_part, counter.separator):
-                counter.joined_documents(joined, count)
+            for item in _document_items(counter, documents_of_part, BLOCK_BYTES, checked=True):
+                _feed(counter, item)
     if progress_topic is not None:
         _import_distributed().get_worker().log_event(progress_topic, (batch, part.size))
     table = counter.take()

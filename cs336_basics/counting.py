@@ -520,6 +520,10 @@ class _StreamCounter:
         self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
         native = _native_module()
         self._counter = native.WordCounter(self.tokens, num_threads) if native is not None else None
+        # Documents are counted as they come, each batch (or Arrow array) in place, when the separator keeps
+        # them apart whatever they hold (<|endoftext|> does); else joined, and cut where it is safe.
+        counter = self._counter
+        self.apart = bool(counter is not None and self.tokens and counter.keeps_documents_apart(self.tokens[0]))
         self._table: dict[bytes, int] = {}
 
     def _separate(self) -> None:
@@ -538,10 +542,34 @@ class _StreamCounter:
             if self.separator in joined:
                 raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
             self._text_tail = joined[-(len(self.separator) - 1) :]
-        self._put(data)
+        if self._counter is not None and len(data) >= self._block_bytes // 2:
+            self._put_in_place(data)
+        else:
+            self._put(data)
         self._started = True
         self.source_bytes += len(data)
         self.text_fed += len(data)
+
+    def _put_in_place(self, data: bytes) -> None:
+        """A large piece of text counted where it lies: what is pending up to the piece's first safe cut
+        (a small join), the piece up to its last safe cut (no copy), and its tail kept pending."""
+        finder = _CutFinder(_BufferSource(data), self._token_bytes)
+        end = len(data) - self._margin
+        first = finder.first_at_or_after(self._margin) if end > self._margin else None
+        last = finder.last_at_or_before(end, first) if first is not None and first <= end else None
+        if last is None or first is None:
+            self._put(data)
+            return
+        self._pending.append(data[:first])
+        self._pending_bytes += first
+        self._flush(final=True)
+        with memoryview(data) as view:
+            if last > first:
+                self._count(view[first:last])
+        rest = data[last:]
+        self._pending = [rest] if rest else []
+        self._pending_bytes = len(rest)
+        self._flush_at = len(rest) + self._block_bytes
 
     def document(self, data: bytes) -> None:
         """One document, kept apart from what comes before and after it."""
@@ -564,14 +592,72 @@ class _StreamCounter:
             # Exact: the separator's first character occurs once in it, so no occurrence can overlap
             # an inserted one; one more means a document holds it.
             raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+        if self.apart:
+            self._count_apart(joined, count)
+            return
         if self._started:
             self._separate()
         self._put(joined)
+        self._account(len(joined) - (count - 1) * len(self.separator), count)
+
+    def _account(self, content: int, count: int) -> None:
+        """`count` documents of `content` bytes in all were fed."""
         self._started = self._after_document = True
-        content = len(joined) - (count - 1) * len(self.separator)
-        self.source_bytes += len(joined) if not self.private_separator else content
+        self.source_bytes += content + (0 if self.private_separator else (count - 1) * len(self.separator))
         self.text_fed += content
         self.documents_fed += count
+
+    def _count_apart(self, joined: bytes, count: int) -> None:
+        """Documents joined by the separator that keeps them apart, counted as they are: the text pending
+        before them ends at a safe cut (the separator's start), so it is counted first."""
+        if self._started:
+            if self._pending_bytes:
+                self._flush(final=True)
+            self._offset += len(self.separator)
+            self.source_bytes += 0 if self.private_separator else len(self.separator)
+        self._count(joined)
+        self._account(len(joined) - (count - 1) * len(self.separator), count)
+
+    def arrow_documents(self, array: Any) -> None:
+        """The documents of an Arrow `string` or `large_string` array without nulls, read in place by
+        the native counter when the separator keeps documents apart (else joined inside Arrow), in
+        slices of about `block_bytes` of text."""
+        if not self.apart:
+            for joined, count in ArrowDocuments(lambda: [array], self.label).joined(self.separator):
+                self.joined_documents(joined, count)
+            return
+        import pyarrow
+
+        if len(array) == 0:
+            return
+        width = 8 if pyarrow.types.is_large_string(array.type) else 4
+        _, offsets_buffer, data_buffer = array.buffers()
+        first, end = array.offset, array.offset + len(array)
+        view = memoryview(offsets_buffer)
+        with view, view.cast("B") as raw, raw[: (end + 1) * width] as used, used.cast("iq"[width == 8]) as offsets:
+            while first < end:
+                # Rows for about block_bytes of text, from the average size of what is left.
+                left = offsets[end] - offsets[first]
+                rows = end - first if left <= self._block_bytes else max(1, (end - first) * self._block_bytes // left)
+                content = offsets[first + rows] - offsets[first]
+                if self._started:
+                    if self._pending_bytes:
+                        self._flush(final=True)
+                    self._offset += len(self.separator)
+                    self.source_bytes += 0 if self.private_separator else len(self.separator)
+                refused = self.separator.decode("utf-8") if self.private_separator else ""
+                try:
+                    kept = self._counter.count_documents(
+                        data_buffer, offsets_buffer, width, first, rows, self.tokens[0], refused
+                    )
+                except ValueError as error:
+                    where = f"in the documents at stream byte {self._offset:,}"
+                    raise BPEInputError(f"{self.label}: {error} ({where})") from None
+                if not kept:
+                    raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+                self._offset += content + (rows - 1) * len(self.separator)
+                self._account(content, rows)
+                first += rows
 
     def _put(self, data: bytes) -> None:
         if data:
@@ -599,15 +685,16 @@ class _StreamCounter:
         self._pending_bytes = len(rest)
         self._flush_at = len(rest) + self._block_bytes
 
-    def _count(self, block: memoryview) -> None:
+    def _count(self, block: bytes | memoryview) -> None:
+        offset = self._offset
         try:
             if self._counter is not None:
                 self._counter.count(block)
             else:
-                text = decode_utf8(bytes(block), self._offset)
+                text = decode_utf8(bytes(block), offset)
                 add_count_tables(self._table, count_words_in_text(text, self.tokens))
         except (ValueError, UnicodeDecodeError) as error:
-            raise BPEInputError(f"{self.label}: {error} (in the block at stream byte {self._offset:,})") from None
+            raise BPEInputError(f"{self.label}: {error} (in the block at stream byte {offset:,})") from None
         self._offset += len(block)
 
     def take(self) -> CountTable:
@@ -706,24 +793,66 @@ class Prefetched:
 
 
 def _joined_batches(
-    documents: Iterable[bytes], separator: bytes, batch_bytes: int = _DOCUMENT_BATCH_BYTES
+    documents: Iterable[Any], separator: bytes, batch_bytes: int = _DOCUMENT_BATCH_BYTES, *, checked: bool = True
 ) -> Iterator[tuple[bytes, int]]:
     """Documents joined by `separator` in batches of about `batch_bytes`, with how many each holds:
-    the counter then takes one buffer per batch, not one Python call per document. Arrow sources
-    are joined by Arrow (no Python object per document)."""
+    the counter then takes one buffer per batch, not one Python call per document. A batch of str is
+    joined as str and encoded once; anything else goes through `encoded_documents` (which names a
+    bad item), unless `checked` says that bytes items are UTF-8 already (read from a file). Arrow
+    sources are joined by Arrow (no Python object per document)."""
     if isinstance(documents, ArrowDocuments):
         yield from documents.joined(separator)
         return
-    batch: list[bytes] = []
-    size = 0
-    for document in documents:
-        batch.append(document)
-        size += len(document) + 1  # + 1: many empty documents still make a batch
-        if size >= batch_bytes:
-            yield separator.join(batch), len(batch)
-            batch, size = [], 0
-    if batch:
-        yield separator.join(batch), len(batch)
+    text_separator = separator.decode("utf-8")
+
+    def joined(batch: list[Any], start: int) -> bytes:
+        try:
+            return text_separator.join(batch).encode("utf-8")
+        except (TypeError, UnicodeEncodeError):
+            if checked and all(type(document) is bytes for document in batch):
+                return separator.join(batch)
+            return separator.join(encoded_documents(batch, start=start))
+
+    batch: list[Any] = []
+    append = batch.append
+    size = start = 0
+    iterator = iter(documents)
+    while True:
+        try:
+            for document in iterator:
+                append(document)
+                size += len(document) + 1  # characters, not bytes: a batch may hold up to 4x as much
+                if size >= batch_bytes:
+                    break
+        except TypeError:  # an item without a length: encoded_documents names it
+            list(encoded_documents(batch, start=start))
+            raise
+        if not batch:
+            return
+        yield joined(batch, start), len(batch)
+        start += len(batch)
+        batch.clear()
+        size = 0
+
+
+def _document_items(
+    counter: _StreamCounter, documents: Iterable[Any], batch_bytes: int, checked: bool
+) -> Iterator[Any]:
+    """What `_feed` takes from `documents`: Arrow string arrays as they are when the native counter
+    reads them in place, else (documents joined by the separator, how many) in batches."""
+    if isinstance(documents, ArrowDocuments) and counter.apart:
+        return documents.chunks()
+    return _joined_batches(documents, counter.separator, batch_bytes, checked=checked)
+
+
+def _feed(counter: _StreamCounter, item: Any) -> int:
+    """Counts an item of `_document_items`; how many documents it held."""
+    if isinstance(item, tuple):
+        joined, count = item
+        counter.joined_documents(joined, count)
+        return count
+    counter.arrow_documents(item)
+    return len(item)
 
 
 def _count_streamed(
@@ -750,13 +879,15 @@ def _count_streamed(
                         report(len(block))
             else:
 
-                def batches(source: InputFile = source) -> Iterator[tuple[bytes, int]]:
-                    return _joined_batches(iter_document_bytes(source, text_field, skipped), counter.separator)
+                def items(source: InputFile = source) -> Iterator[Any]:
+                    documents = iter_document_bytes(source, text_field, skipped)
+                    return _document_items(counter, documents, BLOCK_BYTES, checked=True)
 
-                with Prefetched(batches) as batched:
-                    for joined, count in batched:
-                        counter.joined_documents(joined, count)
-                        report(len(joined))
+                with Prefetched(items) as fed:
+                    for item in fed:
+                        before = counter.text_fed
+                        _feed(counter, item)
+                        report(counter.text_fed - before)
         table = counter.take()
     counts = WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
     if skipped is not None:
@@ -793,15 +924,10 @@ def count_words_from_iterator(
         raise BPEInputError(f"batch_bytes must be positive, got {batch_bytes}")
     counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes)
     total = length if length is not None else known_length
+    arrow = isinstance(documents, ArrowDocuments)
     with progress_bar(progress, total, "count", "doc", unit_scale=True) as report:
         counter.label = "documents"
-        if isinstance(documents, ArrowDocuments):
-            for joined, count in documents.joined(counter.separator):
-                counter.joined_documents(joined, count)
-                report(count)
-        else:
-            encoded = encoded_documents(documents, report if progress else None)
-            for joined, count in _joined_batches(encoded, counter.separator, min(batch_bytes, _DOCUMENT_BATCH_BYTES)):
-                counter.joined_documents(joined, count)
+        for item in _document_items(counter, documents, batch_bytes, checked=arrow):
+            report(_feed(counter, item))
         table = counter.take()
     return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)

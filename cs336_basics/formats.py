@@ -269,11 +269,14 @@ class _ZstdStream:
         self._frame = self._decompressor.decompressobj()
         self._in_frame = False  # compressed bytes of the current frame were read, its end not yet
         self._raw = raw
-        self._buffer = bytearray()
+        self._pieces: list[bytes] = []  # decompressed, not yet handed out
+        self._held = 0
         self._ended = False
 
     def read(self, size: int) -> bytes:
-        while len(self._buffer) < size and not self._ended:
+        """At least `size` bytes (one decompressed piece more at most), fewer only at the end: each byte
+        is copied once, when the pieces are joined."""
+        while self._held < size and not self._ended:
             chunk = self._raw.read(self._RAW_READ)
             if not chunk:
                 self._ended = True
@@ -281,21 +284,23 @@ class _ZstdStream:
                     raise self._zstandard.ZstdError("the file ends inside a zstd frame")
             while chunk:
                 self._in_frame = True
-                self._buffer += self._frame.decompress(chunk)
+                piece = self._frame.decompress(chunk)
+                self._pieces.append(piece)
+                self._held += len(piece)
                 chunk = b""
                 if self._frame.eof:  # the frame is whole; what follows it starts the next one
                     chunk = self._frame.unused_data
                     self._frame = self._decompressor.decompressobj()
                     self._in_frame = False
-        block = bytes(self._buffer[:size])
-        del self._buffer[:size]
+        block = self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces)
+        self._pieces, self._held = [], 0
         return block
 
     def __enter__(self) -> _ZstdStream:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._buffer = bytearray()
+        self._pieces, self._held = [], 0
 
 
 def _decompression_errors() -> tuple[type[BaseException], ...]:
@@ -533,8 +538,8 @@ def _arrow_bytes(array: Any, what: str) -> Iterator[bytes]:
     """The strings of an Arrow string array or chunked array as UTF-8 bytes, a slice at a time.
 
     The column is viewed as binary (the same buffers, no copy), so each value becomes one bytes
-    object and never a str that would be encoded again. Reading the Arrow buffers (offsets and
-    data) in place from the native counter is a later step."""
+    object and never a str that would be encoded again. (The native counter reads the buffers in
+    place instead: `ArrowDocuments.chunks`.)"""
     import pyarrow
 
     _check_strings(array, what)
@@ -573,23 +578,30 @@ class ArrowDocuments:
         for array in self.arrays():
             yield from _arrow_bytes(array, self.what)
 
+    def chunks(self) -> Iterator[Any]:
+        """The string arrays (`string` or `large_string`, no nulls) that hold the documents, in order:
+        what the native counter reads in place (`WordCounter.count_documents`)."""
+        import pyarrow
+
+        for array in self.arrays():
+            _check_strings(array, self.what)
+            yield from array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
+
     def joined(self, separator: bytes) -> Iterator[tuple[bytes, int]]:
-        """(documents joined by `separator`, how many) for batches of ARROW_BATCH_ROWS rows."""
+        """(documents joined by `separator`, how many) for batches of ARROW_BATCH_ROWS rows (for the
+        counters that cannot read the arrays in place)."""
         import pyarrow
         import pyarrow.compute
 
         text_separator = separator.decode("utf-8")
-        for array in self.arrays():
-            _check_strings(array, self.what)
-            chunks = array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
-            for chunk in chunks:
-                for start in range(0, len(chunk), ARROW_BATCH_ROWS):
-                    piece = chunk.slice(start, ARROW_BATCH_ROWS)
-                    # One list holding every row of the piece, joined in C++.
-                    offsets = pyarrow.array([0, len(piece)], pyarrow.int32())
-                    listed = pyarrow.ListArray.from_arrays(offsets, piece)
-                    joined = pyarrow.compute.binary_join(listed, pyarrow.scalar(text_separator, piece.type))[0]
-                    yield joined.as_buffer().to_pybytes(), len(piece)
+        for chunk in self.chunks():
+            for start in range(0, len(chunk), ARROW_BATCH_ROWS):
+                piece = chunk.slice(start, ARROW_BATCH_ROWS)
+                # One list holding every row of the piece, joined in C++.
+                offsets = pyarrow.array([0, len(piece)], pyarrow.int32())
+                listed = pyarrow.ListArray.from_arrays(offsets, piece)
+                joined = pyarrow.compute.binary_join(listed, pyarrow.scalar(text_separator, piece.type))[0]
+                yield joined.as_buffer().to_pybytes(), len(piece)
 
 
 def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[object], int | None]:
@@ -633,17 +645,20 @@ def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[obje
     return texts, len(texts) if hasattr(texts, "__len__") else None  # type: ignore[arg-type]
 
 
-def encoded_documents(documents: Iterable[object], report: Callable[[int], object] | None = None) -> Iterator[bytes]:
+def encoded_documents(
+    documents: Iterable[object], report: Callable[[int], object] | None = None, start: int = 0
+) -> Iterator[bytes]:
     """Each document as UTF-8 bytes: a str is encoded, bytes are checked to be UTF-8; anything else
-    is a TypeError naming its index. `report(1)` after each document (a progress bar in documents).
-    Documents read from Arrow (`ArrowDocuments`) are bytes already and pass as they are."""
+    is a TypeError naming its index (counted from `start`). `report(1)` after each document (a
+    progress bar in documents). Documents read from Arrow (`ArrowDocuments`) are bytes already and
+    pass as they are."""
     if isinstance(documents, ArrowDocuments):
         for document in documents:
             yield document
             if report is not None:
                 report(1)
         return
-    for index, document in enumerate(documents):
+    for index, document in enumerate(documents, start):
         if isinstance(document, str):
             try:
                 encoded = document.encode("utf-8")

@@ -53,7 +53,7 @@ from .serialization import load_tokenizer_files
 DEFAULT_CACHE_SIZE = 1 << 12
 # Slots of the native encoder's cache, per thread: 48 bytes each (see Tokenizer), so 24 MiB of
 # address space, resident as used. Half as many missed a fifth of the pre-tokens of 10 MB of mixed
-# text again on a second pass (docs/PERFORMANCE.md, "Encoding").
+# text again on a second pass (docs/PERFORMANCE.md, "Encoder").
 DEFAULT_NATIVE_CACHE_SLOTS = 1 << 19
 # encode_file's pure path reads the file in blocks of this many bytes.
 _FILE_BLOCK_BYTES = 1 << 22

@@ -226,6 +226,108 @@ def test_hugging_face_dataset(reference, tmp_path: Path) -> None:
     assert train_bpe_from_iterator(dataset, VOCAB_SIZE, SPECIAL, trainer="bpe_v1") == expected
 
 
+@pytest.mark.parametrize(
+    "specials",
+    [
+        ["<|endoftext|>"],  # keeps documents apart: read in place by the native counter
+        ["<|eot|>", "<|e"],  # so does this pair
+        [],  # the private separator, which keeps them apart too
+        ["aba"],  # bordered: "ab" + "a..." spans a join, so the documents are joined first
+        ["<s>", "x<s"],  # a longer token that ends in the separator's start: joined first
+    ],
+)
+def test_arrow_arrays_read_in_place_equal_the_joined_text(specials: list[str]) -> None:
+    pytest.importorskip("pyarrow", reason="Arrow input needs the optional pyarrow package")
+    import pyarrow
+
+    documents = DOCUMENTS + ["ab", "a", "aba", "", "x", "<s>y", "ab", "x<s", ">"]
+    if specials:
+        expected = count_words_in_text(specials[0].join(documents), specials)
+    else:
+        expected = Counter()
+        for document in documents:
+            expected.update(count_words_in_text(document, []))
+    sliced = pyarrow.array(["skipped"] + documents + ["skipped too"]).slice(1, len(documents))
+    sources = [
+        pyarrow.array(documents),
+        pyarrow.array(documents, pyarrow.large_string()),
+        sliced,  # an array that starts inside its buffers
+        pyarrow.chunked_array([documents[:7], documents[7:100], documents[100:]]),
+    ]
+    for source in sources:
+        for batch_bytes in (1, 97, 1 << 20):
+            counted = count_words_from_iterator(source, specials, batch_bytes=batch_bytes)
+            assert dict(counted.counts) == dict(expected), (type(source), batch_bytes)
+
+
+def test_arrow_documents_holding_the_private_separator_are_refused() -> None:
+    pytest.importorskip("pyarrow", reason="Arrow input needs the optional pyarrow package")
+    import pyarrow
+
+    from cs336_basics.counting import DOCUMENT_SEPARATOR
+
+    with pytest.raises(BPEInputError, match="internal document separator"):
+        count_words_from_iterator(pyarrow.array(["a", f"b{DOCUMENT_SEPARATOR}c"]), [])
+
+
+_BOUNDED_MEMORY_CHILD = """
+import resource, sys
+from cs336_basics import count_words_from_iterator
+from cs336_basics.word_counts import _native_module
+
+total = int(sys.argv[1]) if _native_module() is not None else int(sys.argv[1]) // 15  # pure Python is slower
+words = [f"word{index} " for index in range(2000)]
+def documents():
+    made = 0
+    while made < total:  # made lazily: only one document exists at a time
+        document = "".join(words[(made + step) % 2000] for step in range(1000)) + "."
+        made += len(document)
+        yield document
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+counts = count_words_from_iterator(documents(), ["<|endoftext|>"], num_threads=2)
+assert counts.source_bytes >= total, counts.source_bytes
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_iterator_counts_in_bounded_memory() -> None:
+    """300 MB of documents made lazily by a generator are counted with the memory of a few batches:
+    the peak (ru_maxrss, in a child process of its own) grows by far less than the text."""
+    import subprocess
+    import sys
+
+    total = 300 << 20
+    result = subprocess.run(
+        [sys.executable, "-c", _BOUNDED_MEMORY_CHILD, str(total)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    growth = int(result.stdout.split()[-1])
+    assert growth < 150 << 20, f"the peak grew by {growth / 2**20:.0f} MB while counting"
+
+
+_HF_EXAMPLE_START = "<!-- hf-parquet-example -->"
+
+
+def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> None:
+    """The README's `datasets` example, run as written on a local Parquet file (nothing downloaded),
+    equals training on the plain text file of the same documents."""
+    pytest.importorskip("datasets", reason="the Hugging Face datasets package is optional")
+    pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs the optional pyarrow package")
+    import pyarrow.parquet as parquet
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split(_HF_EXAMPLE_START, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    parquet.write_table(pyarrow.table({"text": DOCUMENTS}), tmp_path / "local.parquet", row_group_size=50)
+    monkeypatch.chdir(tmp_path)
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")  # goes with tmp_path
+    namespace: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    plain = write_plain(tmp_path / "plain.txt", DOCUMENTS)
+    assert (namespace["vocab"], namespace["merges"]) == train_bpe(plain, 1_000, SPECIAL, trainer="bpe_v1")
+
+
 @pytest.mark.parametrize(("module", "suffix"), [("zstandard", "zst"), ("pyarrow", "parquet")])
 def test_missing_optional_dependency_is_one_line(tmp_path: Path, monkeypatch, capsys, module: str, suffix: str) -> None:
     real_import = builtins.__import__
