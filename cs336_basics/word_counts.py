@@ -368,16 +368,22 @@ class WordCounts:
 _INT64_LIMIT = 1 << 63
 
 
-def _check_count_sums(lengths: memoryview, counts: memoryview, refuse) -> None:
-    """Refuse counts that training cannot add up in 64-bit integers: their sum, or the most any pair
-    count can reach (a word of n tokens holds n - 1 pairs, each weighted by the word's count). Text
-    never comes near (the counts add up to at most its bytes), so only a crafted file fails here."""
+def _length_and_count_arrays(lengths: memoryview, counts: memoryview) -> tuple[array, array]:
+    """A count file's word lengths (uint32) and counts (uint64), little-endian on disk, as arrays."""
     length_array, count_array = array("I"), array("Q")
     length_array.frombytes(lengths)
     count_array.frombytes(counts)
     if not _LITTLE_ENDIAN:
         length_array.byteswap()
         count_array.byteswap()
+    return length_array, count_array
+
+
+def _check_count_sums(lengths: memoryview, counts: memoryview, refuse) -> None:
+    """Refuse counts that training cannot add up in 64-bit integers: their sum, or the most any pair
+    count can reach (a word of n tokens holds n - 1 pairs, each weighted by the word's count). Text
+    never comes near (the counts add up to at most its bytes), so only a crafted file fails here."""
+    length_array, count_array = _length_and_count_arrays(lengths, counts)
     total = sum(count_array)
     if total >= _INT64_LIMIT:
         raise refuse(f"its counts add up to {total:,}, more than 64-bit training counts hold (2**63 - 1)")
@@ -404,12 +410,7 @@ def _table_from_arrays(blob: memoryview, lengths: memoryview, counts: memoryview
             if table.first_unordered_word() != len(table):
                 raise refuse("its words are not in strictly ascending order (a word listed twice?)")
             return table
-    length_array, count_array = array("I"), array("Q")
-    length_array.frombytes(lengths)
-    count_array.frombytes(counts)
-    if not _LITTLE_ENDIAN:
-        length_array.byteswap()
-        count_array.byteswap()
+    length_array, count_array = _length_and_count_arrays(lengths, counts)
     if sum(length_array) != len(blob) or 0 in count_array:
         raise refuse("its word table does not add up")
     data = bytes(blob)
