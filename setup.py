@@ -62,16 +62,14 @@ OPENMP_PROBE = textwrap.dedent(
 )
 
 
+# GCC or Clang, on Linux or macOS: the native core uses POSIX (mmap, sigaction) and GCC's builtins
+# (behind cpp/bits.hpp), and no other toolchain is built or tested.
 def language_flags(compiler) -> list[str]:
-    if compiler.compiler_type == "msvc":
-        return ["/std:c++17", "/O2", "/EHsc"]
     return ["-std=c++17", "-O3"]
 
 
 def openmp_candidates(compiler) -> list[tuple[list[str], list[str]]]:
     """(compile flags, link flags) to try, for this platform's compilers."""
-    if compiler.compiler_type == "msvc":
-        return [(["/openmp"], [])]
     if sys.platform == "darwin":
         # Apple clang has no -fopenmp driver flag: the preprocessor takes it, libomp is linked.
         return [(["-Xpreprocessor", "-fopenmp"], ["-lomp"]), (["-fopenmp"], ["-fopenmp"])]

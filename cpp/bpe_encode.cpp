@@ -46,13 +46,6 @@ inline uint64_t hash_bytes(const unsigned char* data, size_t size) {
     return mix(hash ^ tail);
 }
 
-inline void prefetch(const void* address) {
-#if defined(__GNUC__)
-    __builtin_prefetch(address);
-#else
-    (void)address;
-#endif
-}
 
 // The cache key of a word of 1..Encoder::kInlineBytes bytes, read from `readable`, where 16 bytes
 // can be read: the bytes zero-padded, the size in the top byte (so no two words share a key).
@@ -91,7 +84,7 @@ public:
         : rules_(merges), narrow_(largest_id < 65535 && merges.size() < 65535) {
         size_t buckets = 2;
         while (buckets * kBucket < kSlotsPerMerge * merges.size()) buckets *= 2;
-        slots_.reset(static_cast<Slot*>(std::aligned_alloc(sizeof(Slot) * kBucket, buckets * kBucket * sizeof(Slot))));
+        slots_.reset(static_cast<Slot*>(allocate_aligned(sizeof(Slot) * kBucket, buckets * kBucket * sizeof(Slot))));
         if (slots_ == nullptr) throw std::bad_alloc();
         std::fill(slots_.get(), slots_.get() + buckets * kBucket, Slot{kEmptyCheck, kNoRank});
         mask_ = buckets - 1;
@@ -162,7 +155,7 @@ private:
     }
 
     struct Free {
-        void operator()(Slot* slots) const { std::free(slots); }
+        void operator()(Slot* slots) const { free_aligned(slots); }
     };
 
     std::vector<MergeRule> rules_;

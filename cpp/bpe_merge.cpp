@@ -26,18 +26,6 @@
 
 namespace bpe {
 
-void WordCounts::add(const char* data, size_t len, int64_t count) {
-    bytes.append(data, len);
-    offsets.push_back(bytes.size());
-    counts.push_back(count);
-}
-
-void WordCounts::reserve(size_t num_words, size_t num_bytes) {
-    bytes.reserve(num_bytes);
-    offsets.reserve(num_words + 1);
-    counts.reserve(num_words);
-}
-
 namespace {
 
 using namespace merge_tables;
@@ -55,13 +43,6 @@ constexpr size_t kPrefetchDistance = 8;
 // 88 16-bit symbols wherever the word starts, more than most words have.
 constexpr size_t kPrefetchLines = 3;
 
-inline void prefetch(const void* address) {
-#if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(address);
-#else
-    (void)address;
-#endif
-}
 
 // The first occurrence of (left, right) in symbols[from, length) as the index of its left symbol,
 // or `length` if there is none. SSE2 (x86-64's baseline) compares four 32-bit or eight 16-bit
@@ -80,7 +61,7 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
         const __m128i both = narrow ? _mm_and_si128(_mm_cmpeq_epi16(here, lefts), _mm_cmpeq_epi16(next, rights))
                                     : _mm_and_si128(_mm_cmpeq_epi32(here, lefts), _mm_cmpeq_epi32(next, rights));
         const int found = _mm_movemask_epi8(both);  // sizeof(Symbol) bits per position
-        if (found != 0) return at + uint32_t(__builtin_ctz(unsigned(found))) / uint32_t(sizeof(Symbol));
+        if (found != 0) return at + uint32_t(count_trailing_zeros(unsigned(found))) / uint32_t(sizeof(Symbol));
     }
 #endif
     // The rest (most of a short word) one position at a time, both symbols in one compare.

@@ -9,20 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "word_counts.hpp"
+
 namespace bpe {
-
-// Words back to back: word i is bytes[offsets[i], offsets[i + 1]) and occurs counts[i] times.
-// A word may appear more than once (its pair counts simply add up), and a word with count 0 is
-// ignored; a negative count makes train_merges throw std::invalid_argument.
-struct WordCounts {
-    std::string bytes;
-    std::vector<uint64_t> offsets{0};  // always size() + 1 entries
-    std::vector<int64_t> counts;
-
-    void add(const char* data, size_t len, int64_t count);
-    void reserve(size_t num_words, size_t num_bytes);
-    size_t size() const { return counts.size(); }
-};
 
 using Merge = std::pair<std::string, std::string>;  // (left bytes, right bytes)
 

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "bits.hpp"
+
 namespace bpe {
 
 namespace {
@@ -42,7 +44,7 @@ class WordIndex {
     }
 
     // A hint that `hash` will be looked up soon: its slot is fetched from memory meanwhile.
-    void prefetch(uint64_t hash) const { __builtin_prefetch(&slots_[home(hash)]); }
+    void prefetch(uint64_t hash) const { bpe::prefetch(&slots_[home(hash)]); }
 
     // The index in `table` of `word` (whose canonical_word_hash is `hash`), appended with count 0
     // when new.
@@ -131,7 +133,7 @@ WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
             const int64_t count = table->counts[word];
             if (count < 0) throw std::invalid_argument("word-count table: negative count");
             int64_t& sum = total.counts[index.find_or_add(total, word_at(*table, word), hash)];
-            if (__builtin_add_overflow(sum, count, &sum)) {
+            if (!add_without_overflow(sum, count)) {
                 throw std::overflow_error("word-count table: a summed count does not fit in 64 bits");
             }
         }

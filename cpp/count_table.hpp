@@ -9,8 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bpe_merge.hpp"  // WordCounts
-#include "word_count.hpp"  // word_slice_of_hash
+#include "word_counts.hpp"
 
 namespace bpe {
 

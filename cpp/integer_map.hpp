@@ -1,16 +1,15 @@
-// The one open-addressing hash table of the native code: 64-bit integer keys (pairs of token ids,
-// left << 32 | right) to small values, in one array of {key, value} slots with linear probing, so
-// a lookup is usually one cache line. Used for the merge loop's pair ids. (The encoder's pair ranks,
-// bpe_encode.cpp, keep a check of the hash instead of the key, to stay in the L2 cache; the word
-// counter's table, word_table.hpp, keeps words of any length inline and is built for batched,
-// prefetched lookups; the merge loop's per-merge scratch table, MergeDeltas, is emptied after every
-// merge by the slots it used. None fits a general map.)
+// An open-addressing hash table for 64-bit integer keys (pairs of token ids, left << 32 | right)
+// to small values, in one array of {key, value} slots with linear probing, so a lookup is usually
+// one cache line: the merge loop's pair ids. The other tables of the native core, and why each is
+// shaped as it is, are listed in cpp/README.md.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#include "bits.hpp"
 
 namespace bpe {
 
@@ -86,11 +85,7 @@ public:
 
     // Starts loading the slot where a lookup of `key` begins, so a lookup a little later does not wait.
     void prefetch(uint64_t key) const {
-#if defined(__GNUC__) || defined(__clang__)
-        __builtin_prefetch(&slots_[home(key)]);
-#else
-        (void)key;
-#endif
+        bpe::prefetch(&slots_[home(key)]);
     }
 
     size_t size() const { return size_; }

@@ -17,14 +17,8 @@
 #include "integer_map.hpp"
 
 // Inlining the merge loop's hot paths should not depend on a compiler's heuristics: GCC 13 left
-// list_word out of line once the loop had a second, parallel path, and the loop got 4% slower.
-#if defined(__GNUC__) || defined(__clang__)
-#define BPE_ALWAYS_INLINE inline __attribute__((always_inline))
-#define BPE_NOINLINE __attribute__((noinline))
-#else
-#define BPE_ALWAYS_INLINE inline
-#define BPE_NOINLINE
-#endif
+// list_word out of line once the loop had a second, parallel path, and the loop got 4% slower
+// (BPE_ALWAYS_INLINE, BPE_NOINLINE: bits.hpp).
 
 namespace bpe {
 namespace merge_tables {
@@ -146,7 +140,7 @@ public:
     // The smallest power of two that is at least num_words and kSmallestBlock.
     static uint32_t block_size(uint32_t num_words) {
         if (num_words <= kSmallestBlock) return kSmallestBlock;
-        return uint32_t(1) << (32 - __builtin_clz(num_words - 1));
+        return uint32_t(1) << (64 - count_leading_zeros(uint64_t(num_words - 1)));
     }
 
     // A block of `size` word ids, a power of two of at least kSmallestBlock.
@@ -194,7 +188,7 @@ private:
     static_assert(sizeof(FreeBlock) <= kSmallestBlock * sizeof(WordId), "a free block holds its link");
     static constexpr size_t kChunkBytes = size_t(1) << 20;
 
-    static size_t size_class(uint32_t size) { return size_t(__builtin_ctz(size)); }
+    static size_t size_class(uint32_t size) { return size_t(count_trailing_zeros(size)); }
 
     WordId* new_chunk(size_t bytes) {
         chunks_.emplace_back(new uint64_t[(bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t)]);

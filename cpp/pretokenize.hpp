@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bits.hpp"
 #include "unicode_tables.hpp"
 
 #if defined(__SSE2__)
@@ -123,18 +124,7 @@ constexpr bool ascii_classes_are_standard() {
 }
 static_assert(ascii_classes_are_standard(), "regex's ASCII classes changed: update the fast paths");
 
-inline unsigned count_trailing_zeros(uint64_t bits) {  // bits != 0
-#if defined(__GNUC__)
-    return unsigned(__builtin_ctzll(bits));
-#else
-    unsigned count = 0;
-    while ((bits & 1) == 0) {
-        bits >>= 1;
-        ++count;
-    }
-    return count;
-#endif
-}
+using bpe::count_trailing_zeros;  // bits.hpp
 
 #if defined(__SSE2__)
 // How many of the 16 bytes at `p` continue an ASCII run of class `cls` (letter, number or other).
@@ -160,7 +150,7 @@ inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
         in_class = _mm_andnot_si128(_mm_or_si128(_mm_or_si128(letter, digit), space), ascii);
     }
     const unsigned stops = ~unsigned(_mm_movemask_epi8(in_class)) | 0x10000u;
-    return unsigned(__builtin_ctz(stops));
+    return count_trailing_zeros(stops);
 }
 #endif
 
@@ -385,15 +375,7 @@ inline ScannerPath scanner_path() noexcept {
 
 namespace detail {
 
-inline unsigned count_leading_zeros(uint64_t bits) {  // bits != 0
-#if defined(__GNUC__)
-    return unsigned(__builtin_clzll(bits));
-#else
-    unsigned count = 0;
-    for (uint64_t top = uint64_t(1) << 63; (bits & top) == 0; top >>= 1) ++count;
-    return count;
-#endif
-}
+using bpe::count_leading_zeros;  // bits.hpp
 
 // The pre-tokens of a block the block path decided, one on_pretoken call each.
 template <typename OnPretoken>

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bpe_merge.hpp"  // WordCounts
+#include "word_counts.hpp"
 
 namespace bpe {
 
@@ -48,19 +48,6 @@ WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::s
 // The same for a file, memory-mapped (it may be larger than memory).
 WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options = {}, CountReport* report = nullptr);
-
-// The hash count_words orders its words by; the same in every process of one build. Bytes from the
-// word up to `readable_end` (at or past its end) may be read, which makes short words cheaper.
-uint64_t canonical_word_hash(std::string_view word, const char* readable_end);
-inline uint64_t canonical_word_hash(std::string_view word) {
-    return canonical_word_hash(word, word.data() + word.size());
-}
-
-// Which of `num_slices` (below 2**32) slices a word belongs to, from the high half of its canonical
-// hash: the same for every table, and slices are ranges of count_words' order.
-inline size_t word_slice_of_hash(uint64_t hash, size_t num_slices) {
-    return size_t(((hash >> 32) * num_slices) >> 32);
-}
 
 // Counts several texts into one set of tables (one per thread), kept between calls: the byte
 // ranges of one cluster task cost one table, not one each. The counts of all texts given, in any

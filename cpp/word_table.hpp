@@ -16,8 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "bits.hpp"
 #include "huge_pages.hpp"
-#include "pretokenize.hpp"  // count_trailing_zeros, count_leading_zeros
+#include "pretokenize.hpp"
 
 namespace bpe {
 namespace word_table {
@@ -236,13 +237,6 @@ static_assert(sizeof(WordSlot) == 32, "two slots per cache line");
 
 inline uint32_t check_of(uint64_t hash) { return uint32_t(hash >> 32); }
 
-inline void prefetch_for_write(const void* address) {
-#if defined(__GNUC__)
-    __builtin_prefetch(address, 1);
-#else
-    (void)address;
-#endif
-}
 
 // Lookups land on random slots, so a big table is on transparent huge pages (huge_pages.hpp).
 using SlotBuffer = HugePageArray<WordSlot>;

@@ -17,8 +17,8 @@ cdef extern from "omp_shim.hpp" namespace "bpe" nogil:
     int omp_default_threads() noexcept
 
 
-# bpe_merge.hpp: word counts in, merges out (bpe_v6, and bpe_v7 after its counting).
-cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
+# word_counts.hpp: the table counting makes, count files hold and the merge loop trains on.
+cdef extern from "word_counts.hpp" namespace "bpe" nogil:
     cdef cppclass WordCounts:
         string bytes
         vector[uint64_t] offsets
@@ -27,6 +27,9 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
         void reserve(size_t num_words, size_t num_bytes) except +
         size_t size()
 
+
+# bpe_merge.hpp: word counts in, merges out (bpe_v6, and bpe_v7 after its counting).
+cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
     ctypedef pair[string, string] Merge
     size_t kDefaultPrunePairs
     size_t kDefaultParallelWords
