@@ -9,6 +9,17 @@ Timed: the counting phase only (`count_words` / `count_words_from_iterator`, the
 in memory for the list, generator and Arrow table), the best of `--repeats` runs (other work on the
 machine only ever makes a run slower). `gzip -dc` and `zstd -dc` into /dev/null are timed too when
 those programs exist: a compressed input cannot be counted faster than it decompresses.
+
+    python scripts/bench_ingest.py --peers --repeats 3   # whole training against gigatoken, per format
+
+With `--peers`, instead: whole training (count + merge, `train_bpe` with `--threads` workers) against
+gigatoken's `train_bpe` (RAYON_NUM_THREADS set to the same count) at `--vocab-size`, on every input that
+gigatoken's trainer reads (a path to a text or Parquet file, `TextFileSource` for .gz/.zst,
+`JsonlFileSource`, `ParquetFileSource`; it takes no Python iterator). Each run is a fresh process, ours
+and gigatoken's alternating, best of `--repeats`; peak RSS is the whole process's. The merges are then
+compared: ours across formats, gigatoken's across formats, and ours against gigatoken's (it breaks ties
+its own way: the first difference is checked to be a tie). gigatoken is imported only with `--peers`;
+without it the comparison is skipped with a note.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import argparse
 import gzip
 import json
 import os
+import pickle
 import platform
 import resource
 import shutil
@@ -28,6 +40,16 @@ from pathlib import Path
 
 SPECIAL = "<|endoftext|>"
 KINDS = ["plain file", "list of str", "generator of str", "pyarrow table", "parquet (snappy)", ".gz", ".zst"]
+# The inputs gigatoken's train_bpe reads (0.10: bytes, a path, or a Text/Jsonl/ParquetFileSource).
+PEER_KINDS = ["plain file", ".gz", ".zst", "jsonl", ".jsonl.gz", "parquet (snappy)"]
+PEER_FILES = {
+    "plain file": "corpus.txt",
+    ".gz": "corpus.txt.gz",
+    ".zst": "corpus.txt.zst",
+    "jsonl": "corpus.jsonl",
+    ".jsonl.gz": "corpus.jsonl.gz",
+    "parquet (snappy)": "corpus.parquet",
+}
 
 
 def cpu_model() -> str:
@@ -71,6 +93,17 @@ def prepare(corpus: Path, work: Path) -> dict[str, Path]:
     return files
 
 
+def prepare_jsonl(work: Path) -> None:
+    """The documents as JSON lines, `{"text": ...}` per document, plain and gzip (for `--peers`)."""
+    jsonl, jsonl_gz = work / PEER_FILES["jsonl"], work / PEER_FILES[".jsonl.gz"]
+    if not jsonl.exists():
+        documents = (work / "corpus.txt").read_text(encoding="utf-8").split(SPECIAL)
+        lines = "".join(json.dumps({"text": document}, ensure_ascii=False) + "\n" for document in documents)
+        jsonl.write_bytes(lines.encode("utf-8"))
+    if not jsonl_gz.exists():
+        jsonl_gz.write_bytes(gzip.compress(jsonl.read_bytes(), compresslevel=6))
+
+
 def measure_one(kind: str, work: Path, threads: int) -> dict[str, float]:
     """One counting run in this process: seconds, and peak memory before and after counting."""
     from cs336_bpe import count_words, count_words_from_iterator
@@ -107,6 +140,162 @@ def run_isolated(kind: str, work: Path, threads: int) -> dict[str, float]:
     return json.loads(output.strip().splitlines()[-1])
 
 
+def train_one(kind: str, trainer: str, work: Path, threads: int, vocab_size: int, save: Path | None) -> dict:
+    """One whole training (count + merge) in this process: seconds and the process's peak memory."""
+    path = work / PEER_FILES[kind]
+    started = time.perf_counter()
+    if trainer == "gigatoken":
+        import gigatoken
+
+        if kind == "plain file":
+            source: object = path  # memory-mapped, split at the separator
+        elif kind in (".gz", ".zst"):
+            source = gigatoken.TextFileSource([path], separator=SPECIAL)  # compression from the extension
+        elif kind in ("jsonl", ".jsonl.gz"):
+            source = gigatoken.JsonlFileSource([path], field="text")
+        else:
+            source = gigatoken.ParquetFileSource([path], column="text")
+        vocab, merges = gigatoken.train_bpe(source, vocab_size, [SPECIAL])
+    else:
+        from cs336_bpe import train_bpe
+
+        vocab, merges = train_bpe(path, vocab_size, [SPECIAL], num_workers=threads)
+    seconds = time.perf_counter() - started
+    # VmHWM, not ru_maxrss: Linux carries the parent's ru_maxrss over fork and exec into the child.
+    status = Path("/proc/self/status").read_text() if Path("/proc/self/status").exists() else ""
+    high = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+    peak = int(high[0]) * 1024 if high else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if save is not None:
+        save.write_bytes(pickle.dumps([(bytes(a), bytes(b)) for a, b in merges]))
+    return {"seconds": seconds, "peak_rss": peak, "vocab": len(vocab), "merges": len(merges)}
+
+
+def run_training(kind: str, trainer: str, work: Path, threads: int, vocab_size: int, save: Path | None) -> dict:
+    command = [sys.executable, __file__, "--train-one", kind, "--trainer", trainer, "--work", str(work)]
+    command += ["--threads", str(threads), "--vocab-size", str(vocab_size)]
+    if save is not None:
+        command += ["--save-merges", str(save)]
+    environment = dict(os.environ, RAYON_NUM_THREADS=str(threads))  # gigatoken's pool, else every core
+    output = subprocess.run(command, check=True, capture_output=True, text=True, env=environment).stdout
+    # gigatoken prints progress on stdout; the result is the line that starts with RESULT.
+    line = next(line for line in reversed(output.splitlines()) if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def pair_count(words: dict[bytes, int], merges: list[tuple[bytes, bytes]], pair: tuple[bytes, bytes]) -> int:
+    """How often `pair` occurs once `merges` are applied to the counted words (the words holding it only)."""
+    joined, total = pair[0] + pair[1], 0
+    for word, count in words.items():
+        if joined not in word:
+            continue
+        parts = [bytes([byte]) for byte in word]
+        for first, second in merges:
+            if first not in parts:
+                continue
+            merged, index = [], 0
+            while index < len(parts):
+                if index + 1 < len(parts) and parts[index] == first and parts[index + 1] == second:
+                    merged.append(first + second)
+                    index += 2
+                else:
+                    merged.append(parts[index])
+                    index += 1
+            parts = merged
+        total += count * sum(1 for left, right in zip(parts, parts[1:]) if (left, right) == pair)
+    return total
+
+
+def load_merges(work: Path) -> dict[tuple[str, str], list[tuple[bytes, bytes]]]:
+    return {
+        (trainer, kind): pickle.loads((work / f"merges-{trainer}-{PEER_KINDS.index(kind)}.pkl").read_bytes())
+        for trainer in ("ours", "gigatoken")
+        for kind in PEER_KINDS
+    }
+
+
+def compare_merges(work: Path, threads: int) -> None:
+    """Ours across formats, gigatoken's across formats, and ours against gigatoken's."""
+    loaded = load_merges(work)
+    for trainer in ("ours", "gigatoken"):
+        reference = loaded[(trainer, "plain file")]
+        differ = [kind for kind in PEER_KINDS if loaded[(trainer, kind)] != reference]
+        print(
+            f"merges   {trainer}: every format equals the plain file"
+            if not differ
+            else f"merges   {trainer}: DIFFER from its plain file for {', '.join(differ)} (not the same training)"
+        )
+    ours, theirs = loaded[("ours", "plain file")], loaded[("gigatoken", "plain file")]
+    first = next((index for index, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
+    if first is None and len(ours) == len(theirs):
+        print(f"merges   ours == gigatoken's ({len(ours)} merges)")
+        return
+    if first is None:
+        print(f"merges   ours and gigatoken's agree on {min(len(ours), len(theirs))} merges, then differ in length")
+        return
+    from cs336_bpe import count_words
+
+    words = count_words(work / "corpus.txt", [SPECIAL], num_threads=threads).counts
+    words = {word if isinstance(word, bytes) else word.encode("utf-8"): count for word, count in words.items()}
+    before = ours[:first]
+    ours_count, theirs_count = pair_count(words, before, ours[first]), pair_count(words, before, theirs[first])
+    verdict = "a tie, broken differently" if ours_count == theirs_count else "NOT a tie"
+    print(
+        f"merges   ours and gigatoken's first differ at merge {first}: ours {ours[first]} ({ours_count}), "
+        f"gigatoken {theirs[first]} ({theirs_count}): {verdict}; {len(set(ours) & set(theirs))} of "
+        f"{len(ours)} merges shared. CS336 takes the lexicographically greatest pair; gigatoken's tie_breaking "
+        "options ('huggingface' default, 'raw_token_ids', 'assembled_bytes') all take a smallest one"
+    )
+
+
+def peers(args: argparse.Namespace, work: Path) -> None:
+    """Whole training, ours against gigatoken, on every input gigatoken's trainer reads."""
+    try:
+        import gigatoken  # noqa: F401  (only whether it imports; the runs import it in their own processes)
+    except ImportError as error:
+        print(f"gigatoken cannot be imported ({error}; pip install gigatoken): skipping the side-by-side training")
+        return
+    prepare_jsonl(work)
+    size = (work / "corpus.txt").stat().st_size
+    print(f"corpus   {args.corpus.name}: {size / 1e6:.1f} MB of text, documents split at {SPECIAL}")
+    print(
+        f"cpu      {cpu_model()} ({os.cpu_count()} cores); {args.threads} threads each; vocab {args.vocab_size}; "
+        f"best of {args.repeats}, ours and gigatoken alternating, each run a fresh process"
+    )
+    print(
+        f"command  python scripts/bench_ingest.py --peers --threads {args.threads} --repeats {args.repeats} "
+        f"--vocab-size {args.vocab_size}"
+    )
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for repeat in range(args.repeats):
+        for kind in PEER_KINDS:
+            order = ("ours", "gigatoken") if (repeat + PEER_KINDS.index(kind)) % 2 == 0 else ("gigatoken", "ours")
+            for trainer in order:
+                save = work / f"merges-{trainer}-{PEER_KINDS.index(kind)}.pkl" if repeat == 0 else None
+                runs.setdefault((trainer, kind), []).append(
+                    run_training(kind, trainer, work, args.threads, args.vocab_size, save)
+                )
+    loaded = load_merges(work)
+    # "= plain": that run's merges equal the same trainer's on the plain file (else it trained on other data).
+    print(
+        f"\n{'input':<18} {'ours s':>7} {'giga s':>7} {'ours/giga':>9} {'ours MB':>8} {'giga MB':>8} {'ours/giga':>9}"
+        f"  {'ours = plain':>12} {'giga = plain':>12}"
+    )
+    for kind in PEER_KINDS:
+        same = {
+            trainer: "yes" if loaded[(trainer, kind)] == loaded[(trainer, "plain file")] else "NO"
+            for trainer in ("ours", "gigatoken")
+        }
+        ours, theirs = runs[("ours", kind)], runs[("gigatoken", kind)]
+        ours_s, theirs_s = min(run["seconds"] for run in ours), min(run["seconds"] for run in theirs)
+        ours_mb, theirs_mb = min(run["peak_rss"] for run in ours) / 1e6, min(run["peak_rss"] for run in theirs) / 1e6
+        print(
+            f"{kind:<18} {ours_s:>7.2f} {theirs_s:>7.2f} {ours_s / theirs_s:>9.2f} "
+            f"{ours_mb:>8.0f} {theirs_mb:>8.0f} {ours_mb / theirs_mb:>9.2f}  {same['ours']:>12} {same['gigatoken']:>12}"
+        )
+    print()
+    compare_merges(work, args.threads)
+
+
 def time_command(command: list[str], repeats: int) -> float | None:
     if shutil.which(command[0]) is None:
         return None
@@ -126,13 +315,29 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3, help="runs per format; the best is shown")
+    parser.add_argument(
+        "--peers", action="store_true", help="whole training against gigatoken, every format it reads (slower)"
+    )
+    parser.add_argument("--vocab-size", type=int, default=10_000, help="for --peers")
     parser.add_argument("--one", choices=KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--train-one", choices=PEER_KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--trainer", choices=["ours", "gigatoken"], help=argparse.SUPPRESS)
+    parser.add_argument("--save-merges", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure_one(args.one, args.work, args.threads)))
         return
+    if args.train_one:
+        result = train_one(args.train_one, args.trainer, args.work, args.threads, args.vocab_size, args.save_merges)
+        print("RESULT " + json.dumps(result))
+        return
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     files = prepare(args.corpus, work)
+    if args.peers:
+        peers(args, work)
+        if args.work is None:
+            shutil.rmtree(work)
+        return
     size = files["plain file"].stat().st_size
     print(f"corpus   {args.corpus.name}: {size / 1e6:.1f} MB of text, documents split at {SPECIAL}")
     print(f"cpu      {cpu_model()} ({os.cpu_count()} cores); {args.threads} counting threads; best of {args.repeats}")
