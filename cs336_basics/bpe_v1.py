@@ -12,13 +12,13 @@ from collections import defaultdict
 from os import PathLike
 
 from ._common import Merges, WordCountDict, count_words, merge_word, read_corpus
-from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
+from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 
 def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
-    options: CountOptions = DEFAULT_OPTIONS,
+    options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
 ) -> WordCountDict:
     """Word counts of the whole file, counted in this process (`options` do not apply)."""

@@ -17,7 +17,7 @@ from os import PathLike
 from ._common import BPEInputError, WordCountDict, check_input_file, count_words, decode_utf8, find_chunk_boundaries
 from .backend import resolve_parallelism
 from .bpe_v2 import merge
-from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
+from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -40,7 +40,7 @@ def _count_chunk(path: str, start: int, end: int, special_tokens: list[str]) -> 
 def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
-    options: CountOptions = DEFAULT_OPTIONS,
+    options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
 ) -> WordCountDict:
     path = check_input_file(input_path)

@@ -20,7 +20,7 @@ from os import PathLike
 from . import _merge_cpp, _native
 from ._common import Merges, WordCountDict, check_input_file
 from .backend import effective_num_threads, openmp_enabled
-from .phases import DEFAULT_OPTIONS, CountOptions, Report, ignore_progress
+from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -42,7 +42,7 @@ def _warn_once_without_openmp() -> None:
 def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
-    options: CountOptions = DEFAULT_OPTIONS,
+    options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
 ) -> _native.NativeWordCounts:
     """Word counts held in C++, counted on `options.num_workers` threads in chunks of about

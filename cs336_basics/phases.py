@@ -29,7 +29,7 @@ def ignore_progress(done: int) -> None:
 
 
 @dataclass(frozen=True)
-class CountOptions:
+class CountParallelism:
     """How to parallelize pre-tokenization; no option changes the result.
 
     `num_workers`: processes (bpe_v3 ... bpe_v6) or threads (bpe_v7), scikit-learn's convention:
@@ -41,7 +41,7 @@ class CountOptions:
     num_chunks: int | None = None
 
     @classmethod
-    def from_keywords(cls, options: dict[str, object]) -> CountOptions:
+    def from_keywords(cls, options: dict[str, object]) -> CountParallelism:
         """The options passed to `train` as keywords, checked: unknown names and bad values raise."""
         known = {"num_workers", "num_chunks"}
         unknown = sorted(set(options) - known)
@@ -57,14 +57,14 @@ class CountOptions:
         return cls(num_workers=num_workers, num_chunks=num_chunks)  # type: ignore[arg-type]
 
 
-DEFAULT_OPTIONS = CountOptions()
+DEFAULT_OPTIONS = CountParallelism()
 
 
 class TrainerVersion(Protocol):
     """What every `bpe_vN` module provides."""
 
     def pretokenize_and_count(
-        self, input_path: Path, special_tokens: list[str], options: CountOptions = ..., report: Report = ...
+        self, input_path: Path, special_tokens: list[str], options: CountParallelism = ..., report: Report = ...
     ) -> Any:
         """Word counts of the file, special tokens split out and not counted; `report(bytes)`."""
         ...

@@ -28,7 +28,7 @@ from ._common import (
     check_vocab_size,
 )
 from .backend import NativeUnavailable, chosen_trainer, load_native
-from .phases import CountOptions, TrainerVersion
+from .phases import CountParallelism, TrainerVersion
 from .progress import progress_bar
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def train(
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
-    `phases.CountOptions`: `num_workers`, `num_chunks`; they never change the result.
+    `phases.CountParallelism`: `num_workers`, `num_chunks`; they never change the result.
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
@@ -211,7 +211,7 @@ def train(
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     source = inspect_input(input_path, format, text_field)
-    count_options = CountOptions.from_keywords(options)
+    count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
     if not source.in_place:
@@ -354,7 +354,7 @@ def train_bpe_from_counts(
 def _count_words_of(
     paths: list[str],
     specials: list[str],
-    options: CountOptions,
+    options: CountParallelism,
     progress: bool,
     format: str | None,
     text_field: str,
@@ -417,7 +417,7 @@ def train_from_iterator(
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    count_options = CountOptions.from_keywords(options)
+    count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from cs336_basics import bpe_v7
 from cs336_basics.cluster import count_words_on_cluster
 from cs336_basics.counting import count_words
-from cs336_basics.phases import CountOptions
+from cs336_basics.phases import CountParallelism
 
 
 def split_at_documents(corpus: Path, num_files: int, directory: Path, special: bytes) -> list[Path]:
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--special", default="<|endoftext|>")
     args = parser.parse_args()
     specials = [args.special]
-    options = CountOptions(num_workers=args.workers)
+    options = CountParallelism(num_workers=args.workers)
     size = args.corpus.stat().st_size
     from distributed import Client, LocalCluster
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, train
-from cs336_basics.phases import CountOptions
+from cs336_basics.phases import CountParallelism
 from cs336_basics.trainers import REGISTRY, load_trainer
 
 TEXT = "low lower lowest<|endoftext|> newer wider new\n" * 40
@@ -40,7 +40,8 @@ def test_every_version_checks_options_the_same_way(trainer: str, corpus: Path, o
 def test_phases_report_their_work(trainer: str, corpus: Path) -> None:
     version = load_trainer(trainer)
     counted: list[int] = []
-    word_counts = version.pretokenize_and_count(corpus, ["<|endoftext|>"], CountOptions(num_workers=1), counted.append)
+    options = CountParallelism(num_workers=1)
+    word_counts = version.pretokenize_and_count(corpus, ["<|endoftext|>"], options, counted.append)
     assert sum(counted) == corpus.stat().st_size
     merged: list[int] = []
     merges = version.merge(word_counts, 15, merged.append)
