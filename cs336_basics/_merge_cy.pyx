@@ -101,7 +101,7 @@ cdef class PairIndex:
         if listed.empty() or listed.back() != index:
             listed.push_back(index)
 
-    cdef void merge(self, Pair pair):
+    cdef void apply_merge(self, Pair pair):
         """Apply one merge; `changed` then holds the pairs whose counts changed, with by how much."""
         cdef int32_t new_token = <int32_t>self.token_bytes.size()
         cdef vector[int32_t] touched, merged
@@ -254,7 +254,7 @@ def merge(
     merges = []
     while done < wanted and heap.pop_best(&best):
         merges.append((index.token_bytes[left_of(best)], index.token_bytes[right_of(best)]))
-        index.merge(best)
+        index.apply_merge(best)
         heap.update()
         done += 1
         if progress is not None and done - reported >= PROGRESS_EVERY:

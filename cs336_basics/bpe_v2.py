@@ -45,7 +45,7 @@ class PairIndex:
         top = max(self.pair_counts.values())
         return max((pair for pair, count in self.pair_counts.items() if count == top), key=self.rank)
 
-    def merge(self, pair: Pair) -> tuple[tuple[bytes, bytes], set[Pair]]:
+    def apply_merge(self, pair: Pair) -> tuple[tuple[bytes, bytes], set[Pair]]:
         """Apply one merge; return it as bytes, and the pairs whose counts changed."""
         left, right = pair
         new_token = len(self.token_bytes)
@@ -78,7 +78,7 @@ def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_p
     for _ in range(num_merges):
         if not index.pair_counts:
             break
-        merged, _ = index.merge(index.best_pair())
+        merged, _ = index.apply_merge(index.best_pair())
         merges.append(merged)
         report(1)
     return merges

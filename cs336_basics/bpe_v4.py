@@ -73,7 +73,7 @@ def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_p
         best = heap.pop_best()
         if best is None:
             break
-        merged, changed = index.merge(best)
+        merged, changed = index.apply_merge(best)
         merges.append(merged)
         heap.update(changed)
         report(1)
