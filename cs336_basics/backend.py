@@ -182,8 +182,10 @@ def threads_that_fit(threads: int) -> int:
     except ImportError:  # not on this platform: no such limit to respect
         return threads
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:  # the usual case: nothing to read
+        return threads
     used = _address_space_bytes()
-    if soft == resource.RLIM_INFINITY or used is None:
+    if used is None:
         return threads
     per_thread = _thread_stack_bytes() + _THREAD_MARGIN_BYTES
     # The calling thread is one of the team: a team of n starts n - 1 threads.

@@ -100,9 +100,7 @@ class ClusterTaskError(RuntimeError):
 
 
 def _task_error(error: BaseException, retries: int) -> ClusterTaskError:
-    first_line = (str(error).strip().splitlines() or [""])[0]
-    what = f"{type(error).__name__}: {first_line}"
-    return ClusterTaskError(f"a task failed on the cluster (after {retries} retries): {what}")
+    return ClusterTaskError(f"a task failed on the cluster (after {retries} retries): {_one_line(error)}")
 
 
 def _import_distributed():

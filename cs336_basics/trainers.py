@@ -217,8 +217,14 @@ def train(
     if not source.in_place:
 
         def count() -> WordCounts:
-            return _count_words_of(
-                [source.path], specials, count_options, progress, source.format, text_field, skip_bad_records
+            return count_inputs(
+                [source.path],
+                specials,
+                num_threads=count_options.num_workers,
+                progress=progress,
+                format=source.format,
+                text_field=text_field,
+                skip_bad_records=skip_bad_records,
             )
 
         return train_after_counting(count, vocab_size, specials, trainer=name, progress=progress)[0]
@@ -348,29 +354,7 @@ def train_bpe_from_counts(
 
 
 # ---------------------------------------------------------------------------------------------
-# Training from documents and streamed files: counted by `word_counts`, merged by the version
-
-
-def _count_words_of(
-    paths: list[str],
-    specials: list[str],
-    options: CountParallelism,
-    progress: bool,
-    format: str | None,
-    text_field: str,
-    skip_bad_records: bool,
-) -> WordCounts:
-    from .counting import count_words
-
-    return count_words(
-        paths,
-        specials,
-        num_threads=options.num_workers,
-        progress=progress,
-        format=format,
-        text_field=text_field,
-        skip_bad_records=skip_bad_records,
-    )
+# Training from documents and streamed files: counted by `counting`, merged by the version
 
 
 def train_after_counting(
