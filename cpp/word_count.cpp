@@ -351,8 +351,8 @@ bool WordCounter::keeps_documents_apart(std::string_view separator) const {
 
 namespace {
 
-// A task of count_documents: the whole documents [first, last), or bytes [begin, end) of the data
-// when one document is large enough to be cut into chunks of its own.
+// A task of count_apart: the whole documents [first, last), or positions [begin, end) of one document
+// large enough to be cut into chunks of its own.
 struct DocumentTask {
     size_t first, last;
     size_t begin, end;
@@ -372,22 +372,32 @@ std::vector<size_t> checked_offsets(const void* raw, size_t count, size_t data_s
     return ends;
 }
 
-}  // namespace
+// Documents laid out as an Arrow string array: bytes [ends[i], ends[i + 1]) of one buffer.
+struct ArrowLayout {
+    const char* data;
+    const std::vector<size_t>& ends;
+    std::string_view at(size_t index) const { return {data + ends[index], ends[index + 1] - ends[index]}; }
+    // The documents of a run lie back to back: bytes up to the run's end may be read past a word.
+    const char* readable_end(size_t /*index*/, size_t last) const { return data + ends[last]; }
+};
 
-bool WordCounter::count_documents(const char* data, size_t data_size, const void* offsets, int offset_bytes,
-                                  size_t count, std::string_view separator, std::string_view refused) {
-    if (count == 0) return true;
-    if (offset_bytes != 4 && offset_bytes != 8) throw std::invalid_argument("documents: offsets are 4 or 8 bytes");
-    if (!keeps_documents_apart(separator)) {
-        throw std::invalid_argument("documents: the separator does not keep documents apart; join them instead");
-    }
-    const std::vector<size_t> ends = offset_bytes == 4 ? checked_offsets<int32_t>(offsets, count, data_size)
-                                                       : checked_offsets<int64_t>(offsets, count, data_size);
-    std::vector<ThreadCounts>& per_thread = state_->per_thread;
+// Documents each in its own buffer (Python objects): nothing past a document's end may be read.
+struct ScatteredLayout {
+    const std::string_view* documents;
+    std::string_view at(size_t index) const { return documents[index]; }
+    const char* readable_end(size_t index, size_t /*last*/) const { return documents[index].data() + documents[index].size(); }
+};
+
+// Counts documents [0, count) of `layout` each on its own, on the counter's threads. `ends`: where each
+// document starts and ends in the documents placed back to back (separators left out), the positions
+// that tasks and errors speak in. InvalidUtf8Error gives the offset in the text joined by `separator`.
+template <typename Layout>
+bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& special, const CountOptions& options,
+                 const Layout& layout, const std::vector<size_t>& ends, size_t count, std::string_view separator,
+                 std::string_view refused) {
     const int threads = int(per_thread.size());
     const size_t total = ends[count] - ends[0];
-    const size_t chunk_bytes =
-        state_->options.chunk_bytes > 0 ? state_->options.chunk_bytes : piece_chunk_bytes(total, threads);
+    const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes : piece_chunk_bytes(total, threads);
 
     // Runs of whole documents of about chunk_bytes; a document of more than two chunks is cut into chunks
     // of its own (its ends are safe cuts: the separator keeps documents apart).
@@ -397,8 +407,7 @@ bool WordCounter::count_documents(const char* data, size_t data_size, const void
         const size_t size = ends[index + 1] - ends[index];
         if (size > 2 * chunk_bytes) {
             if (run_start < index) tasks.push_back({run_start, index, 0, 0});
-            const std::string_view document(data + ends[index], size);
-            const std::vector<size_t> cuts = chunk_boundaries(document, state_->special, chunk_bytes, threads);
+            const std::vector<size_t> cuts = chunk_boundaries(layout.at(index), special, chunk_bytes, threads);
             for (size_t cut = 0; cut + 1 < cuts.size(); ++cut) {
                 tasks.push_back({index, index + 1, ends[index] + cuts[cut], ends[index] + cuts[cut + 1]});
             }
@@ -410,23 +419,23 @@ bool WordCounter::count_documents(const char* data, size_t data_size, const void
     }
     if (run_start < count) tasks.push_back({run_start, count, 0, 0});
 
-    std::atomic<size_t> first_invalid{kValidUtf8};  // an offset in `data`
+    std::atomic<size_t> first_invalid{kValidUtf8};  // a position in `ends`' terms
     std::atomic<bool> holds_refused{false};
     parallel_for(tasks.size(), threads, [&](size_t task_index) {
         const DocumentTask& task = tasks[task_index];
         ThreadCounts& counts = per_thread[size_t(omp_thread_id())];
         if (task.end > task.begin) {  // a chunk of one large document
-            const std::string_view chunk(data + task.begin, task.end - task.begin);
+            const std::string_view chunk = layout.at(task.first).substr(task.begin - ends[task.first], task.end - task.begin);
             if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
-            count_chunk(chunk, task.begin, state_->special, counts, first_invalid);
+            count_chunk(chunk, task.begin, special, counts, first_invalid);
             if (!counts.table_sized) counts.reserve_for(chunk.size(), total / size_t(threads));
             return;
         }
-        counts.readable_end = data + ends[task.last];
         for (size_t index = task.first; index < task.last; ++index) {
-            const std::string_view document(data + ends[index], ends[index + 1] - ends[index]);
+            const std::string_view document = layout.at(index);
+            counts.readable_end = layout.readable_end(index, task.last);
             if (!refused.empty() && document.find(refused) != std::string_view::npos) holds_refused = true;
-            const size_t invalid = count_pieces(document, state_->special, counts);
+            const size_t invalid = count_pieces(document, special, counts);
             if (invalid != kValidUtf8) {
                 note_invalid(ends[index] + invalid, first_invalid);
                 break;
@@ -436,12 +445,38 @@ bool WordCounter::count_documents(const char* data, size_t data_size, const void
         if (!counts.table_sized) counts.reserve_for(ends[task.last] - ends[task.first], total / size_t(threads));
     });
     if (first_invalid.load() != kValidUtf8) {
-        // The offset in the documents joined by the separator, as in the text they stand for.
-        const size_t offset = first_invalid.load();
-        const size_t document = size_t(std::upper_bound(ends.begin(), ends.end(), offset) - ends.begin()) - 1;
-        throw InvalidUtf8Error(offset - ends[0] + std::min(document, count - 1) * separator.size());
+        const size_t position = first_invalid.load();
+        const size_t document = size_t(std::upper_bound(ends.begin(), ends.end(), position) - ends.begin()) - 1;
+        throw InvalidUtf8Error(position - ends[0] + std::min(document, count - 1) * separator.size());
     }
     return !holds_refused.load();
+}
+
+}  // namespace
+
+bool WordCounter::count_documents(const char* data, size_t data_size, const void* offsets, int offset_bytes,
+                                  size_t count, std::string_view separator, std::string_view refused) {
+    if (count == 0) return true;
+    if (offset_bytes != 4 && offset_bytes != 8) throw std::invalid_argument("documents: offsets are 4 or 8 bytes");
+    if (!keeps_documents_apart(separator)) {
+        throw std::invalid_argument("documents: the separator does not keep documents apart; join them instead");
+    }
+    const std::vector<size_t> ends = offset_bytes == 4 ? checked_offsets<int32_t>(offsets, count, data_size)
+                                                       : checked_offsets<int64_t>(offsets, count, data_size);
+    return count_apart(state_->per_thread, state_->special, state_->options, ArrowLayout{data, ends}, ends, count,
+                       separator, refused);
+}
+
+bool WordCounter::count_scattered_documents(const std::string_view* documents, size_t count,
+                                            std::string_view separator, std::string_view refused) {
+    if (count == 0) return true;
+    if (!keeps_documents_apart(separator)) {
+        throw std::invalid_argument("documents: the separator does not keep documents apart; join them instead");
+    }
+    std::vector<size_t> ends(count + 1, 0);
+    for (size_t index = 0; index < count; ++index) ends[index + 1] = ends[index] + documents[index].size();
+    return count_apart(state_->per_thread, state_->special, state_->options, ScatteredLayout{documents}, ends, count,
+                       separator, refused);
 }
 
 WordCounts WordCounter::take(bool canonical_order) {

@@ -76,6 +76,9 @@ public:
     // gives the offset in the joined text.
     bool count_documents(const char* data, size_t data_size, const void* offsets, int offset_bytes, size_t count,
                          std::string_view separator, std::string_view refused);
+    // The same for documents that each lie in their own buffer (`documents[i]`), none read past its end.
+    bool count_scattered_documents(const std::string_view* documents, size_t count, std::string_view separator,
+                                   std::string_view refused);
     // The counts so far, and the counter emptied. `canonical_order`: words in count_words' order;
     // otherwise in table order, which skips sorting (for tables that will only be added up).
     WordCounts take(bool canonical_order);

@@ -82,6 +82,9 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
             const char* data, size_t data_size, const void* offsets, int offset_bytes, size_t count,
             string_view separator, string_view refused
         ) except +
+        cbool count_scattered_documents(
+            const string_view* documents, size_t count, string_view separator, string_view refused
+        ) except +
         WordCounts take(cbool canonical_order) except +
         vector[WordCounts] take_slices(size_t num_slices) except +
 

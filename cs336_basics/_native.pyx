@@ -13,8 +13,12 @@ from collections.abc import Callable, Iterable
 from pickle import PickleBuffer
 
 cimport cs336_basics._libbpe as lib
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object text)  # its characters are then its UTF-8 bytes, at PyUnicode_DATA
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.bytes cimport PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DATA, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.stdint cimport uint64_t
 from libcpp cimport bool as cbool
 from libcpp.string cimport string
@@ -284,6 +288,49 @@ cdef class WordCounter:
                 text.data(), text.size(), offset_data, offset_bytes, count, separator_view, refused_view
             )
         return kept
+
+    def count_texts(self, list texts not None, separator: str, refused: str = "") -> tuple:
+        """Counts the documents of `texts`, each a str or UTF-8 bytes (bytearray, memoryview), as the
+        text in which they are joined by `separator`, each read where it lies: an ASCII str's
+        characters and a bytes object's buffer as they are, any other str encoded (or buffer copied)
+        once, with the GIL; counting releases it. Needs
+        keeps_documents_apart(separator). Returns (False when a document holds `refused` (when not
+        empty), the documents' UTF-8 bytes in all). TypeError: an item that is neither; ValueError:
+        invalid UTF-8 (the offset in the joined text) or a str that cannot be encoded (a lone
+        surrogate)."""
+        cdef Py_ssize_t count = len(texts)
+        cdef vector[string_view] views
+        cdef list encoded = []  # the encodings made here live until counted
+        cdef size_t content = 0
+        cdef object text
+        views.reserve(count)
+        for text in texts:
+            if isinstance(text, str):
+                if PyUnicode_IS_ASCII(text):
+                    views.push_back(string_view(<const char*>PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)))
+                else:
+                    text = PyUnicode_AsUTF8String(text)
+                    encoded.append(text)
+                    views.push_back(string_view(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text)))
+            elif isinstance(text, bytes):
+                views.push_back(string_view(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text)))
+            elif isinstance(text, (bytearray, memoryview)):
+                text = bytes(text)
+                encoded.append(text)
+                views.push_back(string_view(PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text)))
+            else:
+                raise TypeError(f"a document is a {type(text).__name__}, not str")
+            content += views.back().size()
+        cdef bytes encoded_separator = separator.encode("utf-8")
+        cdef bytes encoded_refused = refused.encode("utf-8")
+        cdef string_view separator_view = view_of(encoded_separator)
+        cdef string_view refused_view = view_of(encoded_refused)
+        cdef cbool kept
+        with nogil:
+            kept = self.counter.get().count_scattered_documents(
+                views.data(), views.size(), separator_view, refused_view
+            )
+        return kept, content
 
     def take(self, canonical_order: bool = False) -> NativeWordCounts:
         """The counts so far (the counter starts again empty): in count_words' canonical order, or

@@ -270,6 +270,68 @@ def test_arrow_documents_holding_the_private_separator_are_refused() -> None:
         count_words_from_iterator(pyarrow.array(["a", f"b{DOCUMENT_SEPARATOR}c"]), [])
 
 
+@pytest.mark.parametrize("specials", [["<|endoftext|>"], ["<|eot|>", "<|e"], [], ["aba"], ["<s>", "x<s"]])
+def test_python_documents_read_in_place_equal_the_joined_text(specials: list[str]) -> None:
+    """str (ASCII, read where it lies, and not), bytes, bytearray and memoryview items, and one document
+    long enough to be cut into chunks of its own, count as the text they make when joined."""
+    long_document = "".join(f"word{index % 997} é{index % 13}\n" for index in range(120_000))  # over 1 MB
+    documents = DOCUMENTS + ["ab", "a", "aba", "", "x", "<s>y", "ab", "x<s", ">", long_document, "tail"]
+    if specials:
+        expected = count_words_in_text(specials[0].join(documents), specials)
+    else:
+        expected = Counter()
+        for document in documents:
+            expected.update(count_words_in_text(document, []))
+    encoded = [document.encode("utf-8") for document in documents]
+    kinds = [list(documents), encoded, [bytearray(item) for item in encoded], [memoryview(item) for item in encoded]]
+    mixed = [kind[index % len(kinds)] for index, kind in enumerate(zip(*kinds))]  # every kind in one batch
+    for source in [*kinds, mixed]:
+        for batch_bytes in (1, 97, 1 << 20):
+            counted = count_words_from_iterator(iter(source), specials, batch_bytes=batch_bytes)
+            assert dict(counted.counts) == dict(expected), (type(source[0]), batch_bytes)
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 1 << 20])
+def test_bad_documents_are_named_in_any_batch(batch_bytes: int) -> None:
+    good = [f"document {index} é" for index in range(60)]
+    with pytest.raises(TypeError, match="document 41 is a float, not str"):
+        count_words_from_iterator([*good[:41], 4.5, *good[41:]], SPECIAL, batch_bytes=batch_bytes)
+    with pytest.raises(BPEInputError, match="document 50 is not valid UTF-8"):
+        count_words_from_iterator([*good[:50], b"ok \xc3(", *good[50:]], SPECIAL, batch_bytes=batch_bytes)
+    with pytest.raises(BPEInputError, match="document 7 is not valid Unicode text"):
+        count_words_from_iterator([*good[:7], "lone \ud800", *good[7:]], SPECIAL, batch_bytes=batch_bytes)
+
+    from cs336_basics.counting import DOCUMENT_SEPARATOR
+
+    with pytest.raises(BPEInputError, match="internal document separator"):
+        count_words_from_iterator([*good, f"b{DOCUMENT_SEPARATOR}c"], [], batch_bytes=batch_bytes)
+
+
+def test_counting_thread_errors_reach_the_caller_and_no_thread_outlives_it(monkeypatch) -> None:
+    """The documents are counted on a second thread while the caller's thread batches the next ones:
+    an error there is raised in the caller, and an error in the caller's iterable stops that thread."""
+    from cs336_basics import counting
+
+    def alive() -> list[str]:
+        return [thread.name for thread in threading.enumerate() if thread.name == "cs336-count-behind"]
+
+    def failing_iterable():
+        yield from DOCUMENTS
+        raise RuntimeError("the caller's source failed")
+
+    with pytest.raises(RuntimeError, match="the caller's source failed"):
+        count_words_from_iterator(failing_iterable(), SPECIAL, batch_bytes=64)
+    assert alive() == []
+
+    def failing_feed(counter, item):
+        raise OSError("counting failed")
+
+    monkeypatch.setattr(counting, "_feed", failing_feed)
+    with pytest.raises(OSError, match="counting failed"):
+        count_words_from_iterator(iter(DOCUMENTS * 50), SPECIAL, batch_bytes=64)
+    assert alive() == []
+
+
 _BOUNDED_MEMORY_CHILD = """
 import resource, sys
 from cs336_basics import count_words_from_iterator
