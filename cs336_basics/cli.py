@@ -46,7 +46,7 @@ from .command_line import (
 )
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
-from .formats import expand_inputs
+from .formats import expand_inputs, inspect_input, is_url
 from .serialization import OutputDirectory
 from .trainers import TrainingResult, peak_rss_bytes
 
@@ -171,8 +171,12 @@ def train_from_sources(
     if args.counts:
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
     else:
-        where = f"counted on {args.cluster}" if args.cluster else "read as concatenated"
-        described = f"{len(data)} file(s), {human_bytes(counts.source_bytes)}, {where}"
+        where = f", counted on {args.cluster}" if args.cluster else ""
+        if len(data) == 1:
+            described = f"{data[0]} ({human_bytes(counts.source_bytes)} of text{where})"
+        else:
+            where = where or ", read as concatenated"
+            described = f"{len(data)} files, {human_bytes(counts.source_bytes)} of text{where}"
     return result, described
 
 
@@ -216,11 +220,11 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             elif not args.counts:
                 sources = args.data = expand_inputs(args.data)
                 for source in sources:
-                    if "://" not in source and Path(source).is_symlink() and not Path(source).exists():
+                    if not is_url(source) and Path(source).is_symlink() and not Path(source).exists():
                         # A loop or a dangling link: "does not exist" would send the user looking elsewhere.
                         print(f"error: {broken_link_message(source, 'training file')}", file=sys.stderr)
                         return EXIT_BAD_INPUT
-                    if "://" not in source and not Path(source).exists():
+                    if not is_url(source) and not Path(source).exists():
                         where = "" if Path(source).is_absolute() else f" (looked in {Path.cwd()})"
                         advice = MISSING_DATA_HELP.format(
                             path=source, where=where, prog=how_invoked(), trainer=args.trainer, out=args.out_dir
@@ -228,7 +232,8 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                         print(advice, file=sys.stderr)
                         return EXIT_BAD_INPUT
                 data = Path(sources[0])
-            if args.counts or args.cluster or (args.data and len(args.data) > 1):
+            urls = any(is_url(source) for source in args.data or [])
+            if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
                 sources = args.data or ([str(data)] if data else [])
                 result, described = train_from_sources(args, trainer, sources, options.get("num_workers"))
             else:
@@ -242,6 +247,10 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                     data, largest, args.special, trainer=trainer, progress=not args.quiet, **formats, **options
                 )
                 described = f"{data} ({human_bytes(data.stat().st_size)})"
+                if not args.demo:
+                    kind = inspect_input(data, args.format, args.text_field)
+                    if not kind.in_place:  # the size on disk is not the text's
+                        described = f"{data} ({human_bytes(data.stat().st_size)} of {kind.describe()})"
             interrupts.check()
             # Each size's set is prepared (exports included) before any is written, so a failed export
             # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.

@@ -59,7 +59,16 @@ from .counting import (
     plan_count_tasks,
     task_size,
 )
-from .formats import BLOCK_BYTES, BadRecords, InputFile, inspect_input, iter_document_bytes, jsonl_ranges, read_blocks
+from .formats import (
+    BLOCK_BYTES,
+    BadRecords,
+    InputFile,
+    inspect_input,
+    iter_document_bytes,
+    jsonl_ranges,
+    parquet_file,
+    read_blocks,
+)
 from .phases import Report
 from .progress import progress_bar
 from .word_counts import (
@@ -344,7 +353,7 @@ def count_words_on_cluster(
     (`counting.count_tasks`'s signature). The words are added up in `slices` independent trees
     of `fan_in` tables per addition (None: one per worker).
 
-    Local compressed, JSON-lines and Parquet inputs (`format`, `text_field`, `skip_bad_records` as in
+    Compressed, JSON-lines and Parquet inputs, local or URLs (`format`, `text_field`, `skip_bad_records` as in
     `count_words`) are counted by `_count_streamed_on_cluster`: Parquet row groups and byte ranges of
     JSON lines (cut at newlines) are tasks; a compressed file is one task (a compressed stream cannot
     be split)."""
@@ -357,15 +366,10 @@ def count_words_on_cluster(
         if value is not None and value < 1:
             raise BPEInputError(f"{name} must be positive, got {value}")
     paths = [os.fspath(path) for path in paths]
-    local = [inspect_input(path, format, text_field) for path in paths if "://" not in path]
-    if not all(source.in_place for source in local):
-        if len(local) < len(paths):
-            raise BPEInputError(
-                "URLs are read as uncompressed text only: count them apart from compressed, JSON-lines or "
-                "Parquet inputs, and add the count files"
-            )
+    sources = [inspect_input(path, format, text_field, storage_options=storage_options) for path in paths]
+    if not all(source.in_place for source in sources):
         return _count_streamed_on_cluster(
-            client, local, specials, text_field, skip_bad_records, range_bytes, progress, retries, fan_in, slices
+            client, sources, specials, text_field, skip_bad_records, range_bytes, progress, retries, fan_in, slices
         )
     total_bytes = input_bytes(paths, storage_options)
     if total_bytes == 0:
@@ -485,13 +489,13 @@ def _plan_stream_parts(sources: list[InputFile], range_bytes: int, single: bool)
     safe cuts), each compressed file of documents whole, uncompressed JSON lines by `range_bytes`
     ranges, Parquet by row groups of about `range_bytes`. `single`: one task for everything."""
     if single:
-        return [StreamPart(tuple(sources), None, sum(os.path.getsize(source.path) for source in sources))]
+        return [StreamPart(tuple(sources), None, sum(source.size() for source in sources))]
     parts: list[StreamPart] = []
     run: list[InputFile] = []
 
     def end_run() -> None:
         if run:
-            parts.append(StreamPart(tuple(run), None, sum(os.path.getsize(source.path) for source in run)))
+            parts.append(StreamPart(tuple(run), None, sum(source.size() for source in run)))
             run.clear()
 
     for source in sources:
@@ -500,12 +504,11 @@ def _plan_stream_parts(sources: list[InputFile], range_bytes: int, single: bool)
             continue
         end_run()
         if source.format == "jsonl" and source.compression is None:
-            ranges = jsonl_ranges(source.path, range_bytes)
+            ranges = jsonl_ranges(source, range_bytes)
             parts += [StreamPart((source,), (start, end), end - start) for start, end in ranges]
         elif source.format == "parquet":
-            import pyarrow.parquet as parquet
-
-            metadata = parquet.ParquetFile(source.path).metadata
+            with parquet_file(source) as file:
+                metadata = file.metadata
             group: list[int] = []
             group_bytes = 0
             for index in range(metadata.num_row_groups):
@@ -517,7 +520,7 @@ def _plan_stream_parts(sources: list[InputFile], range_bytes: int, single: bool)
             if group:
                 parts.append(StreamPart((source,), tuple(group), group_bytes))
         else:
-            parts.append(StreamPart((source,), None, os.path.getsize(source.path)))
+            parts.append(StreamPart((source,), None, source.size()))
     end_run()
     return parts
 
@@ -598,7 +601,7 @@ def _count_streamed_on_cluster(
     # documents with such tokens, or pathological special tokens, are counted as one task.
     single = not documents_split_cleanly(tokens)
     num_workers = max(1, len(client.scheduler_info().get("workers", {})))
-    total = sum(os.path.getsize(source.path) for source in sources)
+    total = sum(source.size() for source in sources)
     if range_bytes is None:
         range_bytes = max(1 << 20, min(RANGE_BYTES, total // (4 * num_workers) + 1))
     parts = _plan_stream_parts(sources, range_bytes, single)

@@ -49,8 +49,10 @@ from .formats import (
     documents_of,
     encoded_documents,
     inspect_input,
+    is_url,
     iter_document_bytes,
     read_blocks,
+    url_filesystem,
 )
 from .progress import progress_bar
 from .word_counts import CountTable, WordCounts, _native_module, add_count_tables, add_tables, split_table
@@ -96,23 +98,10 @@ class Segment:
 CountTask = tuple[Segment, ...]
 
 
-def is_url(path: str) -> bool:
-    return "://" in path
-
-
-def _url_filesystem(path: str, storage_options: Mapping[str, object] | None):
-    """fsspec's file system and path for a URL."""
-    try:
-        import fsspec
-    except ImportError:
-        raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
-    return fsspec.core.url_to_fs(path, **(storage_options or {}))
-
-
 def _read_range(path: str, start: int, end: int, storage_options: Mapping[str, object] | None) -> bytes:
     """Bytes `start:end` of an input that planning has already checked."""
     if is_url(path):
-        fs, fs_path = _url_filesystem(path, storage_options)
+        fs, fs_path = url_filesystem(path, storage_options)
         return fs.cat_file(fs_path, start=start, end=end)
     with open(path, "rb") as file:
         file.seek(start)
@@ -126,7 +115,7 @@ class _Source:
         self.path = path
         self.storage_options = storage_options
         if is_url(path):
-            fs, fs_path = _url_filesystem(path, storage_options)
+            fs, fs_path = url_filesystem(path, storage_options)
             if not fs.exists(fs_path):
                 raise BPEInputError(f"training file not found: {path}")
             self.size = int(fs.size(fs_path))
@@ -433,7 +422,7 @@ def count_words(
     Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
     pure-Python one; the result is the same either way and for every `task_bytes`.
 
-    Local files may also be compressed, JSON lines or Parquet (see `formats.py`; `format` forces
+    Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `formats.py`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
     (`_StreamCounter`): a file of documents counts as its documents joined by the first special
     token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
@@ -442,14 +431,9 @@ def count_words(
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     path_list = _as_path_list(paths)
-    local = [inspect_input(path, format, text_field) for path in path_list if not is_url(path)]
-    if not all(source.in_place for source in local):
-        if len(local) < len(path_list):
-            raise BPEInputError(
-                "URLs are read as uncompressed text only: count them apart from compressed, JSON-lines or "
-                "Parquet inputs, and add the count files"
-            )
-        return _count_streamed(local, specials, num_threads, progress, text_field, skip_bad_records)
+    sources = [inspect_input(path, format, text_field, storage_options=storage_options) for path in path_list]
+    if not all(source.in_place for source in sources):
+        return _count_streamed(sources, specials, num_threads, progress, text_field, skip_bad_records)
     tasks = plan_count_tasks(path_list, specials, task_bytes=task_bytes, storage_options=storage_options)
     source_bytes = sum(map(task_size, tasks))
     with progress_bar(progress, source_bytes, "count", "B", unit_scale=True) as report:
@@ -983,7 +967,7 @@ def _count_streamed(
     text_field: str,
     skip_bad_records: bool = False,
 ) -> WordCounts:
-    """The counts of local files, some compressed or of documents, read one after another: each file
+    """The counts of files, some compressed or of documents, read one after another: each file
     is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`)."""
     documents = any(source.format != "text" for source in sources)
     counter = _StreamCounter(specials, num_threads, documents=documents)

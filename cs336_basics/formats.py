@@ -34,8 +34,8 @@ import json
 import lzma
 import os
 import zlib
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -52,6 +52,7 @@ __all__ = [
     "encoded_documents",
     "expand_inputs",
     "inspect_input",
+    "is_url",
     "iter_document_bytes",
     "jsonl_ranges",
     "iter_documents",
@@ -107,14 +108,44 @@ def compression_of(head: bytes) -> str | None:
     return None
 
 
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> tuple[Any, str]:
+    """fsspec's file system and path for a URL."""
+    try:
+        import fsspec
+    except ImportError:
+        raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
+    return fsspec.core.url_to_fs(path, **(storage_options or {}))
+
+
 @dataclass(frozen=True)
 class InputFile:
-    """A local input file and how to read it: `format` is text, jsonl or parquet; `compression` is
-    None or the compressed format of the file's bytes."""
+    """An input file (a local path or an fsspec URL, read with `storage_options`) and how to read it:
+    `format` is text, jsonl or parquet; `compression` is None or the compressed format of its bytes."""
 
     path: str
     format: str
     compression: str | None = None
+    storage_options: Mapping[str, object] | None = field(default=None, compare=False)
+
+    def open(self) -> BinaryIO:
+        """The file's (compressed) bytes, from the start."""
+        if not is_url(self.path):
+            return open(self.path, "rb")
+        fs, fs_path = url_filesystem(self.path, self.storage_options)
+        try:
+            return fs.open(fs_path, "rb")
+        except OSError as error:
+            raise BPEInputError(f"cannot read {self.path}: {error}") from None
+
+    def size(self) -> int:
+        if not is_url(self.path):
+            return os.path.getsize(self.path)
+        fs, fs_path = url_filesystem(self.path, self.storage_options)
+        return int(fs.size(fs_path))
 
     @property
     def in_place(self) -> bool:
@@ -139,16 +170,36 @@ def _name_without_compression(path: str) -> str:
     return lowered
 
 
+def _url_head(path: str, storage_options: Mapping[str, object] | None, what: str) -> bytes:
+    fs, fs_path = url_filesystem(path, storage_options)
+    try:
+        if not fs.exists(fs_path):
+            raise BPEInputError(f"{what} not found: {path}")
+        with fs.open(fs_path, "rb") as file:
+            return file.read(16)
+    except OSError as error:
+        raise BPEInputError(f"cannot read {path}: {error}") from None
+
+
 def inspect_input(
-    path: str | os.PathLike, format: str | None = None, text_field: str = "text", what: str = "training file"
+    path: str | os.PathLike,
+    format: str | None = None,
+    text_field: str = "text",
+    what: str = "training file",
+    storage_options: Mapping[str, object] | None = None,
 ) -> InputFile:
-    """What a local input file is: its compression from its magic bytes; its format from `format`
-    when given, else Parquet's magic or a `.parquet` name, a `.jsonl`/`.ndjson` name (compressed
-    too), else text. A text file (by name) whose first non-empty line is a JSON object with a
-    string `text_field` is refused, saying how to choose."""
+    """What an input file (local, or an fsspec URL read with `storage_options`) is: its compression
+    from its magic bytes; its format from `format` when given, else Parquet's magic or a `.parquet`
+    name, a `.jsonl`/`.ndjson` name (compressed too), else text. A text file (by name) whose first
+    non-empty line is a JSON object with a string `text_field` is refused, saying how to choose."""
     _check_format(format)
-    checked, head = check_regular_file(path, what, allow_empty=True, head_bytes=16)
-    name = os.fspath(checked)
+    if is_url(os.fspath(path)):
+        name = os.fspath(path)
+        head = _url_head(name, storage_options, what)
+    else:
+        checked, head = check_regular_file(path, what, allow_empty=True, head_bytes=16)
+        name = os.fspath(checked)
+        storage_options = None
     compression = compression_of(head)
     if format is None:
         if head.startswith(_PARQUET_MAGIC) or name.lower().endswith(".parquet"):
@@ -156,11 +207,11 @@ def inspect_input(
         elif _name_without_compression(name).endswith(_JSONL_SUFFIXES):
             format = "jsonl"
         else:
-            _refuse_json_lines_as_text(InputFile(name, "text", compression), text_field)
+            _refuse_json_lines_as_text(InputFile(name, "text", compression, storage_options), text_field)
             format = "text"
     if format == "parquet" and compression is not None:
         raise BPEInputError(f"{name} is {compression}-compressed; Parquet files compress inside, decompress it first")
-    return InputFile(name, format, compression)
+    return InputFile(name, format, compression, storage_options)
 
 
 def _refuse_json_lines_as_text(source: InputFile, text_field: str) -> None:
@@ -225,9 +276,9 @@ class _CountingReader(io.RawIOBase):
     bytes through it, so an error can name how far into the compressed file it came (within one
     of the decompressor's reads, at most a few hundred KB)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, source: InputFile) -> None:
         super().__init__()
-        self._file = open(path, "rb")
+        self._file = source.open()
         self.position = 0
 
     def readable(self) -> bool:
@@ -321,7 +372,7 @@ def read_blocks(source: InputFile, block_bytes: int = BLOCK_BYTES) -> Iterator[b
     errors = _decompression_errors()
     offset = 0
     try:
-        raw = _CountingReader(source.path)
+        raw = _CountingReader(source)
     except OSError as error:
         raise BPEInputError(f"cannot read {source.path}: {error.strerror or error}") from None
     with raw, _open_decompressed(source, raw) as stream:
@@ -329,7 +380,7 @@ def read_blocks(source: InputFile, block_bytes: int = BLOCK_BYTES) -> Iterator[b
             try:
                 block = stream.read(block_bytes)
             except errors as error:
-                size = os.fstat(raw._file.fileno()).st_size
+                size = source.size()
                 where = (
                     f"near compressed byte {raw.position:,} of {size:,}, after {offset:,} decompressed bytes"
                     if source.compression
@@ -387,7 +438,7 @@ def _json_lines(
     def bad(why: str) -> None:
         line = line_number
         if byte_range is not None and byte_range[0] > 0:
-            line += _lines_before(source.path, byte_range[0])  # only on this rare path: it reads the file
+            line += _lines_before(source, byte_range[0])  # only on this rare path: it reads the file
         message = f"{source.path}:{line}: {why}"
         if skipped is None:
             raise BPEInputError(message)
@@ -412,7 +463,7 @@ def _json_lines(
         except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
             return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
 
-    blocks = read_blocks(source) if byte_range is None else _range_blocks(source.path, *byte_range)
+    blocks = read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range)
     for block in blocks:
         lines = (pending + block).split(b"\n")
         pending = lines.pop()  # the last line may go on in the next block
@@ -428,10 +479,10 @@ def _json_lines(
             yield text
 
 
-def _lines_before(path: str, offset: int) -> int:
+def _lines_before(source: InputFile, offset: int) -> int:
     """How many lines end before byte `offset` of a file (for a range's error message)."""
     count = 0
-    with open(path, "rb") as file:
+    with source.open() as file:
         while offset > 0:
             block = file.read(min(offset, BLOCK_BYTES))
             if not block:
@@ -441,8 +492,8 @@ def _lines_before(path: str, offset: int) -> int:
     return count
 
 
-def _range_blocks(path: str, start: int, end: int) -> Iterator[bytes]:
-    with open(path, "rb") as file:
+def _range_blocks(source: InputFile, start: int, end: int) -> Iterator[bytes]:
+    with source.open() as file:
         file.seek(start)
         while start < end:
             block = file.read(min(BLOCK_BYTES, end - start))
@@ -452,13 +503,13 @@ def _range_blocks(path: str, start: int, end: int) -> Iterator[bytes]:
             yield block
 
 
-def jsonl_ranges(path: str, range_bytes: int) -> list[tuple[int, int]]:
+def jsonl_ranges(source: InputFile, range_bytes: int) -> list[tuple[int, int]]:
     """An uncompressed JSON-lines file cut into byte ranges of about `range_bytes`, each ending just
     after a newline (or at the end of the file), so every record lies in one range."""
-    size = os.path.getsize(path)
+    size = source.size()
     ranges = []
     start = 0
-    with open(path, "rb") as file:
+    with source.open() as file:
         while start < size:
             end = start + range_bytes
             if end >= size:
@@ -480,34 +531,43 @@ def jsonl_ranges(path: str, range_bytes: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def parquet_file(source: InputFile) -> Any:
+    """A `pyarrow.parquet.ParquetFile` of the input (a URL through an fsspec file object)."""
+    _optional("pyarrow", "pyarrow", f"{source.path} is Parquet; reading it")
+    import pyarrow.parquet as parquet
+
+    try:
+        return parquet.ParquetFile(source.open() if is_url(source.path) else source.path)
+    except BPEInputError:
+        raise
+    except Exception as error:  # pyarrow raises its own ArrowInvalid for a file that is not Parquet
+        raise BPEInputError(f"{source.path}: not a readable Parquet file ({error})") from None
+
+
 def _parquet_documents(
     source: InputFile, text_field: str, row_groups: Iterable[int] | None = None
 ) -> ArrowDocuments:
     """The `text_field` column of a Parquet file as UTF-8, read one row group at a time (`row_groups`:
     only these)."""
-    _optional("pyarrow", "pyarrow", f"{source.path} is Parquet; reading it")
-    import pyarrow
-    import pyarrow.parquet as parquet
-
-    try:
-        file = parquet.ParquetFile(source.path)
-    except Exception as error:  # pyarrow raises its own ArrowInvalid for a file that is not Parquet
-        raise BPEInputError(f"{source.path}: not a readable Parquet file ({error})") from None
-    columns = file.schema_arrow.names
+    with parquet_file(source) as file:
+        columns = file.schema_arrow.names
+        groups = range(file.num_row_groups) if row_groups is None else row_groups
     if text_field not in columns:
         raise BPEInputError(
             f"{source.path} has no column {text_field!r}; its columns: {', '.join(columns)} (choose with --text-field)"
         )
-    groups = range(file.num_row_groups) if row_groups is None else row_groups
 
     def columns_read() -> Iterator[Any]:
+        import pyarrow
+
         pool = pyarrow.default_memory_pool()
-        for group in groups:
-            # One thread: the counter has the cores (pyarrow's own pool would take them from it).
-            yield file.read_row_group(group, columns=[text_field], use_threads=False).column(0)
-            # mimalloc, pyarrow's default allocator, keeps freed pages: a row group's worth each time
-            # (measured: +129 MB peak counting real_mix's Parquet, +82 MB with this).
-            pool.release_unused()
+        with parquet_file(source) as file:
+            for group in groups:
+                # One thread: the counter has the cores (pyarrow's own pool would take them from it).
+                yield file.read_row_group(group, columns=[text_field], use_threads=False).column(0)
+                # mimalloc, pyarrow's default allocator, keeps freed pages: a row group's worth each time
+                # (measured: +129 MB peak counting real_mix's Parquet, +82 MB with this).
+                pool.release_unused()
 
     return ArrowDocuments(columns_read, f"{source.path} column {text_field!r}")
 

@@ -252,6 +252,25 @@ def test_streamed_formats_equal_the_local_count(client: Client, streamed_inputs,
         assert train_bpe_from_counts(counts, 300) == train_bpe_from_counts(expected, 300, trainer="bpe_v1")
 
 
+@pytest.mark.parametrize("kind", ["gzip text and text", "json lines", "mixed", "parquet"])
+def test_streamed_formats_as_urls(client: Client, streamed_inputs, kind: str) -> None:
+    """Compressed files, JSON lines and Parquet given as URLs (file:// goes through fsspec) count as the
+    local files do, here and on the cluster."""
+    pytest.importorskip("fsspec", reason="URLs need fsspec")
+    from cs336_basics import BPEInputError, count_words
+
+    if kind not in streamed_inputs:
+        pytest.skip("Parquet needs the optional pyarrow package")
+    paths = streamed_inputs[kind]
+    urls = [path.resolve().as_uri() for path in paths]
+    expected = count_words(paths, SPECIALS)
+    assert count_words(urls, SPECIALS) == expected
+    assert count_words_on_cluster(client, urls, SPECIALS, range_bytes=2_000, fan_in=2) == expected
+    missing = paths[0].resolve().with_name("missing.jsonl").as_uri()
+    with pytest.raises(BPEInputError, match="not found: file://"):
+        count_words([missing], SPECIALS)
+
+
 def test_json_line_ranges_name_the_file_line_and_skip(client: Client, tmp_path: Path, capsys) -> None:
     from cs336_basics import BPEInputError, count_words
 
