@@ -3,7 +3,7 @@ each Cython binding (one per concern) links it. OpenMP is used only when a probe
 really runs threads.
 
     cpp/*.cpp  --compiled once-->  libbpe.a  --linked by-->  _merge_cpp (bpe_v6's merge loop)
-                                                             _native    (bpe_v7's word counting)
+                                                             _count_cpp    (bpe_v7's word counting)
                                                              _encode    (the tokenizer's encoder)
     _merge_cy (bpe_v5) is Cython alone and needs no library.
 
@@ -175,7 +175,7 @@ def extensions() -> list[Extension]:
     bindings = [
         binding("_merge_cy", links_library=False),
         binding("_merge_cpp", links_library=True),
-        binding("_native", links_library=True),
+        binding("_count_cpp", links_library=True),
         binding("_encode", links_library=True),
     ]
     links = {extension.name: extension.links_library for extension in bindings}

@@ -1,6 +1,6 @@
 // The BPE merge loop (bpe_v6 on one thread, bpe_v7 on its threads after its own counting): word
 // counts in, merges out. Pure C++17 with no Python dependency; cs336_basics/_merge_cpp.pyx (counts
-// in a dict) and _native.pyx (counts in C++) are the bindings.
+// in a dict) and _count_cpp.pyx (counts in C++) are the bindings.
 #pragma once
 
 #include <cstddef>

@@ -24,8 +24,8 @@ if __name__ == "cs336_basics":
     _spec.loader.exec_module(_identity)
     _sys.modules[__name__] = _identity.adopt_canonical_name(__file__)
 else:
-    from ._common import BPEInputError
     from .backend import openmp_enabled
+    from .contract import BPEInputError
     from .counting import count_words, count_words_from_iterator
     from .tokenizer import Tokenizer
     from .trainers import (

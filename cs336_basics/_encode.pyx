@@ -13,7 +13,7 @@ cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
 from cpython.list cimport PyList_New
 from cpython.ref cimport PyObject
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport free, malloc
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 from libc.errno cimport errno
 from libc.stdint cimport uint16_t, uint32_t
@@ -154,12 +154,14 @@ cdef class NativeEncoder:
     cdef lib.Encoder* encoder
     cdef list ints  # ints[i] is i, for every id below SHARED_INTS_LIMIT
     cdef bint all_ids_shared  # every id has its int in `ints`
+    cdef vector[Py_ssize_t] uses  # encode_list's references per shared int, zero between calls
 
     def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots):
         largest = max(max(byte_ids), max([merged for _, _, merged in merges], default=0),
                       max([token_id for _, token_id in special_tokens], default=0))
         self.ints = list(range(min(largest + 1, SHARED_INTS_LIMIT)))
         self.all_ids_shared = largest < SHARED_INTS_LIMIT
+        self.uses.assign(len(self.ints), 0)
         cdef vector[uint32_t] c_byte_ids = byte_ids
         cdef vector[lib.MergeRule] c_merges
         cdef lib.MergeRule rule
@@ -218,20 +220,20 @@ cdef class NativeEncoder:
         cdef list result = PyList_New(<Py_ssize_t>count)
         cdef PyObject** items = PySequence_Fast_ITEMS(result)
         cdef PyObject* value
-        cdef Py_ssize_t* uses
+        cdef Py_ssize_t* uses = self.uses.data()
+        cdef uint32_t token
         if self.all_ids_shared:
-            # The list's references counted per id in a small array and added once per id: an
-            # increment per item would write to a different int object (32 bytes each) every time.
-            uses = <Py_ssize_t*>calloc(shared, sizeof(Py_ssize_t))
-            if uses == NULL:
-                raise MemoryError()
+            # The list's references counted per id in the encoder's array (zero between calls, the GIL
+            # held throughout) and added once per id: an increment per item would write to a different
+            # int object (32 bytes each) every time. No allocation per call, no pass over every id.
             for i in range(count):
                 items[i] = shared_ints[ids[i]]
                 uses[ids[i]] += 1
-            for i in range(shared):
-                if uses[i] != 0:
-                    Py_SET_REFCNT(shared_ints[i], Py_REFCNT(shared_ints[i]) + uses[i])
-            free(uses)
+            for i in range(count):
+                token = ids[i]
+                if uses[token] != 0:
+                    Py_SET_REFCNT(shared_ints[token], Py_REFCNT(shared_ints[token]) + uses[token])
+                    uses[token] = 0
             return result
         for i in range(count):
             if ids[i] < shared:

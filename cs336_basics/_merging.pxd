@@ -1,5 +1,5 @@
 # How a binding runs the C++ merge loop: argument checks, the GIL released, progress relayed, merges
-# back as bytes. Inline, so bpe_v6's binding (_merge_cpp) and bpe_v7's (_native) each compile it
+# back as bytes. Inline, so bpe_v6's binding (_merge_cpp) and bpe_v7's (_count_cpp) each compile it
 # against the one library instead of one extension calling into the other.
 cimport cs336_basics._libbpe as lib
 from cs336_basics._progress cimport ProgressRelay, flush_progress, relay_progress, start_relay

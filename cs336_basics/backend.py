@@ -8,8 +8,8 @@ Environment variables (any value but "", "0", "false", "no" switches a flag on):
   CS336_REQUIRE_OPENMP     fail the build instead of falling back to one thread (read by `setup.py`)
   CS336_EXPECT_COMPILED    tests: fail, instead of skipping, when compiled code is missing
   CS336_ALLOW_NO_OPENMP    tests: accept a build without OpenMP
-  CS336_SCALAR_SCANNER     the native pre-tokenizer of `_native` takes its character-by-character path
-                           (read when `_native` is imported; tests run it on every path anyway)
+  CS336_SCALAR_SCANNER     the native pre-tokenizer of `_count_cpp` takes its character-by-character path
+                           (read when `_count_cpp` is imported; tests run it on every path anyway)
 
 `setup.py` cannot import the package (it is not built yet), so it loads this file on its own: this
 module imports nothing of the package at import time.
@@ -33,7 +33,7 @@ ALLOW_NO_OPENMP_ENV = "CS336_ALLOW_NO_OPENMP"
 NATIVE_MODULES = {
     "_merge_cy": "bpe_v5's merge loop (Cython)",
     "_merge_cpp": "bpe_v6's merge loop (C++)",
-    "_native": "bpe_v7's parallel word counting (C++, OpenMP)",
+    "_count_cpp": "bpe_v7's parallel word counting (C++, OpenMP)",
     "_encode": "the tokenizer's compiled encoder (C++)",
 }
 
@@ -99,7 +99,7 @@ def native_available(name: str) -> bool:
 def openmp_enabled() -> bool:
     """Whether the native word counter was built with OpenMP (False when it cannot load at all)."""
     try:
-        return bool(load_native("_native").openmp_enabled())
+        return bool(load_native("_count_cpp").openmp_enabled())
     except NativeUnavailable:
         return False
 
@@ -133,7 +133,7 @@ def effective_num_threads(requested: object = None) -> int:
     if not openmp_enabled():
         resolve_parallelism(requested, name="num_threads", default=1)
         return 1
-    default = int(load_native("_native").omp_default_threads())
+    default = int(load_native("_count_cpp").omp_default_threads())
     return threads_that_fit(resolve_parallelism(requested, name="num_threads", default=default))
 
 

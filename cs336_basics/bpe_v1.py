@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from os import PathLike
 
-from ._common import Merges, WordCountDict, count_words, merge_word, read_corpus
+from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 
@@ -23,7 +23,7 @@ def pretokenize_and_count(
 ) -> WordCountDict:
     """Word counts of the whole file, counted in this process (`options` do not apply)."""
     text = read_corpus(input_path)
-    counts = dict(count_words(text, special_tokens))
+    counts = dict(count_words_in_text(text, special_tokens))
     report(len(text.encode("utf-8")))
     return counts
 

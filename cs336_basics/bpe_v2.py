@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ._common import Merges, WordCountDict, merge_word
 from .bpe_v1 import pretokenize_and_count
+from .contract import Merges, WordCountDict, merge_word
 from .phases import Report, ignore_progress
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]

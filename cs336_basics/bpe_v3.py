@@ -2,7 +2,7 @@
 
 Once merges are incremental, pre-tokenization dominates: the `regex` package manages a few MB/s per
 core. v3 cuts the file into chunks at special-token starts (or, where a region has none, at
-whitespace boundaries that split no pre-token, see `_common.find_chunk_boundaries`), lets a pool
+whitespace boundaries that split no pre-token, see `contract.find_chunk_boundaries`), lets a pool
 of processes count each chunk, and adds the counters. The result does not depend on the number of
 workers or chunks; the merge loop is v2's.
 """
@@ -14,9 +14,16 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from os import PathLike
 
-from ._common import BPEInputError, WordCountDict, check_input_file, count_words, decode_utf8, find_chunk_boundaries
 from .backend import resolve_parallelism
 from .bpe_v2 import merge
+from .contract import (
+    BPEInputError,
+    WordCountDict,
+    check_input_file,
+    count_words_in_text,
+    decode_utf8,
+    find_chunk_boundaries,
+)
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -34,7 +41,7 @@ def _count_chunk(path: str, start: int, end: int, special_tokens: list[str]) -> 
         data = file.read(end - start)
     if len(data) != end - start:  # the file shrank since its chunks were planned
         raise BPEInputError(f"{path} changed while it was read")
-    return count_words(decode_utf8(data, offset=start), special_tokens)
+    return count_words_in_text(decode_utf8(data, offset=start), special_tokens)
 
 
 def pretokenize_and_count(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import heapq
 
-from ._common import Merges, WordCountDict
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
+from .contract import Merges, WordCountDict
 from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]

@@ -10,8 +10,8 @@ bpe_v3's parallel counting.
 from __future__ import annotations
 
 from . import _merge_cy
-from ._common import Merges, WordCountDict
 from .bpe_v3 import pretokenize_and_count
+from .contract import Merges, WordCountDict
 from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]

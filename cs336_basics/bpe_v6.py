@@ -13,8 +13,8 @@ ever be merged are pruned (exactly: if one could still win, every pair is counte
 from __future__ import annotations
 
 from . import _merge_cpp
-from ._common import Merges, WordCountDict
 from .bpe_v3 import pretokenize_and_count
+from .contract import Merges, WordCountDict
 from .phases import Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]

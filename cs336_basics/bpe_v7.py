@@ -17,9 +17,9 @@ import os
 import warnings
 from os import PathLike
 
-from . import _merge_cpp, _native
-from ._common import Merges, WordCountDict, check_input_file
+from . import _count_cpp, _merge_cpp
 from .backend import effective_num_threads, openmp_enabled
+from .contract import Merges, WordCountDict, check_input_file
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -44,7 +44,7 @@ def pretokenize_and_count(
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
-) -> _native.NativeWordCounts:
+) -> _count_cpp.NativeWordCounts:
     """Word counts held in C++, counted on `options.num_workers` threads in chunks of about
     size / `options.num_chunks` bytes (None: automatic)."""
     path = check_input_file(input_path)
@@ -53,11 +53,11 @@ def pretokenize_and_count(
     chunk_bytes = None
     if options.num_chunks:
         chunk_bytes = max(1, -(-path.stat().st_size // options.num_chunks))
-    return _native.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, report)
+    return _count_cpp.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, report)
 
 
 def merge(
-    word_counts: _native.NativeWordCounts | WordCountDict, num_merges: int, report: Report = ignore_progress
+    word_counts: _count_cpp.NativeWordCounts | WordCountDict, num_merges: int, report: Report = ignore_progress
 ) -> Merges:
     """The C++ merge loop on every thread, fed directly from the native word counts (a dict is
     converted first)."""

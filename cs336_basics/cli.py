@@ -30,7 +30,6 @@ import sys
 from pathlib import Path
 
 from . import TRAINERS, BPEInputError, TrainerUnavailable, train
-from ._common import MAX_WORKERS_PER_CORE, check_num_workers
 from .backend import threads_that_fit
 from .cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .command_line import (
@@ -44,6 +43,7 @@ from .command_line import (
     how_invoked,
     human_bytes,
 )
+from .contract import MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, inspect_input, is_url

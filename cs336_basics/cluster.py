@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ._common import GPT2_SPLIT_PATTERN, MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .backend import usable_cores
+from .contract import GPT2_SPLIT_PATTERN, MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .counting import (
     DOCUMENT_SEPARATOR,
     CountTask,

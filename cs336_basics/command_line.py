@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from ._common import ENDOFTEXT
+from .contract import ENDOFTEXT
 from .formats import FORMATS
 
 EXIT_FAILED = 1

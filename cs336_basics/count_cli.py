@@ -24,7 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-from ._common import BPEInputError, check_num_workers
 from .cluster import ClusterTaskError
 from .command_line import (
     EXIT_BAD_INPUT,
@@ -34,6 +33,7 @@ from .command_line import (
     add_special_tokens_argument,
     human_bytes,
 )
+from .contract import BPEInputError, check_num_workers
 from .formats import expand_inputs
 from .serialization import check_output_dir
 from .trainers import count_inputs

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import (
+from .backend import effective_num_threads
+from .contract import (
     _SCAN_BLOCK,
     _WHITESPACE_CUT,
     GPT2_SPLIT_PATTERN,
@@ -37,10 +38,9 @@ from ._common import (
     _whitespace_cut,
     check_special_tokens,
     check_text_file,
+    count_words_in_text,
     decode_utf8,
 )
-from ._common import count_words as count_words_in_text
-from .backend import effective_num_threads
 from .formats import (
     BLOCK_BYTES,
     ArrowDocuments,
@@ -76,7 +76,7 @@ LOCAL_TASK_BYTES = 256 << 20
 # Counting without the compiled module adds its tables up in groups of this many.
 _LOCAL_FAN_IN = 8
 # Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
-# to the block `_common.find_chunk_boundaries` scans.
+# to the block `contract.find_chunk_boundaries` scans.
 _FIRST_WINDOW = 1 << 12
 
 
@@ -130,7 +130,7 @@ class _Source:
 
 
 class _CutFinder:
-    """Safe cuts (see `_common.find_chunk_boundaries`) found by reading small windows of an input."""
+    """Safe cuts (see `contract.find_chunk_boundaries`) found by reading small windows of an input."""
 
     def __init__(self, source: _Source, tokens: list[bytes]) -> None:
         self.source = source
@@ -363,7 +363,7 @@ def count_tasks(
 ) -> CountTable | list[CountTable]:
     """The word counts of several tasks' bytes in one table (their sum), a pure function of its
     arguments (safe to retry); with `num_slices`, that table cut as `split_table` cuts it. With the
-    compiled module every task is counted into the same native table (`_native.WordCounter`), so a
+    compiled module every task is counted into the same native table (`_count_cpp.WordCounter`), so a
     batch of tasks costs one table, not one each, and it comes out in table order, unsorted (fit for
     adding up; `WordCounts` sorts it for a count file). A local range is memory-mapped with its pages
     released as they are counted; other tasks are read whole: memory is one task's bytes plus the
@@ -469,7 +469,7 @@ class _StreamCounter:
     document is kept apart by the separator (the first special token, else DOCUMENT_SEPARATOR).
 
     With the compiled module each block is counted by one `WordCounter` on `num_threads` threads,
-    the GIL released; without it by `_common.count_words`, added into one dict. Memory: the count
+    the GIL released; without it by `contract.count_words_in_text`, added into one dict. Memory: the count
     table plus a block (more only while the text has no safe cut at all)."""
 
     def __init__(

@@ -11,7 +11,7 @@ import os
 import random
 from pathlib import Path
 
-from ._common import ENDOFTEXT
+from .contract import ENDOFTEXT
 
 DEFAULT_DEMO_BYTES = 4_000_000
 

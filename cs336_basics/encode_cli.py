@@ -34,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ._common import BPEInputError, check_text_file
 from .command_line import InterruptHandling
+from .contract import BPEInputError, check_text_file
 from .progress import progress_bar
 from .serialization import check_output_dir
 from .tokenizer import Tokenizer

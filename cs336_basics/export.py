@@ -33,7 +33,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ._common import (
+from .contract import (
     ENDOFTEXT,
     GPT2_SPLIT_PATTERN,
     BPEInputError,

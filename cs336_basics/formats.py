@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ._common import BPEInputError, check_regular_file
+from .contract import BPEInputError, check_regular_file
 
 __all__ = [
     "DATA_EXTRA",

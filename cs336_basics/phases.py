@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._common import BPEInputError, Merges, check_num_workers
+from .contract import BPEInputError, Merges, check_num_workers
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
 Report = Callable[[int], object]

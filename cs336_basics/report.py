@@ -61,9 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._common import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from .backend import effective_num_threads
 from .command_line import InterruptHandling
+from .contract import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from .progress import progress_bar
 from .serialization import check_output_dir, read_run_info, write_atomically
 from .tokenizer import Tokenizer

@@ -46,7 +46,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ._common import BPEInputError, Merges, Vocab
+from .contract import BPEInputError, Merges, Vocab
 
 try:
     import fcntl

@@ -10,7 +10,7 @@
     ids = tokenizer.encode_file("big.txt")        # all cores; array('H') (or 'I' past 65,536 ids)
     batch = tokenizer.encode_batch(["one", "two"])  # a list of array('I'), on all cores
 
-Encoding follows the training contract (`_common.py`): split on special tokens (the longest wins
+Encoding follows the training contract (`contract.py`): split on special tokens (the longest wins
 where they overlap; each one becomes its own id), pre-tokenize every piece with the GPT-2 pattern,
 and within each pre-token apply merges as GPT-2 does: repeatedly merge every occurrence of the
 adjacent pair whose merge came first. Pre-tokens never interact, so their ids are cached.
@@ -33,7 +33,8 @@ from typing import BinaryIO
 
 import regex
 
-from ._common import (
+from .backend import NativeUnavailable, effective_num_threads, load_native
+from .contract import (
     GPT2_REGEX,
     BPEInputError,
     Merges,
@@ -45,7 +46,6 @@ from ._common import (
     special_token_ids,
     special_token_regex,
 )
-from .backend import NativeUnavailable, effective_num_threads, load_native
 from .serialization import load_tokenizer_files
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by

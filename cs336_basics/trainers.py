@@ -17,7 +17,8 @@ from os import PathLike
 from typing import TYPE_CHECKING
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from ._common import (
+from .backend import NativeUnavailable, chosen_trainer, load_native
+from .contract import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
     Merges,
@@ -27,7 +28,6 @@ from ._common import (
     check_special_tokens,
     check_vocab_size,
 )
-from .backend import NativeUnavailable, chosen_trainer, load_native
 from .phases import CountParallelism, TrainerVersion
 from .progress import progress_bar
 
@@ -74,7 +74,7 @@ REGISTRY: dict[str, Registered] = {
     "bpe_v4": Registered(lambda: bpe_v4),
     "bpe_v5": Registered(_load_bpe_v5, ("_merge_cy",)),
     "bpe_v6": Registered(_load_bpe_v6, ("_merge_cpp",)),
-    "bpe_v7": Registered(_load_bpe_v7, ("_native", "_merge_cpp"), merges_native_counts=True),
+    "bpe_v7": Registered(_load_bpe_v7, ("_count_cpp", "_merge_cpp"), merges_native_counts=True),
 }
 TRAINERS = tuple(REGISTRY)
 COMPILED_TRAINERS = frozenset(name for name, entry in REGISTRY.items() if entry.native_modules)

@@ -50,11 +50,11 @@ from pathlib import Path
 from pickle import PickleBuffer
 from typing import Any
 
-from ._common import (
+from .backend import NativeUnavailable, load_native
+from .contract import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
 )
-from .backend import NativeUnavailable, load_native
 
 __all__ = [
     "FORMAT_VERSION",
@@ -93,7 +93,7 @@ def _native_module():
     if not _LITTLE_ENDIAN:
         return None
     try:
-        return load_native("_native")
+        return load_native("_count_cpp")
     except NativeUnavailable:
         return None
 

@@ -157,7 +157,7 @@ def run_hf_tokenizers(path: Path, vocab_size: int) -> dict:
 def run_rustbpe(path: Path, vocab_size: int) -> dict:
     import rustbpe
 
-    from cs336_basics._common import GPT2_SPLIT_PATTERN
+    from cs336_basics.contract import GPT2_SPLIT_PATTERN
     from cs336_basics.trainers import peak_rss_bytes
 
     def documents():

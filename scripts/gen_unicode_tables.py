@@ -34,7 +34,7 @@ WORDS_PER_BLOCK = BLOCK_SIZE // CLASSES_PER_WORD
 
 # Class codes shared with cpp/pretokenize.hpp; "other" is 0 so the untabled tail needs nothing.
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
-# Compiled with the same (default) flags as the GPT-2 pattern in cs336_basics/_common.py.
+# Compiled with the same (default) flags as the GPT-2 pattern in cs336_basics/contract.py.
 CLASS_PATTERNS = {LETTER: r"\p{L}+", NUMBER: r"\p{N}+", SPACE: r"\s+"}
 PROVENANCE = "// Source:"
 

@@ -273,12 +273,12 @@ def test_as_the_submission(workspace: dict[str, Path]) -> None:
 INSTALLED_PICKLING = """\
 import pickle, sys
 import cs336_bpe
-from cs336_bpe import _native
+from cs336_bpe import _count_cpp
 counts = cs336_bpe.count_words([sys.argv[1]], ["<|endoftext|>"])
 again = pickle.loads(pickle.dumps(counts))
 assert again.counts == counts.counts and len(again) > 1000
-table = _native.count_words(sys.argv[1], ["<|endoftext|>"], 1)
-assert type(table).__module__ == "cs336_bpe._native", type(table).__module__
+table = _count_cpp.count_words(sys.argv[1], ["<|endoftext|>"], 1)
+assert type(table).__module__ == "cs336_bpe._count_cpp", type(table).__module__
 assert pickle.loads(pickle.dumps(table)).to_dict() == counts.counts
 print("pickled", len(counts))
 """

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 import cs336_basics.tokenizer as tokenizer_module
 from cs336_basics import BPEInputError, train_bpe
-from cs336_basics._common import ENDOFTEXT, GPT2_SPLIT_PATTERN
+from cs336_basics.contract import ENDOFTEXT, GPT2_SPLIT_PATTERN
 from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
 from cs336_basics.tokenizer import Tokenizer, native_available
 from tests.support import FIXTURES, REPO_ROOT, SHARED_CORPUS, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture
@@ -443,6 +443,23 @@ LONG_WORDS = " ".join(
     ]
 )
 long_word_text = st.lists(st.sampled_from([*FRAGMENTS, *LONG_WORDS.split(), " "]), max_size=30).map("".join)
+
+
+def test_encode_list_counts_the_shared_ints_references(gpt2: None) -> None:
+    """encode's list shares one int object per id and adds its references once per id per call:
+    each id's reference count grows by its occurrences while the list lives, and back after."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    tokenizer = gpt2_tokenizer("native")
+    text = "the cat sat on the mat, the end. " * 40 + "antidisestablishmentarianism"
+    ids = tokenizer.encode(text)
+    distinct = sorted(set(ids))
+    before = [sys.getrefcount(ids[ids.index(token)]) for token in distinct]
+    again = [tokenizer.encode(text) for _ in range(3)]
+    grown = [sys.getrefcount(ids[ids.index(token)]) for token in distinct]
+    assert [after - start for after, start in zip(grown, before)] == [3 * ids.count(token) for token in distinct]
+    del again
+    assert [sys.getrefcount(ids[ids.index(token)]) for token in distinct] == before
 
 
 @cache

@@ -58,7 +58,7 @@ def test_env_flags(monkeypatch: pytest.MonkeyPatch, value: str, on: bool) -> Non
 def test_openmp_was_not_silently_lost() -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    if not backend.native_available("_native"):
+    if not backend.native_available("_count_cpp"):
         pytest.skip("the native extension is not built")
     if env_flag(ALLOW_NO_OPENMP_ENV):
         pytest.skip(f"{ALLOW_NO_OPENMP_ENV} is set: this build may lack OpenMP")
@@ -109,9 +109,9 @@ def test_generated_sources_are_not_tracked() -> None:
 def test_counting_really_runs_on_several_threads() -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    if not backend.native_available("_native"):
+    if not backend.native_available("_count_cpp"):
         pytest.skip("the native extension is not built")
-    native = backend.load_native("_native")
+    native = backend.load_native("_count_cpp")
     if not openmp_enabled():
         if env_flag(ALLOW_NO_OPENMP_ENV):
             counts = native.count_words_in_buffer(b"a few words here\n" * 50_000, [], 2, 1 << 14)

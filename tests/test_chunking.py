@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics._common import count_words, find_chunk_boundaries
+from cs336_basics.contract import count_words_in_text, find_chunk_boundaries
 
 PIECES = ["word", " word", "w0rd", "42", " ", "  ", "\n", "\n\n", " \n", "é", "中", "'s", "!!", "\t", "\u3000",
           "<|endoftext|>", "<|endoftext|><|endoftext|>", "<|end"]
@@ -18,7 +18,7 @@ def chunked_counts(data: bytes, num_chunks: int, special_tokens: list[str]) -> t
     boundaries = find_chunk_boundaries(data, num_chunks, special_tokens)
     total: Counter = Counter()
     for start, end in zip(boundaries[:-1], boundaries[1:]):
-        total.update(count_words(data[start:end].decode("utf-8"), special_tokens))
+        total.update(count_words_in_text(data[start:end].decode("utf-8"), special_tokens))
     return total, boundaries
 
 
@@ -31,7 +31,7 @@ def chunked_counts(data: bytes, num_chunks: int, special_tokens: list[str]) -> t
 def test_chunks_count_like_the_whole(pieces: list[str], special_tokens: list[str], num_chunks: int) -> None:
     data = "".join(pieces).encode("utf-8")
     counts, boundaries = chunked_counts(data, num_chunks, special_tokens)
-    assert counts == count_words(data.decode("utf-8"), special_tokens)
+    assert counts == count_words_in_text(data.decode("utf-8"), special_tokens)
     assert boundaries[0] == 0 and boundaries[-1] == len(data)
     assert boundaries == sorted(set(boundaries))
     assert len(boundaries) - 1 <= num_chunks

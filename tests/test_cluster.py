@@ -13,8 +13,8 @@ pytest.importorskip("distributed", reason="Dask is an optional extra: pip instal
 from distributed import Client, LocalCluster  # noqa: E402
 
 from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noqa: E402
-from cs336_basics._common import count_words as count_words_in_text  # noqa: E402
 from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
+from cs336_basics.contract import count_words_in_text  # noqa: E402
 from cs336_basics.counting import count_tasks  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
 
@@ -134,13 +134,13 @@ def test_tables_travel_as_plain_data_that_pickles_under_the_installed_name() -> 
     assert isinstance(packed, bytes) and unpack_table(packed) == {b"ab": 2}
     if REFERENCE != "bpe_v7":
         pytest.skip("native tables are not built here")
-    from cs336_basics import _native
+    from cs336_basics import _count_cpp
 
-    table = _native.word_counts_from_arrays(b"abc", (3).to_bytes(4, sys.byteorder), (5).to_bytes(8, sys.byteorder))
+    table = _count_cpp.word_counts_from_arrays(b"abc", (3).to_bytes(4, sys.byteorder), (5).to_bytes(8, sys.byteorder))
     assert type(pack_table(table)) is TableArrays
     assert unpack_table(pickle.loads(pickle.dumps(pack_table(table)))).to_dict() == {b"abc": 5}
     # Compiled classes are named as installed, so pickle finds them in any process that has the package.
-    assert type(table).__module__ == "cs336_bpe._native"
+    assert type(table).__module__ == "cs336_bpe._count_cpp"
     assert pickle.loads(pickle.dumps(table)).to_dict() == {b"abc": 5}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics._common import ENDOFTEXT
+from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.encode_cli import main
 from cs336_basics.serialization import save_tokenizer
 from cs336_basics.tokenizer import Tokenizer, native_available

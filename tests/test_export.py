@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe
-from cs336_basics._common import ENDOFTEXT
 from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.demo import write_demo_corpus
 from cs336_basics.export import (
     DEFAULT_MODEL_MAX_LENGTH,

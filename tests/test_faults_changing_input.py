@@ -20,7 +20,7 @@ from tests.support import REPO_ROOT
 
 CHILD = """\
 import os, sys
-from cs336_basics import _native
+from cs336_basics import _count_cpp
 from cs336_basics.tokenizer import Tokenizer
 path, what = sys.argv[1], sys.argv[2]
 
@@ -30,7 +30,7 @@ def shrink(_):
 
 try:
     if what == "count":
-        _native.count_words(path, ["<|endoftext|>"], 1, 1 << 16, shrink)
+        _count_cpp.count_words(path, ["<|endoftext|>"], 1, 1 << 16, shrink)
     else:
         tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], native=True)
         tokenizer._native.encode_file(path, 1, 1 << 16, 4, -1, shrink)
@@ -66,10 +66,10 @@ def test_a_file_that_shrinks_while_it_is_read_is_an_error_not_a_crash(tmp_path: 
 def test_a_file_that_stays_put_reads_as_before(tmp_path: Path) -> None:
     if not trainer_status()["bpe_v7"].available:
         pytest.skip("the compiled extensions are not built")
-    from cs336_basics import _native
+    from cs336_basics import _count_cpp
 
     path = write_text(tmp_path / "still.txt")
-    assert _native.count_words(str(path), [], 1, 1 << 16).to_dict()[b" world"] == 300_000
+    assert _count_cpp.count_words(str(path), [], 1, 1 << 16).to_dict()[b" world"] == 300_000
 
 
 def test_the_cli_says_so_in_one_line(tmp_path: Path) -> None:

@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 import cs336_basics.serialization as serialization
 import cs336_basics.tokenizer as tokenizer_module
 from cs336_basics import BPEInputError, Tokenizer, bpe_v1, train_bpe
-from cs336_basics._common import (
+from cs336_basics.backend import usable_cores
+from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import (
     ENDOFTEXT,
     GPT2_REGEX,
     MAX_WORKERS_PER_CORE,
     check_num_workers,
     split_on_special_tokens,
 )
-from cs336_basics.backend import usable_cores
-from cs336_basics.cli import main as cli_main
 from cs336_basics.encode_cli import main as encode_main
 from cs336_basics.serialization import (
     LOCK_FILE,
@@ -112,7 +112,7 @@ def test_compressed_input_is_read_and_a_corrupt_one_refused_in_one_line(tmp_path
 
 
 def test_unreadable_input_is_one_line(corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    import cs336_basics._common as common
+    import cs336_basics.contract as contract
 
     real_open = open
 
@@ -121,7 +121,7 @@ def test_unreadable_input_is_one_line(corpus: Path, tmp_path: Path, monkeypatch,
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(common, "open", refusing_open, raising=False)
+    monkeypatch.setattr(contract, "open", refusing_open, raising=False)
     assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(corpus), "-q"]) == 2
     err = capsys.readouterr().err
     assert "cannot read training file" in err and "Permission denied" in err and "Traceback" not in err

@@ -23,9 +23,9 @@ import pytest
 
 import cs336_basics.cluster as cluster_module
 from cs336_basics import BPEInputError, Tokenizer
-from cs336_basics._common import MAX_WORKERS_PER_CORE
 from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import MAX_WORKERS_PER_CORE
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.serialization import LOCK_FILE, RUN_FILE, OutputDirectory, save_tokenizer
 from cs336_basics.word_counts import WordCountFileError, WordCounts

@@ -14,7 +14,7 @@ from cs336_basics import backend
 from cs336_basics.demo import write_demo_corpus
 from tests.support import REPO_ROOT
 
-if backend.pure_python_forced() or not backend.native_available("_native"):
+if backend.pure_python_forced() or not backend.native_available("_count_cpp"):
     pytest.skip("the native word counter is not loaded", allow_module_level=True)
 if sys.platform != "linux":
     pytest.skip("the address-space cap is set through Linux's RLIMIT_AS and /proc", allow_module_level=True)
@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
     import resource, sys
     from cs336_basics import backend
 
-    native = backend.load_native("_native")
+    native = backend.load_native("_count_cpp")
     path, threads, headroom = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     native.count_words_in_buffer(b"warm up every thread of the team " * 20_000, [], threads, 1 << 12)
     with open("/proc/self/status") as status:
@@ -87,7 +87,7 @@ def test_an_interrupt_stops_the_counting(tmp_path: Path) -> None:
     """What the progress callable raises (Ctrl-C arrives there) stops the C++ before the next chunk:
     an invalid byte in the last chunk is never reached, so the interrupt, not a ValueError, comes
     back (one thread: the chunks are counted in order)."""
-    native = backend.load_native("_native")
+    native = backend.load_native("_count_cpp")
     path = tmp_path / "interrupted.txt"
     path.write_bytes(b"some words here\n" * 50_000 + b"\xff")
 

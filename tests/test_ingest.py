@@ -27,8 +27,8 @@ from cs336_basics import (
     train_bpe_from_iterator,
     train_from_iterator,
 )
-from cs336_basics._common import count_words as count_words_in_text
 from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import count_words_in_text
 from cs336_basics.count_cli import count_inputs
 from cs336_basics.count_cli import main as count_main
 

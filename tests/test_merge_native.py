@@ -248,7 +248,7 @@ def test_initial_pairs_counted_on_several_threads_give_the_same_merges(num_threa
     # 20,000 distinct words give every thread a share.
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
     rng = random.Random(7)
     text = " ".join(
         "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 9))) for _ in range(60_000)
@@ -285,7 +285,7 @@ def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int, threads: 
 def test_pruning_on_native_word_counts() -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
     rng = random.Random(11)
     text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(5_000)).encode()
     counts = native.count_words_in_buffer(text, [], 2)
@@ -301,7 +301,7 @@ def test_pruning_on_native_word_counts() -> None:
 def native_or_skip():
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    return pytest.importorskip("cs336_basics._native", reason="the native extension is not built")
+    return pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
 
 
 @pytest.mark.parametrize("parallel_words", [0, 64])  # 0: every merge on the threads

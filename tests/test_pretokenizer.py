@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics._common import GPT2_REGEX, count_words
 from cs336_basics.backend import pure_python_forced
+from cs336_basics.contract import GPT2_REGEX, count_words_in_text
 from tests.support import require_fixture
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native pre-tokenizer is not loaded", allow_module_level=True)
 native = pytest.importorskip(
-    "cs336_basics._native", reason="the native extension is not built (pip install -e . with a C++ compiler)"
+    "cs336_basics._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
 )
 
 ENDOFTEXT = "<|endoftext|>"
@@ -155,7 +155,7 @@ def test_invalid_byte_at_every_block_offset() -> None:
 
 def test_scalar_scanner_environment_switch() -> None:
     # CS336_SCALAR_SCANNER=1 selects the scalar path when the module is imported.
-    code = "import cs336_basics._native as native; print(native.use_scanner_path('fast'))"
+    code = "import cs336_basics._count_cpp as native; print(native.use_scanner_path('fast'))"
     env = {**os.environ, "CS336_SCALAR_SCANNER": "1"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "scalar"
@@ -256,7 +256,7 @@ DOCUMENT_PIECES = [
 
 
 def python_counts(data: bytes, special_tokens: list[str]) -> dict[bytes, int]:
-    return dict(count_words(data.decode("utf-8"), special_tokens))
+    return dict(count_words_in_text(data.decode("utf-8"), special_tokens))
 
 
 def ordered(counts: native.NativeWordCounts) -> list[tuple[bytes, int]]:

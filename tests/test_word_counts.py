@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, backend, counting, train_bpe, train_bpe_from_counts, word_counts
-from cs336_basics._common import count_words as count_words_in_text
+from cs336_basics.contract import count_words_in_text
 from cs336_basics.counting import (
     Segment,
     count_tasks,
@@ -136,7 +136,7 @@ def write_count_file(path: Path, words: list[bytes], counts: list[int]) -> Path:
 @pytest.fixture(params=["native", "python"])
 def table_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Count tables held in C++ (skipped when not built) or as dicts (the compiled module hidden)."""
-    if request.param == "native" and not backend.native_available("_native"):
+    if request.param == "native" and not backend.native_available("_count_cpp"):
         pytest.skip("the compiled module is not built (or CS336_PURE_PYTHON is set)")
     if request.param == "python":
         monkeypatch.setattr(word_counts, "_native_module", lambda: None)

@@ -1,5 +1,6 @@
-"""What every trainer shares: input checks, special-token splitting, GPT-2 pre-tokenization, word
-counting, chunk boundaries for parallel counting, and vocabulary assembly.
+"""The contract every trainer keeps (`../shared/DESIGN.md`): input checks, special-token splitting,
+GPT-2 pre-tokenization, word counting in Python (the oracle's), the safe cuts for parallel counting,
+and the vocabulary layout.
 
 A trainer version only decides *how* words are counted and *how* merges are found; everything that
 defines *what* the result is lives here, once, so the versions cannot drift apart.
@@ -203,7 +204,7 @@ def split_on_special_tokens(text: str, special_tokens: Iterable[str]) -> list[st
     return [text] if splitter is None else splitter.split(text)
 
 
-def count_words(text: str, special_tokens: Iterable[str]) -> Counter[bytes]:
+def count_words_in_text(text: str, special_tokens: Iterable[str]) -> Counter[bytes]:
     """How often each pre-token occurs, as UTF-8 bytes; special tokens split and are not counted."""
     counts: Counter[bytes] = Counter()
     for piece in split_on_special_tokens(text, special_tokens):
