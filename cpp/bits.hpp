@@ -1,11 +1,13 @@
-// The compiler-specific primitives of the native core, guarded once: prefetching, bit scans,
-// overflow-checked addition, forced inlining and aligned allocation. Every other file uses these
-// instead of spelling a builtin; a compiler without the builtins gets the portable fallback.
+// The low-level primitives of the native core, each spelled once: unaligned loads, the 64-bit mixer
+// and the byte hash, and the compiler-specific ones (prefetching, bit scans, overflow-checked
+// addition, forced inlining, aligned allocation) guarded here. Every other file uses these instead
+// of spelling a builtin; a compiler without the builtins gets the portable fallback.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define BPE_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -15,7 +17,58 @@
 #define BPE_NOINLINE
 #endif
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define BPE_LITTLE_ENDIAN 1
+#endif
+
 namespace bpe {
+
+// Unaligned loads in the machine's byte order.
+inline uint64_t load64(const void* p) {
+    uint64_t value;
+    std::memcpy(&value, p, 8);
+    return value;
+}
+
+inline uint32_t load32(const void* p) {
+    uint32_t value;
+    std::memcpy(&value, p, 4);
+    return value;
+}
+
+// Eight bytes as a little-endian integer (byte i in bits 8i..8i+7) on any machine.
+inline uint64_t load_little_endian64(const unsigned char* p) {
+#if defined(BPE_LITTLE_ENDIAN)
+    return load64(p);
+#else
+    uint64_t word = 0;
+    for (int i = 7; i >= 0; --i) word = (word << 8) | p[i];
+    return word;
+#endif
+}
+
+// The 64-bit finalizer every hash table here uses: every input bit reaches every output bit.
+inline uint64_t mix64(uint64_t h) {
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ULL;
+    h ^= h >> 29;
+    h *= 0x9fb21c651e98df25ULL;
+    h ^= h >> 32;
+    return h;
+}
+
+// The hash of a byte string of any length: one multiply-add per 8 bytes, the tail zero-padded, then
+// mix64. It orders count_words' output (word_table's canonical hash of a long word), so it never
+// changes.
+inline uint64_t hash_bytes(const char* p, size_t length) {
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ length;
+    for (; length >= 8; p += 8, length -= 8) {
+        h = (h ^ load64(p)) * 0xc4ceb9fe1a85ec53ULL + 0x2545f4914f6cdd1dULL;
+    }
+    char tail[8] = {};
+    std::memcpy(tail, p, length);
+    return mix64(h ^ load64(tail));
+}
 
 // Starts loading the cache line at `address` (to read it, or to write it) so a later access hits.
 inline void prefetch(const void* address) {

@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 
+#include "bits.hpp"
 #include "chunking.hpp"
 #include "huge_pages.hpp"
 #include "integer_map.hpp"
@@ -23,41 +24,17 @@ namespace {
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 constexpr uint32_t kNoNode = std::numeric_limits<uint32_t>::max();
 
-// MurmurHash3's finalizer: every input bit reaches every output bit.
-inline uint64_t mix(uint64_t value) {
-    value ^= value >> 33;
-    value *= 0xff51afd7ed558ccdULL;
-    value ^= value >> 33;
-    value *= 0xc4ceb9fe1a85ec53ULL;
-    value ^= value >> 33;
-    return value;
-}
-
-// Eight bytes at a time, for words of any length.
-inline uint64_t hash_bytes(const unsigned char* data, size_t size) {
-    uint64_t hash = 0x9E3779B97F4A7C15ULL * (size + 1);
-    while (size >= 8) {
-        hash = mix(hash ^ detail::load_little_endian64(data));
-        data += 8;
-        size -= 8;
-    }
-    uint64_t tail = 0;
-    for (size_t i = 0; i < size; ++i) tail |= uint64_t(data[i]) << (8 * i);
-    return mix(hash ^ tail);
-}
-
-
 // The cache key of a word of 1..Encoder::kInlineBytes bytes, read from `readable`, where 16 bytes
 // can be read: the bytes zero-padded, the size in the top byte (so no two words share a key).
 inline void short_key(const unsigned char* readable, size_t size, uint64_t key[2]) {
-    key[0] = detail::load_little_endian64(readable) & word_table::kKeep.masks[size][0];
-    key[1] = (detail::load_little_endian64(readable + 8) & word_table::kKeep.masks[size][1]) | (uint64_t(size) << 56);
+    key[0] = load_little_endian64(readable) & word_table::kKeep.masks[size][0];
+    key[1] = (load_little_endian64(readable + 8) & word_table::kKeep.masks[size][1]) | (uint64_t(size) << 56);
 }
 
 // The key of a longer word: its hash and size, tagged so that no short word's key equals it.
 constexpr uint64_t kLongKey = uint64_t(0xFF) << 56;
 inline void long_key(const unsigned char* word, size_t size, uint64_t key[2]) {
-    key[0] = hash_bytes(word, size);
+    key[0] = hash_bytes(reinterpret_cast<const char*>(word), size);
     key[1] = kLongKey | size;
 }
 
@@ -146,7 +123,7 @@ private:
             const uint32_t pair = (left << 16) | right;
             return {size_t((uint64_t(pair) * 0x9E3779B97F4A7C15ULL) >> shift_), pair};
         }
-        const uint64_t hash = mix(pair_key(left, right));
+        const uint64_t hash = mix64(pair_key(left, right));
         return {size_t(hash >> shift_), uint32_t(hash)};
     }
 

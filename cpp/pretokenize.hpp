@@ -201,17 +201,6 @@ struct BlockMasks {
 
 // SWAR on 64-bit words: the portable way to build the masks. For 7-bit values x (the high bit
 // cleared first), x + (0x80 - c) sets a byte's high bit iff x >= c, and no byte carries into the next.
-inline uint64_t load_little_endian64(const unsigned char* p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    return word;
-#else
-    uint64_t word = 0;
-    for (int i = 7; i >= 0; --i) word = (word << 8) | p[i];
-    return word;
-#endif
-}
 
 inline constexpr uint64_t kHighBits = 0x8080808080808080ULL;
 inline constexpr uint64_t kLowBits = 0x7F7F7F7F7F7F7F7FULL;

@@ -24,27 +24,6 @@ namespace bpe {
 namespace word_table {
 
 
-inline uint64_t load64(const char* p) {
-    uint64_t value;
-    std::memcpy(&value, p, 8);
-    return value;
-}
-
-inline uint32_t load32(const char* p) {
-    uint32_t value;
-    std::memcpy(&value, p, 4);
-    return value;
-}
-
-inline uint64_t mix(uint64_t h) {
-    h ^= h >> 32;
-    h *= 0xd6e8feb86659fd93ULL;
-    h ^= h >> 29;
-    h *= 0x9fb21c651e98df25ULL;
-    h ^= h >> 32;
-    return h;
-}
-
 // Words of up to 15 bytes (English averages about five) are kept inline in the table slot as two
 // integers, zero-padded, with their length in the last byte, so a lookup compares two integers
 // instead of chasing a pointer.
@@ -60,10 +39,6 @@ struct WordKey {
     uint64_t hash;
     uint64_t packed[2];
 };
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define BPE_LITTLE_ENDIAN 1
-#endif
 
 #if defined(BPE_LITTLE_ENDIAN)
 // Overlapping loads instead of a byte loop; shifts place each byte at its memory position.
@@ -90,16 +65,6 @@ inline void pack_short(const char* p, size_t n, uint64_t packed[2]) {
     std::memcpy(packed, padded, kPackedBytes);
 }
 #endif
-
-inline uint64_t hash_long(const char* p, size_t length) {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ length;
-    for (; length >= 8; p += 8, length -= 8) {
-        h = (h ^ load64(p)) * 0xc4ceb9fe1a85ec53ULL + 0x2545f4914f6cdd1dULL;
-    }
-    uint64_t tail[2];
-    pack_short(p, length, tail);
-    return mix(h ^ tail[0]);
-}
 
 // kKeep.masks[n]: the first n bytes of a 16-byte little-endian load (the encoder's cache keys use
 // them too).
@@ -154,7 +119,7 @@ inline size_t inline_length(uint64_t packed_high) {
 inline uint64_t address_field(const char* address) { return uint64_t(reinterpret_cast<uintptr_t>(address)); }
 inline const char* address_of(uint64_t field) { return reinterpret_cast<const char*>(uintptr_t(field)); }
 
-// The canonical hash of an inline word (it orders count_words' output; long words: hash_long):
+// The canonical hash of an inline word (it orders count_words' output; long words: hash_bytes):
 // its check (top 32 bits) depends on every bit of both integers, and it costs two multiplications.
 inline uint64_t hash_inline(uint64_t low, uint64_t high) {
     return (low * 0xc4ceb9fe1a85ec53ULL) ^ (high * 0xff51afd7ed558ccdULL);
@@ -179,7 +144,7 @@ inline WordKey make_key(const char* data, size_t length, const char* readable_en
         key.packed[1] |= inline_length_tag(length);
         key.hash = hash_inline(key.packed[0], key.packed[1]);
     } else {
-        key.hash = hash_long(data, length);
+        key.hash = hash_bytes(data, length);
         key.packed[0] = address_field(data);
         key.packed[1] = long_length_field(length);
     }
