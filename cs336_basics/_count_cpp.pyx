@@ -18,7 +18,7 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object text)  # its characters are then its UTF-8 bytes, at PyUnicode_DATA
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.bytes cimport PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DATA, PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
+from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DATA, PyUnicode_GET_LENGTH
 from libc.stdint cimport uint64_t
 from libcpp cimport bool as cbool
 from libcpp.string cimport string
@@ -96,18 +96,7 @@ def pretokenize_bytes(const unsigned char[::1] data not None) -> list:
 
 def pretokenize(str text not None) -> list:
     """The GPT-2 pre-tokens of `text`, exactly as `regex.findall` with the GPT-2 pattern gives them."""
-    cdef bytes encoded = text.encode("utf-8")
-    cdef string_view view = view_of(encoded)
-    cdef vector[size_t] ends
-    with nogil:
-        ends = lib.pretoken_ends(view)
-    cdef const char* base = view.data()
-    cdef size_t start = 0
-    result = []
-    for end in ends:
-        result.append(PyUnicode_DecodeUTF8(base + start, end - start, NULL))
-        start = end
-    return result
+    return [piece.decode("utf-8") for piece in pretokenize_bytes(text.encode("utf-8"))]
 
 
 # ---------------------------------------------------------------------------------------------

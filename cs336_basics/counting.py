@@ -724,6 +724,26 @@ _DOCUMENT_BATCH_BYTES = 1 << 20
 _END = object()
 
 
+def _put_unless_stopped(items: queue.Queue[Any], item: object, stop: threading.Event) -> bool:
+    """Puts `item`, waiting for room and checking every 50 ms whether `stop` is set (then False)."""
+    while not stop.is_set():
+        try:
+            items.put(item, timeout=0.05)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _drain(items: queue.Queue[Any]) -> None:
+    """Drops what waits in `items`, so that a thread blocked putting into it goes on."""
+    try:
+        while True:
+            items.get_nowait()
+    except queue.Empty:
+        pass
+
+
 class _Failed:
     """An exception raised on the reading thread, carried to the counting thread and raised there."""
 
@@ -751,14 +771,8 @@ class Prefetched:
         self._thread = threading.Thread(target=self._read, name="cs336-read-ahead", daemon=True)
 
     def _put(self, item: object) -> bool:
-        """Waits for room, checking every 50 ms whether the consumer has gone (then False)."""
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+        """Waits for room; False once the consumer has gone."""
+        return _put_unless_stopped(self._queue, item, self._stop)
 
     def _read(self) -> None:
         iterator = None
@@ -792,11 +806,7 @@ class Prefetched:
         self._stop.set()
         # Unblock a reader waiting for room; it sees the stop at its next put.
         while self._thread.is_alive():
-            try:
-                while True:
-                    self._queue.get_nowait()
-            except queue.Empty:
-                pass
+            _drain(self._queue)
             self._thread.join(timeout=0.05)
 
 
@@ -837,13 +847,8 @@ class CountedBehind:
             raise self._failure
 
     def put(self, item: Any) -> None:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-        self._raise_failure()
+        if not _put_unless_stopped(self._queue, item, self._stop):
+            self._raise_failure()
 
     def __enter__(self) -> CountedBehind:
         self._thread.start()
@@ -856,11 +861,7 @@ class CountedBehind:
         # stopped, instead of it.
         while self._thread.is_alive():
             if self._stop.is_set():
-                try:
-                    while True:
-                        self._queue.get_nowait()
-                except queue.Empty:
-                    pass
+                _drain(self._queue)
             try:
                 self._queue.put(_END, timeout=0.05)
             except queue.Full:

@@ -59,6 +59,13 @@ def write_plain(path: Path, documents: list[str], specials: list[str] = SPECIAL)
     return path
 
 
+def counts_of_documents(documents: list[str], specials: list[str]) -> Counter[bytes]:
+    """The oracle's counts of documents: joined by the first special token, or each on its own."""
+    if specials:
+        return count_words_in_text(specials[0].join(documents), specials)
+    return sum((count_words_in_text(document, []) for document in documents), Counter())
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory):
     """bpe_v1 on the plain text file of DOCUMENTS, and that file."""
@@ -99,13 +106,9 @@ def test_iterator_counts_equal_file_counts_at_every_batch_size(reference) -> Non
 def test_random_documents(tmp_path: Path, documents: list[str], batch_bytes: int, with_special: bool) -> None:
     specials = ["<|eot|>", "<|e"] if with_special else []
     counted = count_words_from_iterator(documents, specials, batch_bytes=batch_bytes)
-    if with_special:
-        # Documents joined by the first special token, exactly as that file is counted.
-        expected = count_words_in_text(specials[0].join(documents), specials)
-    else:
-        # No special token: each document is counted on its own, nothing crosses a boundary.
-        expected = sum((count_words_in_text(document, []) for document in documents), Counter())
-    assert counted.counts == dict(expected)
+    # Joined by the first special token, exactly as that file is counted; with no special token each
+    # document on its own, nothing crossing a boundary.
+    assert counted.counts == dict(counts_of_documents(documents, specials))
 
 
 def test_no_special_tokens_keep_documents_apart(trainer: str) -> None:
@@ -241,12 +244,7 @@ def test_arrow_arrays_read_in_place_equal_the_joined_text(specials: list[str]) -
     import pyarrow
 
     documents = DOCUMENTS + ["ab", "a", "aba", "", "x", "<s>y", "ab", "x<s", ">"]
-    if specials:
-        expected = count_words_in_text(specials[0].join(documents), specials)
-    else:
-        expected = Counter()
-        for document in documents:
-            expected.update(count_words_in_text(document, []))
+    expected = counts_of_documents(documents, specials)
     sliced = pyarrow.array(["skipped"] + documents + ["skipped too"]).slice(1, len(documents))
     sources = [
         pyarrow.array(documents),
@@ -276,12 +274,7 @@ def test_python_documents_read_in_place_equal_the_joined_text(specials: list[str
     long enough to be cut into chunks of its own, count as the text they make when joined."""
     long_document = "".join(f"word{index % 997} é{index % 13}\n" for index in range(120_000))  # over 1 MB
     documents = DOCUMENTS + ["ab", "a", "aba", "", "x", "<s>y", "ab", "x<s", ">", long_document, "tail"]
-    if specials:
-        expected = count_words_in_text(specials[0].join(documents), specials)
-    else:
-        expected = Counter()
-        for document in documents:
-            expected.update(count_words_in_text(document, []))
+    expected = counts_of_documents(documents, specials)
     encoded = [document.encode("utf-8") for document in documents]
     kinds = [list(documents), encoded, [bytearray(item) for item in encoded], [memoryview(item) for item in encoded]]
     mixed = [kind[index % len(kinds)] for index, kind in enumerate(zip(*kinds))]  # every kind in one batch
