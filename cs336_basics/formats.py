@@ -118,7 +118,12 @@ def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> t
         import fsspec
     except ImportError:
         raise BPEInputError(f"{path}: reading URLs needs fsspec (pip install fsspec)") from None
-    return fsspec.core.url_to_fs(path, **(storage_options or {}))
+    try:
+        return fsspec.core.url_to_fs(path, **(storage_options or {}))
+    except ImportError as error:  # the protocol's package: "Install s3fs to access S3"
+        raise MissingDependency(f"{path}: {error}") from None
+    except ValueError as error:  # an unknown protocol
+        raise BPEInputError(f"{path}: {error}") from None
 
 
 @dataclass(frozen=True)

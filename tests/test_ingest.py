@@ -383,6 +383,16 @@ def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> Non
     assert (namespace["vocab"], namespace["merges"]) == train_bpe(plain, 1_000, SPECIAL, trainer="bpe_v1")
 
 
+def test_url_problems_are_one_line(tmp_path: Path, capsys) -> None:
+    """A protocol fsspec does not know, or one whose package is missing, is one line, not a traceback."""
+    pytest.importorskip("fsspec", reason="URLs need fsspec")
+    for url, why in (("nosuch://bucket/data.jsonl", "Protocol not known"), ("file:///no/such/data.txt.gz", "not found")):
+        assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", url, "-q"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("module", "suffix"), [("zstandard", "zst"), ("pyarrow", "parquet")])
 def test_missing_optional_dependency_is_one_line(tmp_path: Path, monkeypatch, capsys, module: str, suffix: str) -> None:
     real_import = builtins.__import__
