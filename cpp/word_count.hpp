@@ -31,6 +31,9 @@ using CountProgress = bool (*)(void* context, size_t bytes_done);
 struct CountOptions {
     int num_threads = 0;     // <= 0: OpenMP's default (OMP_NUM_THREADS, else every core)
     size_t chunk_bytes = 0;  // target chunk size; 0 chooses from the text size and thread count
+    // The text a WordCounter expects in all (0: unknown): its tables are sized for that from the first
+    // piece, instead of growing by rehashing as a stream comes in pieces.
+    size_t expected_bytes = 0;
     CountProgress progress = nullptr;  // may be null
     void* progress_context = nullptr;
 };

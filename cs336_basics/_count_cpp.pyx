@@ -218,9 +218,14 @@ cdef class WordCounter:
     cdef unique_ptr[lib.WordCounter] counter
     cdef int num_threads
 
-    def __cinit__(self, special_tokens: Iterable[str] = (), num_threads: int | None = None):
+    def __cinit__(self, special_tokens: Iterable[str] = (), num_threads: int | None = None, expected_bytes: int = 0):
+        """`expected_bytes`: how much text is coming in all, when known (0: not known), so that the
+        tables are sized once, from the first piece, rather than grown as the pieces come."""
         cdef vector[string] tokens = encode_special_tokens(special_tokens)
         cdef lib.CountOptions options = make_options(num_threads, None)
+        if expected_bytes < 0:
+            raise ValueError(f"expected_bytes must not be negative, got {expected_bytes!r}")
+        options.expected_bytes = expected_bytes
         self.num_threads = options.num_threads
         self.counter.reset(new lib.WordCounter(tokens, options))
 

@@ -57,6 +57,7 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
     cdef cppclass CountOptions:
         int num_threads
         size_t chunk_bytes
+        size_t expected_bytes
         CountProgress progress
         void* progress_context
 

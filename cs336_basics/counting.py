@@ -481,10 +481,12 @@ class _StreamCounter:
         block_bytes: int = BLOCK_BYTES,
         started: bool = False,
         after_document: bool = False,
+        expected_bytes: int = 0,
     ) -> None:
         """`started` / `after_document`: this counter counts a later part of a stream (a task on a
         cluster) in which something, or a document, came before: its first document, or its text
-        after a document, is then separated from it."""
+        after a document, is then separated from it. `expected_bytes`: about how much text will be
+        fed (0: not known), so the native tables are sized once rather than grown as blocks come."""
         self.private_separator = documents and not special_tokens
         self.tokens = [DOCUMENT_SEPARATOR] if self.private_separator else list(special_tokens)
         self.separator = self.tokens[0].encode("utf-8") if self.tokens else b""
@@ -503,7 +505,7 @@ class _StreamCounter:
         self.label = "text"  # what is being fed, for error messages
         self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
         native = _native_module()
-        self._counter = native.WordCounter(self.tokens, num_threads) if native is not None else None
+        self._counter = native.WordCounter(self.tokens, num_threads, expected_bytes) if native is not None else None
         self.native = self._counter is not None  # counts with the GIL released
         # Documents are counted as they come, each batch (or Arrow array) in place, when the separator keeps
         # them apart whatever they hold (<|endoftext|> does); else joined, and cut where it is safe.
@@ -971,7 +973,8 @@ def _count_streamed(
     """The counts of files, some compressed or of documents, read one after another: each file
     is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`)."""
     documents = any(source.format != "text" for source in sources)
-    counter = _StreamCounter(specials, num_threads, documents=documents)
+    expected = sum(source.expected_text_bytes() for source in sources)
+    counter = _StreamCounter(specials, num_threads, documents=documents, expected_bytes=expected)
     skipped = BadRecords() if skip_bad_records else None
     # The total is not known before decompressing: the bar shows the text read and its rate.
     with progress_bar(progress, None, "count", "B", unit_scale=True) as report:
@@ -1027,7 +1030,10 @@ def count_words_from_iterator(
     documents, known_length = documents_of(texts, text_field)
     if batch_bytes < 1:
         raise BPEInputError(f"batch_bytes must be positive, got {batch_bytes}")
-    counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes)
+    expected = documents.text_bytes() if isinstance(documents, ArrowDocuments) else 0
+    if isinstance(documents, (list, tuple)):
+        expected = sum(len(document) for document in documents if isinstance(document, (str, bytes)))
+    counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes, expected_bytes=expected)
     total = length if length is not None else known_length
     arrow = isinstance(documents, ArrowDocuments)
     with progress_bar(progress, total, "count", "doc", unit_scale=True) as report:

@@ -152,6 +152,15 @@ class InputFile:
         fs, fs_path = url_filesystem(self.path, self.storage_options)
         return int(fs.size(fs_path))
 
+    def expected_text_bytes(self) -> int:
+        """About how much text the file holds, to size the count tables: its size, three times that
+        when compressed (text compresses 2.3x to 4x), Parquet's uncompressed size from its footer."""
+        if self.format == "parquet":
+            with parquet_file(self) as file:
+                metadata = file.metadata
+                return sum(metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups))
+        return self.size() * (3 if self.compression else 1)
+
     @property
     def in_place(self) -> bool:
         """Whether counting can read the file's bytes as they are (plain text: random access)."""
@@ -644,9 +653,14 @@ class ArrowDocuments:
     passes them on unchecked); `joined` joins them by a separator inside Arrow, one buffer per batch
     and no Python object per document."""
 
-    def __init__(self, arrays: Callable[[], Iterable[Any]], what: str) -> None:
+    def __init__(self, arrays: Callable[[], Iterable[Any]], what: str, text_bytes: int = 0) -> None:
         self.arrays = arrays
         self.what = what
+        self._text_bytes = text_bytes
+
+    def text_bytes(self) -> int:
+        """The documents' bytes when known without reading them (0: not known)."""
+        return self._text_bytes
 
     def __iter__(self) -> Iterator[bytes]:
         for array in self.arrays():
@@ -692,7 +706,7 @@ def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[obje
                 )
             texts = texts.column(text_field)
         column = texts
-        return ArrowDocuments(lambda: [column], f"column {text_field!r}"), len(texts)
+        return ArrowDocuments(lambda: [column], f"column {text_field!r}", column.nbytes), len(texts)
     if _is_from(texts, "datasets") and hasattr(texts, "iter"):
         columns = getattr(texts, "column_names", None)
         if columns is not None and text_field not in columns:

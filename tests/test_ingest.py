@@ -284,6 +284,24 @@ def test_python_documents_read_in_place_equal_the_joined_text(specials: list[str
             assert dict(counted.counts) == dict(expected), (type(source[0]), batch_bytes)
 
 
+def test_a_size_hint_sizes_the_tables_and_changes_no_count() -> None:
+    from cs336_basics.word_counts import _native_module
+
+    native = _native_module()
+    if native is None:
+        pytest.skip("the hint is the native counter's")
+    text = SPECIAL[0].join(DOCUMENTS).encode("utf-8")
+    pieces = [text[: len(text) // 2], text[len(text) // 2 :]]
+    tables = []
+    for hint in (0, len(text), 1 << 30):  # none, right, far too large
+        counter = native.WordCounter(SPECIAL, 2, hint)
+        counter.count_texts([piece.decode("utf-8", "ignore") for piece in pieces], SPECIAL[0])
+        tables.append(counter.take().to_dict())
+    assert tables[0] == tables[1] == tables[2]
+    with pytest.raises(ValueError, match="expected_bytes"):
+        native.WordCounter(SPECIAL, 1, -1)
+
+
 @pytest.mark.parametrize("batch_bytes", [1, 1 << 20])
 def test_bad_documents_are_named_in_any_batch(batch_bytes: int) -> None:
     good = [f"document {index} é" for index in range(60)]
@@ -386,7 +404,8 @@ def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> Non
 def test_url_problems_are_one_line(tmp_path: Path, capsys) -> None:
     """A protocol fsspec does not know, or one whose package is missing, is one line, not a traceback."""
     pytest.importorskip("fsspec", reason="URLs need fsspec")
-    for url, why in (("nosuch://bucket/data.jsonl", "Protocol not known"), ("file:///no/such/data.txt.gz", "not found")):
+    cases = [("nosuch://bucket/data.jsonl", "Protocol not known"), ("file:///no/such/data.txt.gz", "not found")]
+    for url, why in cases:
         assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", url, "-q"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and why in err and "Traceback" not in err, err
