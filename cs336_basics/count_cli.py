@@ -20,6 +20,7 @@ Exit status, the same for every command of the package (cs336-train-bpe, cs336-c
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from .cluster import ClusterTaskError
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
+    InterruptHandling,
     add_cluster_argument,
     add_format_arguments,
     add_special_tokens_argument,
@@ -71,6 +73,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        with InterruptHandling():
+            return _count(args)
+    except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: the count file is written whole or not at all
+        print("interrupted", file=sys.stderr)
+        return 128 + getattr(interrupt, "signum", signal.SIGINT)
+
+
+def _count(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         _check_output(args.output)
@@ -103,9 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("error: out of memory while counting (try fewer --workers or fewer inputs at once)", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     rows = [
         ("inputs", f"{len(args.data)} file(s), {human_bytes(counts.source_bytes)}"),
         ("words", f"{len(counts):,} distinct, {counts.total_words:,} in all"),

@@ -673,6 +673,34 @@ def test_encode_dataset_signal_leaves_no_partial_array(corpus: Path, tmp_path: P
     assert list(arrays.iterdir()) == []
 
 
+COUNT_SIGNAL_CHILD = textwrap.dedent(
+    """
+    import sys
+    from cs336_basics import count_cli as module
+    real_count_inputs = module.count_inputs
+    def count_inputs(*args, **options):
+        print("ready", flush=True)  # counting starts: the parent signals now
+        sys.stdin.readline()
+        return real_count_inputs(*args, **options)
+    module.count_inputs = count_inputs
+    sys.exit(module.main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_count_words_signal_writes_no_count_file(corpus: Path, tmp_path: Path, signum: int, code: int) -> None:
+    """cs336-count-words ends on SIGINT or SIGTERM as the trainer does: "interrupted", 130 or 143."""
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    output = counts / "corpus.counts"
+    returncode, err = signal_when_ready([COUNT_SIGNAL_CHILD, str(corpus), "-o", str(output), "-q"], signum)
+    assert returncode == code, err
+    assert err.strip() == "interrupted"
+    assert list(counts.iterdir()) == []
+
+
 @pytest.mark.parametrize("phase", ["pre-tokenize", "merges"])
 def test_ctrl_c_inside_every_versions_phases_ends_the_cli_run(trainer, corpus, tmp_path, monkeypatch, capsys, phase):
     """Ctrl-C delivered while a phase reports progress (for bpe_v7, from inside its native loop):
