@@ -252,15 +252,42 @@ def _refuse_json_lines_as_text(source: InputFile, text_field: str) -> None:
         )
 
 
-def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[str]:
+def _expand_url(url: str, storage_options: Mapping[str, object] | None) -> list[str]:
+    """A URL as given, or, through fsspec, the files a glob pattern matches or a directory holds."""
+    fs, fs_path = url_filesystem(url, storage_options)
+    try:
+        if glob.has_magic(fs_path) and not fs.exists(fs_path):
+            found, what = fs.glob(fs_path), f"no file matches {url}"
+        elif fs.isdir(fs_path):
+            found, what = fs.find(fs_path), f"directory {url} holds no files"
+        else:
+            return [url]
+        root = fs_path.split("*", 1)[0].rsplit("/", 1)[0] if glob.has_magic(fs_path) else fs_path
+        # Hidden files and folders are not data (as for local directories), nor are directories.
+        files = sorted(
+            name
+            for name in found
+            if not any(part.startswith(".") for part in name[len(root) :].split("/") if part) and fs.isfile(name)
+        )
+    except OSError as error:
+        raise BPEInputError(f"cannot list {url}: {error}") from None
+    if not files:
+        raise BPEInputError(what)
+    return [fs.unstrip_protocol(name) for name in files]
+
+
+def expand_inputs(
+    inputs: Iterable[str | os.PathLike], storage_options: Mapping[str, object] | None = None
+) -> list[str]:
     """Each input as given, a directory as the files under it (recursively) and a glob pattern as
-    the files it matches, each expansion in sorted order (the order counting reads them in). URLs
-    are left to fsspec. A pattern that matches nothing, or an empty directory, is refused."""
+    the files it matches, each expansion in sorted order (the order counting reads them in); URLs
+    too, through fsspec (with `storage_options`). A pattern that matches nothing, or an empty
+    directory, is refused."""
     expanded: list[str] = []
     for item in inputs:
         text = os.fspath(item)
-        if "://" in text:
-            expanded.append(text)
+        if is_url(text):
+            expanded += _expand_url(text, storage_options)
         elif Path(text).is_dir():
             # Hidden files and folders (.git, a run's lock file) are not data, as for ls and glob.
             files = sorted(

@@ -401,6 +401,24 @@ def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> Non
     assert (namespace["vocab"], namespace["merges"]) == train_bpe(plain, 1_000, SPECIAL, trainer="bpe_v1")
 
 
+def test_url_globs_and_directories_expand_as_local_ones(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec", reason="URLs need fsspec")
+    from cs336_basics.formats import expand_inputs
+
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / ".git").mkdir()
+    for name in ("part-1.jsonl", "part-0.txt.gz", "sub/part-2.txt", ".git/config", "sub/.lock"):
+        (data / name).write_bytes(b"x")
+    root = data.resolve().as_uri()
+    for pattern in ("", "/**/part-*", "/*"):
+        local = [Path(path).resolve().as_uri() for path in expand_inputs([str(data) + pattern])]
+        assert expand_inputs([root + pattern]) == local, pattern
+    assert expand_inputs([root + "/part-0.txt.gz"]) == [root + "/part-0.txt.gz"]
+    with pytest.raises(BPEInputError, match="no file matches"):
+        expand_inputs([root + "/none-*.txt"])
+
+
 def test_url_problems_are_one_line(tmp_path: Path, capsys) -> None:
     """A protocol fsspec does not know, or one whose package is missing, is one line, not a traceback."""
     pytest.importorskip("fsspec", reason="URLs need fsspec")
