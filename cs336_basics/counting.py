@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import effective_num_threads
+from .backend import effective_num_threads, usable_cores
 from .contract import (
     _SCAN_BLOCK,
     _WHITESPACE_CUT,
@@ -971,9 +971,15 @@ def _count_streamed(
     skip_bad_records: bool = False,
 ) -> WordCounts:
     """The counts of files, some compressed or of documents, read one after another: each file
-    is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`)."""
+    is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`).
+    Asked for every core, the counter leaves one to that thread: with a thread more than cores,
+    a counting thread that lost its core holds up the others at every block's end (2 cores,
+    real_mix: Parquet 0.235 -> 0.179 s, `.gz`, `.zst` and JSON lines no slower)."""
     documents = any(source.format != "text" for source in sources)
     expected = sum(source.expected_text_bytes() for source in sources)
+    cores = usable_cores()
+    if num_threads is not None and num_threads >= cores > 1:
+        num_threads = cores - 1
     counter = _StreamCounter(specials, num_threads, documents=documents, expected_bytes=expected)
     skipped = BadRecords() if skip_bad_records else None
     # The total is not known before decompressing: the bar shows the text read and its rate.
