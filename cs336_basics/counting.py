@@ -1037,8 +1037,13 @@ def count_words_from_iterator(
     if batch_bytes < 1:
         raise BPEInputError(f"batch_bytes must be positive, got {batch_bytes}")
     expected = documents.text_bytes() if isinstance(documents, ArrowDocuments) else 0
-    if isinstance(documents, (list, tuple)):
-        expected = sum(len(document) for document in documents if isinstance(document, (str, bytes)))
+    if isinstance(documents, (list, tuple)) and documents:
+        # From the first documents: summing every length would cost what the hint saves.
+        sample = documents[:1024]
+        try:
+            expected = len(documents) * sum(map(len, sample)) // len(sample)
+        except TypeError:  # an item without a length: reported when it is reached
+            expected = 0
     counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes, expected_bytes=expected)
     total = length if length is not None else known_length
     arrow = isinstance(documents, ArrowDocuments)
