@@ -66,6 +66,8 @@ int main(int argc, char** argv) {
     const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
     const std::string mode = argc > 3 ? argv[3] : "all";
     std::printf("%s: %zu bytes, best of %d\n", argv[1], text.size(), repeats);
+    double scan_cpu = 0;                   // the fast path's MB/s by CPU time, for the ratios below
+    double count_wall[3] = {0, 0, 0};      // counting's MB/s by wall clock, by thread count
 
     if (mode == "scan" || mode == "all" || mode == "fast" || mode == "swar" || mode == "scalar") {
         const std::pair<bpe::ScannerPath, const char*> paths[] = {
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
             });
             std::printf("pre-tokenize only, %-6s path: %8.1f MB/s (CPU %8.1f)  (%zu pre-tokens, checksum %zu)\n",
                         name, speed.wall, speed.cpu, pretokens, checksum);
+            if (path == bpe::ScannerPath::kFast) scan_cpu = speed.cpu;
         }
         bpe::set_scanner_path(bpe::ScannerPath::kFast);
     }
@@ -100,6 +103,13 @@ int main(int argc, char** argv) {
             });
             std::printf("pre-tokenize + count, %d thread(s): %8.1f MB/s (CPU per thread %8.1f)  (%zu distinct words)\n",
                         threads, speed.wall, speed.cpu, words);
+            count_wall[threads] = speed.wall;
+            if (threads == 1 && scan_cpu > 0) {
+                std::printf("  ratio: count / pre-tokenize only (1 thread, CPU) %.2fx\n", speed.cpu / scan_cpu);
+            }
+        }
+        if (count_wall[1] > 0 && count_wall[2] > 0) {
+            std::printf("  ratio: count 2 threads / 1 thread (wall) %.2fx\n", count_wall[2] / count_wall[1]);
         }
     }
     return 0;
