@@ -168,6 +168,7 @@ def compare_threads(
         # more threads of its own than it was given (or fewer, when it holds the GIL).
         print("\n| encoder | threads | cold MB/s | warm MB/s | warm MB/s per thread | cores busy | ids |")
         print("|---|---:|---:|---:|---:|---:|---|")
+        speeds: dict[tuple[str, int], tuple[float, float]] = {}  # (cold, warm) MB/s, for the ratios
         for name, peer in encoders.items():
             for count in threads:
                 if peer.runs == "piece":
@@ -199,11 +200,18 @@ def compare_threads(
                     reference = ids
                 verdict = "==" if ids == reference else "DIFFER"
                 wall, cpu = min(warm)
+                speeds[(name, count)] = (size_mb / min(cold), size_mb / wall)
                 print(
                     f"| {name} | {count} | {size_mb / min(cold):.1f} | {size_mb / wall:.1f} "
                     f"| {size_mb / wall / count:.1f} | {cpu / wall:.2f} | {verdict} |"
                 )
                 del ids, results
+    # Issue 24's ratios, in this run: encode_array on one thread against each peer on one thread.
+    ours = speeds.get(("ours, encode_array", 1))
+    for peer in ("gigatoken", "fastokens", "tiktoken"):
+        theirs = speeds.get((peer, 1))
+        if ours and theirs:
+            print(f"encode_array / {peer}, 1 thread: cold {ours[0] / theirs[0]:.2f}x, warm {ours[1] / theirs[1]:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
