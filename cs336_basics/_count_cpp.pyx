@@ -523,3 +523,34 @@ def add_word_counts(tables: Iterable[NativeWordCounts]) -> NativeWordCounts:
     """The sum of native tables, as a new table (the inputs are not changed): every distinct word
     once, in the order of first appearance. OverflowError when a sum does not fit in int64."""
     return combine_tables(tables, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON lines
+
+def json_line_texts(const unsigned char[::1] block not None, str field not None) -> list:
+    """One item per line of `block` (bytes-like; lines end with b"\\n", the last perhaps not): the
+    UTF-8 of the record's `field` string as bytes, None for a blank line (only spaces, tabs, carriage
+    returns), or `(start, end)`, the line's bytes in `block` without its newline, for json.loads
+    to judge (anything not certainly a record with that string field, errors included)."""
+    cdef string_view text = view_of(block)
+    # A lone surrogate in the name matches no key this reads (every such key is handed back).
+    cdef string name = field.encode("utf-8", "surrogatepass")
+    cdef lib.JsonLineTexts found
+    with nogil:
+        found = lib.json_line_texts(text, string_view(name.data(), name.size()))
+    cdef const char* texts = found.texts.data()
+    cdef size_t index, line_start = 0, text_start = 0, text_index = 0, text_end
+    cdef int kind
+    items = [None] * <Py_ssize_t>found.kinds.size()
+    for index in range(found.kinds.size()):
+        kind = <int>found.kinds[index]
+        if kind == 0:  # JsonLine::kText
+            text_end = found.text_ends[text_index]
+            items[index] = texts[text_start:text_end]
+            text_start = text_end
+            text_index += 1
+        elif kind == 2:  # JsonLine::kFallback
+            items[index] = (line_start, found.line_ends[index])
+        line_start = found.line_ends[index] + 1
+    return items

@@ -143,3 +143,17 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
             const string& path, int threads, size_t chunk_bytes, IdSink sink, void* context
         ) except +
         size_t cache_slots()
+
+
+# jsonl.hpp: the text field of JSON-lines records, the lines json.loads must judge handed back.
+cdef extern from "jsonl.hpp" namespace "bpe" nogil:
+    enum class JsonLine:
+        pass
+
+    cdef cppclass JsonLineTexts:
+        string texts
+        vector[size_t] text_ends
+        vector[JsonLine] kinds
+        vector[size_t] line_ends
+
+    JsonLineTexts json_line_texts(string_view buffer, string_view field) except +

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .backend import NativeUnavailable, load_native
 from .contract import BPEInputError, check_regular_file
 
 __all__ = [
@@ -471,7 +472,8 @@ def _json_lines(
     """The `text_field` of each record of a JSON-lines file, as UTF-8; blank lines are skipped. A bad
     record stops with one line naming `file:line`, or is counted into `skipped` when given.
     `byte_range`: only the lines of [start, end) of an uncompressed file (`jsonl_ranges` cuts them
-    at line ends)."""
+    at line ends). The compiled reader (cpp/jsonl.cpp) reads the common record; every line it is not
+    sure of goes to json.loads here, so documents and errors are those of json.loads alone."""
     pending = b""
     line_number = 0
     loads = json.loads
@@ -504,20 +506,43 @@ def _json_lines(
         except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
             return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
 
+    json_line_texts = _native_json_line_texts()
     blocks = read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range)
     for block in blocks:
-        lines = (pending + block).split(b"\n")
-        pending = lines.pop()  # the last line may go on in the next block
-        for line in lines:
+        data = pending + block
+        if json_line_texts is None:
+            lines = data.split(b"\n")
+            pending = lines.pop()  # the last line may go on in the next block
+            for line in lines:
+                line_number += 1
+                text = record_text(line)
+                if text is not None:
+                    yield text
+            continue
+        whole = data.rfind(b"\n") + 1  # the lines up to here are whole; the rest may go on
+        pending = data[whole:]
+        # Each item: a record's text, None for a blank line, or where a line lies in `data` for
+        # json.loads to judge (record_text), so its result or error is exactly the pure path's.
+        for item in json_line_texts(memoryview(data)[:whole], text_field) if whole else ():
             line_number += 1
-            text = record_text(line)
-            if text is not None:
-                yield text
+            if type(item) is tuple:
+                item = record_text(data[item[0] : item[1]])
+            if item is not None:
+                yield item
     if pending:
         line_number += 1
         text = record_text(pending)
         if text is not None:
             yield text
+
+
+def _native_json_line_texts() -> Callable[[Any, str], list] | None:
+    """`_count_cpp.json_line_texts`, the native reader of JSON-lines records, or None when compiled
+    code is not built or not wanted (CS336_PURE_PYTHON): then json.loads reads every line."""
+    try:
+        return getattr(load_native("_count_cpp"), "json_line_texts", None)
+    except NativeUnavailable:
+        return None
 
 
 def _lines_before(source: InputFile, offset: int) -> int:
