@@ -35,7 +35,9 @@ ODD_SPACES = [b"\x0b", b"\x0c", b"\xc2\xa0", b"\x00"]
 
 CHARACTERS = st.one_of(
     st.characters(codec="utf-8"),  # no surrogates
-    st.sampled_from(['"', "\\", "/", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "é", "€", "😀", "\U0010ffff"]),
+    st.sampled_from(
+        ['"', "\\", "/", "\b", "\f", "\n", "\r", "\t", "\x00", "\x1f", "\x7f", "é", "€", "😀", "\U0010ffff"]
+    ),
 )
 SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 LONE_SURROGATES = ["\\ud800", "\\udbff", "\\udc00", "\\uDFFF", "\\ud83d\\u0041", "\\ud83d\\ud83d", "\\ude00\\ud83d"]
@@ -131,7 +133,8 @@ def record_line(draw: st.DrawFn, field: str) -> bytes:
     damage = draw(st.integers(0, 29))
     if damage == 0 and line:  # a byte changed: invalid UTF-8, a NUL, a stray character
         at = draw(st.integers(0, len(line) - 1))
-        line = line[:at] + draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xc3", b"\x00", b",", b"}", b'"'])) + line[at + 1 :]
+        damaged = draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xc3", b"\x00", b",", b"}", b'"']))
+        line = line[:at] + damaged + line[at + 1 :]
     elif damage == 1:
         line = b"\xef\xbb\xbf" + line
     elif damage == 2:
