@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 SPECIAL = "<|endoftext|>"
-KINDS = ["plain file", "list of str", "generator of str", "pyarrow table", "parquet (snappy)", ".gz", ".zst"]
+KINDS = ["plain file", "list of str", "generator of str", "pyarrow table", "parquet (snappy)", "jsonl", ".gz", ".zst"]
 # The inputs gigatoken's train_bpe reads (0.10: bytes, a path, or a Text/Jsonl/ParquetFileSource).
 PEER_KINDS = ["plain file", ".gz", ".zst", "jsonl", ".jsonl.gz", "parquet (snappy)"]
 PEER_FILES = {
@@ -95,7 +95,8 @@ def prepare(corpus: Path, work: Path) -> dict[str, Path]:
 
 
 def prepare_jsonl(work: Path) -> None:
-    """The documents as JSON lines, `{"text": ...}` per document, plain and gzip (for `--peers`)."""
+    """The documents as JSON lines, `{"text": ...}` per document, plain (a row of the table) and gzip
+    (for `--peers`)."""
     jsonl, jsonl_gz = work / PEER_FILES["jsonl"], work / PEER_FILES[".jsonl.gz"]
     if not jsonl.exists():
         documents = (work / "corpus.txt").read_text(encoding="utf-8").split(SPECIAL)
@@ -147,7 +148,7 @@ def measure_one(kind: str, work: Path, threads: int) -> dict[str, float]:
     if source is not None:
         counts = count_words_from_iterator(source, [SPECIAL], num_threads=threads)
     else:
-        named = {"plain file": plain, "parquet (snappy)": work / "corpus.parquet"}
+        named = {"plain file": plain, "parquet (snappy)": work / "corpus.parquet", "jsonl": work / "corpus.jsonl"}
         path = named.get(kind) or work / f"corpus.txt{kind}"
         counts = count_words(path, [SPECIAL], num_threads=threads)
     seconds = time.perf_counter() - started
@@ -354,6 +355,7 @@ def main() -> None:
         return
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     files = prepare(args.corpus, work)
+    prepare_jsonl(work)
     if args.peers:
         peers(args, work)
         if args.work is None:
