@@ -403,7 +403,7 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
             // Enough chunks to balance the threads, small enough that the ids in flight stay modest.
             chunk_bytes = std::clamp<size_t>(text.size() / (size_t(threads) * 8) + 1, size_t(1) << 18, size_t(8) << 20);
         }
-        const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads);
+        const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads, &file);
         const size_t chunks = cuts.size() - 1;
         threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
         const CacheLease lease(*this, threads);

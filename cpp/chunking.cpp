@@ -11,6 +11,7 @@ namespace {
 
 constexpr size_t kMaxSpecialTokenWindow = size_t(1) << 20;
 constexpr size_t kParallelBoundaryBytes = size_t(64) << 20;
+constexpr size_t kChunkBudget = size_t(64) << 20;
 
 // Whether the character ending just before `p` (0 < p) is complete and not whitespace. ASCII is
 // one byte; a multi-byte character is decoded back from its lead byte.
@@ -70,13 +71,16 @@ size_t next_cut(std::string_view text, const SpecialTokens& special, size_t from
 
 size_t default_chunk_bytes(size_t text_size, int threads) {
     // Several chunks per thread balance uneven text; bounded so tables stay warm and startup is short.
-    const size_t per_chunk = text_size / (size_t(std::max(threads, 1)) * 8) + 1;
-    return std::clamp<size_t>(per_chunk, size_t(1) << 20, size_t(64) << 20);
+    // A mapped file's chunks stay resident while they are counted, so the threads share one budget
+    // of kChunkBudget bytes in flight: 64 MiB chunks on one thread, 4 MiB on 16.
+    const size_t team = size_t(std::max(threads, 1));
+    const size_t per_chunk = text_size / (team * 8) + 1;
+    return std::clamp<size_t>(per_chunk, size_t(1) << 20, std::max<size_t>(kChunkBudget / team, size_t(1) << 20));
 }
 
 
 std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens& special_tokens,
-                                     size_t chunk_bytes, int num_threads) {
+                                     size_t chunk_bytes, int num_threads, const MappedFile* file) {
     chunk_bytes = std::max<size_t>(chunk_bytes, 1);
     const size_t targets = text.size() / chunk_bytes;  // cuts wanted at chunk_bytes * (1..targets)
     const size_t window = std::min(chunk_bytes, kMaxSpecialTokenWindow);
@@ -87,7 +91,14 @@ std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens&
                         : num_threads > 0                    ? num_threads
                                                              : omp_default_threads();
     parallel_for(targets, threads, [&](size_t index) {
-        cuts[index] = next_cut(text, special_tokens, (index + 1) * chunk_bytes, window, chunk_bytes);
+        const size_t target = (index + 1) * chunk_bytes;
+        cuts[index] = next_cut(text, special_tokens, target, window, chunk_bytes);
+        // The search faulted in the pages it read, each fault a whole large folio (up to 2 MiB on
+        // Linux 6): on many threads, hundreds of MiB that would stay until their chunks are counted.
+        if (file != nullptr) {
+            const size_t searched_to = std::min(text.size(), std::min(cuts[index], target + chunk_bytes));
+            file->release(text.data() + target, searched_to - target);
+        }
     });
     std::vector<size_t> boundaries{0};
     for (size_t cut : cuts) {

@@ -87,10 +87,11 @@ void sort_nearly_sorted(std::vector<WordSlot>::iterator first, std::vector<WordS
     }
 }
 
-WordCounts merge_counts(const std::vector<ThreadCounts>& per_thread, int threads) {
+WordCounts merge_counts(std::vector<ThreadCounts>& per_thread, int threads) {
     // Per partition: each thread's words, sorted by (hash, bytes) -- an order no schedule can
     // change -- then merged run by run, adding up the counts of equal neighbours. Long words keep
-    // pointing into the thread arenas, which outlive this function.
+    // pointing into the thread arenas, which outlive this function; the tables' slots are freed
+    // once copied, before the result is built (on 16 threads they hold several times its words).
     size_t words_counted = 0;
     for (const ThreadCounts& counts : per_thread) words_counted += counts.table.size();
     if (words_counted < kParallelMergeWords) threads = 1;
@@ -128,8 +129,11 @@ WordCounts merge_counts(const std::vector<ThreadCounts>& per_thread, int threads
             }
         }
         words.resize(kept);
+        words.shrink_to_fit();  // held until the result is built: every partition's threads' copies
         for (const WordSlot& word : words) partition_bytes[partition] += word.size();
     });
+
+    for (ThreadCounts& counts : per_thread) counts.table.release_slots();
 
     // The partitions are copied out in parallel too, each to its place in the result.
     std::vector<size_t> first_word(kPartitions + 1, 0);
@@ -187,7 +191,7 @@ bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, co
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes
                                : fold               ? default_chunk_bytes(text.size(), threads)
                                                     : piece_chunk_bytes(text.size(), threads);
-    const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads);
+    const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads, file);
     const size_t num_chunks = boundaries.size() - 1;
 
     std::vector<char> worked(per_thread.size(), 0);  // one byte per thread: no shared counter
@@ -207,7 +211,8 @@ bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, co
         ThreadCounts& counts = per_thread[thread];
         count_chunk(piece, begin, special, counts, first_invalid);
         if (!counts.table_sized) {
-            counts.reserve_for(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads));
+            counts.reserve_for(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads),
+                               per_thread.size());
         }
         if (file != nullptr) file->release(piece.data(), piece.size());
         const size_t done = bytes_done.fetch_add(piece.size()) + piece.size();
@@ -431,7 +436,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             const std::string_view chunk = layout.at(task.first).substr(task.begin - ends[task.first], task.end - task.begin);
             if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
             count_chunk(chunk, task.begin, special, counts, first_invalid);
-            if (!counts.table_sized) counts.reserve_for(chunk.size(), expected);
+            if (!counts.table_sized) counts.reserve_for(chunk.size(), expected, per_thread.size());
             return;
         }
         for (size_t index = task.first; index < task.last; ++index) {
@@ -445,7 +450,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             }
         }
         counts.flush();
-        if (!counts.table_sized) counts.reserve_for(ends[task.last] - ends[task.first], expected);
+        if (!counts.table_sized) counts.reserve_for(ends[task.last] - ends[task.first], expected, per_thread.size());
     });
     if (first_invalid.load() != kValidUtf8) {
         const size_t position = first_invalid.load();

@@ -207,7 +207,7 @@ inline uint32_t check_of(uint64_t hash) { return uint32_t(hash >> 32); }
 using SlotBuffer = HugePageArray<WordSlot>;
 
 // Tables are cut into partitions by the hash's top bits so that merging runs one partition per task.
-constexpr unsigned kPartitionBits = 6;
+constexpr unsigned kPartitionBits = 8;
 constexpr size_t kPartitions = size_t(1) << kPartitionBits;
 
 inline size_t partition_of(uint32_t check) { return check >> (32 - kPartitionBits); }
@@ -241,6 +241,10 @@ public:
     }
 
     size_t size() const { return size_; }
+
+    // Empties the table and frees its slots (the words were copied out); long words stay valid, as
+    // they live in the owner's arena.
+    void release_slots() { *this = WordTable(); }
 
     // Grows the table at once to hold `words` words (growing step by step copies and clears every
     // intermediate size).
@@ -442,10 +446,13 @@ struct alignas(64) ThreadCounts {
 
     // After the first chunk (`counted` bytes) of the `expected` this thread will count, sizes the
     // table for the words to come. Distinct words grow about as bytes^0.6 (Heaps' law; 0.67 on
-    // real_mix, less on English alone): a shortfall only means growing later, an excess is memory.
-    void reserve_for(size_t counted, size_t expected) {
+    // real_mix, less on English alone): a shortfall means growing later (on one thread up to a tenth
+    // of a short count), an excess is memory. With more than two tables nothing is reserved: each
+    // thread sees a small share, whose first chunk overstates its words (16 threads' tables took
+    // twice the memory on OWT-like text, three times on TinyStories-like), and they grow to fit.
+    void reserve_for(size_t counted, size_t expected, size_t tables) {
         table_sized = true;
-        if (counted == 0 || expected <= counted) return;
+        if (tables > 2 || counted == 0 || expected <= counted) return;
         const double predicted = double(table.size()) * std::pow(double(expected) / double(counted), 0.6);
         table.reserve(size_t(std::min(predicted, double(expected))));
     }
