@@ -353,17 +353,29 @@ public:
         const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
         parallel_choice_.record(parallel, num_words, took.count());
 #ifdef BPE_MERGE_PROFILE
-        profile_.merges[parallel] += 1;
-        profile_.words[parallel] += double(num_words);
-        profile_.seconds[parallel] += took.count();
+        profile_.add(parallel, num_words, took.count());
 #endif
     }
 
 #ifdef BPE_MERGE_PROFILE
     // Built with -DBPE_MERGE_PROFILE (scripts/bench_merge.cpp): where the merge phase's time went.
+    // Merges are also summed by size: fewer than 256 words, then bands four times wider each.
     struct Profile {
+        static constexpr size_t kSizes = 7;
         double merges[2] = {}, words[2] = {}, seconds[2] = {};
+        double by_size[kSizes][2][3] = {};  // merges, words, seconds by size band and path
         double load_seconds = 0, initial_seconds = 0;
+        void add(bool parallel, size_t num_words, double took) {
+            merges[parallel] += 1;
+            words[parallel] += double(num_words);
+            seconds[parallel] += took;
+            size_t size = 0;
+            for (size_t bound = 256; size + 1 < kSizes && num_words >= bound; bound *= 4) ++size;
+            double* band = by_size[size][parallel];
+            band[0] += 1;
+            band[1] += double(num_words);
+            band[2] += took;
+        }
         double steps[4] = {};  // a parallel merge's steps (1)-(3) as thread 0 saw them, then the heap pushes
         std::chrono::steady_clock::time_point last;
         void mark(size_t step) {
@@ -379,6 +391,16 @@ public:
                      profile_.merges[1], profile_.words[1], profile_.seconds[1]);
         for (const double step : profile_.steps) std::fprintf(stderr, " %.3f", step);
         std::fprintf(stderr, "\n");
+        for (size_t size = 0; size < Profile::kSizes; ++size) {
+            std::fprintf(stderr, "  merges of %zu+ words:", size == 0 ? 0 : size_t(64) << (2 * size));
+            for (const size_t path : {0, 1}) {
+                const double* band = profile_.by_size[size][path];
+                std::fprintf(stderr, " %s %.0f merges, %.2fM words, %.3f s (%.1f ns/word);",
+                             path == 0 ? "one thread" : "threads", band[0], band[1] / 1e6, band[2],
+                             band[1] > 0 ? 1e9 * band[2] / band[1] : 0.0);
+            }
+            std::fprintf(stderr, "\n");
+        }
     }
 #define BPE_PROFILE_STEP(index, step) if ((index) == 0) profile_.mark(step)
 #else
