@@ -33,9 +33,6 @@ using namespace merge_tables;
 // Fewer words than this per thread are counted on fewer threads: a team costs more than it saves.
 constexpr size_t kWordsPerThread = 1 << 12;
 
-// A parallel merge gives each thread at least this many words: each thread added costs every
-// merge a few microseconds of synchronization, about what it takes to rewrite this many words.
-constexpr size_t kMergeWordsPerThread = 512;
 
 // How many words ahead of the one being merged to prefetch (its metadata twice as far ahead).
 constexpr size_t kPrefetchDistance = 8;
@@ -87,7 +84,9 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // one thread on a large merge costs milliseconds where many cores are idle. Merges are timed in
 // bands of size (min_words times 1, 4, 16, 64 and more), as the fixed cost of the threads weighs
 // more on small merges; a band takes one thread without exploring while the threads lose in a
-// larger band. The merges do not depend on the choice.
+// larger band. A parallel merge takes every thread: on 16 cores, merges of 1,024-4,095 words took
+// 1.07 s on 16 threads against 2.0 s with teams of one thread per 512 words (docs/PERFORMANCE.md).
+// The merges do not depend on the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -97,11 +96,16 @@ public:
         if (min_words_ == 0) return true;
         if (num_words < min_words_) return false;
         const size_t index = band_index(num_words);
-        // Threads that lose on larger merges lose on these: no exploring (costly on a busy machine).
+        ++eligible_;
+        // Threads that lose on larger merges lose on these: no exploring (costly on a busy machine),
+        // while that verdict is fresh. Merges shrink as training goes on, so a larger band may see
+        // no merge again: a stale verdict kept the 1,024-4,095-word merges on one thread for good
+        // (on 16 cores, 2.0 s where the threads take 1.07 s).
         for (size_t larger = index + 1; larger < kBands; ++larger) {
-            if (bands_[larger].threads_lose()) return false;
+            if (bands_[larger].threads_lose() && eligible_ - bands_[larger].last_eligible < kFreshFor) return false;
         }
         Band& band = bands_[index];
+        band.last_eligible = eligible_;
         const bool threads_faster = band.parallel_cost <= band.serial_cost;
         if (++band.eligible < band.next_exploration) return threads_faster;
         // The path in use is timed at every merge, so only the other one needs exploring, ever
@@ -109,15 +113,10 @@ public:
         if (threads_faster != band.threads_were_faster) band.explore_interval = kExploreEvery;
         band.threads_were_faster = threads_faster;
         band.next_exploration = band.eligible + (band.explore_interval *= 2);
+        band.exploring = true;
         return !threads_faster;
     }
 
-    // Threads for a parallel merge: all of them for tests (min_words 0), else no more than give
-    // each kMergeWordsPerThread words, and at least 2.
-    size_t team(size_t num_words) const {
-        if (min_words_ == 0) return threads_;
-        return std::clamp<size_t>(num_words / kMergeWordsPerThread, 2, threads_);
-    }
 
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
     void record(bool parallel, size_t num_words, double seconds) {
@@ -125,20 +124,28 @@ public:
         Band& band = bands_[band_index(num_words)];
         double& cost = parallel ? band.parallel_cost : band.serial_cost;
         const double sample = seconds / double(num_words);
-        cost = cost < 0 ? sample : cost + (sample - cost) / 8;
+        // An explored path's cost is stale (its last sample may be hundreds of merges old), so its
+        // new sample counts for half: at 1/8, a few slow parallel merges on a busy spell kept a band
+        // on one thread for the rest of training.
+        cost = cost < 0 ? sample : cost + (sample - cost) / (band.exploring ? 2 : 8);
+        band.exploring = false;
     }
 
 private:
     static constexpr size_t kExploreEvery = 32;
     static constexpr size_t kBands = 4;
+    // A band's verdict holds for smaller merges until this many eligible merges have passed it.
+    static constexpr size_t kFreshFor = 64;
     struct Band {
         size_t eligible = 0;
+        size_t last_eligible = 0;  // eligible_ at the band's last merge
         size_t next_exploration = kExploreEvery;
         size_t explore_interval = kExploreEvery;
         // Unknown until measured: the first eligible merge takes the threads, the second one thread.
         double parallel_cost = -1;
         double serial_cost = -1;
         bool threads_were_faster = true;  // at the last exploration
+        bool exploring = false;           // the merge being timed takes the path not in use
 
         bool threads_lose() const { return serial_cost >= 0 && parallel_cost > serial_cost; }
     };
@@ -151,6 +158,7 @@ private:
 
     size_t threads_;
     size_t min_words_;
+    size_t eligible_ = 0;  // merges of min_words or more so far, in every band
     Band bands_[kBands];
 };
 
@@ -339,7 +347,7 @@ public:
         const auto started = std::chrono::steady_clock::now();
         const bool parallel = parallel_choice_.parallel(num_words);
         if (parallel) {
-            apply_merge_on_threads(merged_record, new_token, parallel_choice_.team(num_words));
+            apply_merge_on_threads(merged_record, new_token, deltas_.size());
         } else {
             MergeDeltas& deltas = deltas_[0];
             deltas.reserve_tokens(tokens_.size());
@@ -608,11 +616,13 @@ private:
         }
     }
 
-    // The threads' share of a parallel merge: which thread applies a pair's changes (a slice of
-    // the key space each, from the same high bits of the key's hash that pick its home slot in the
-    // pair-id map, so the threads insert new pairs into different parts of the map).
-    static size_t owner_of(uint64_t key, size_t owners) {
-        return size_t((((key * 0x9E3779B97F4A7C15ull) >> 32) * owners) >> 32);
+    // The threads' share of a parallel merge: which thread applies a change. A change is summed at
+    // its side's slot for the token beside the merged pair (MergeDeltas), so each owner takes whole
+    // cache lines of those slots (16 tokens each, spread by a hash): an owner then touches 1/owners
+    // of the slot arrays instead of all of them (a tenth less time in step (2) on two threads).
+    static size_t owner_of(const MergeDeltas::Change& change, size_t owners) {
+        const uint64_t line = uint64_t(MergeDeltas::other_token(change)) / 16 + 1;
+        return size_t((((line * 0x9E3779B97F4A7C15ull) >> 32) * owners) >> 32);
     }
 
     // What a thread of a parallel merge keeps about the changes it found, by change index.
@@ -639,7 +649,7 @@ private:
         routed.targets.resize(num_changes);
         routed.change_starts.assign(owners + 1, 0);
         for (size_t index = 0; index < num_changes; ++index) {
-            const auto owner = uint32_t(owner_of(changes[index].key, owners));
+            const auto owner = uint32_t(owner_of(changes[index], owners));
             routed.owners[index] = owner;
             ++routed.change_starts[owner + 1];
         }

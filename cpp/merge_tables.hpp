@@ -394,10 +394,12 @@ public:
         num_listings_ = 0;
     }
 
-private:
+    // The token beside the merged pair's side of a change: where the change is summed.
     static TokenId other_token(const Change& change) {
         return change.side == kBeforeLeft || change.side == kBeforeNew ? key_left(change.key) : key_right(change.key);
     }
+
+private:
 
     std::vector<Change> changes_;
     std::vector<Listing> listings_;  // the first num_listings_ are this merge's
