@@ -209,9 +209,9 @@ public:
     // same bytes.
     void release(const char* begin, size_t length) const {
 #if !defined(_WIN32)
-        if (mapped_ == nullptr) return;
         const uintptr_t start = uintptr_t(mapped_);
         const uintptr_t end = start + size_;
+        if (mapped_ == nullptr || uintptr_t(begin) < start || uintptr_t(begin) > end) return;  // not ours
         const uintptr_t from = uintptr_t(begin) - std::min(uintptr_t(begin) - start, kFolioBytes);
         const uintptr_t to = std::min(end, uintptr_t(begin) + length + kFolioBytes);
         const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
