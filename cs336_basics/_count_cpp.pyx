@@ -554,3 +554,30 @@ def json_line_texts(const unsigned char[::1] block not None, str field not None)
             items[index] = (line_start, found.line_ends[index])
         line_start = found.line_ends[index] + 1
     return items
+
+
+def json_line_documents(const unsigned char[::1] block not None, str field not None) -> tuple:
+    """json_line_texts with the records' strings left where the reader wrote them, one after another,
+    for WordCounter.count_documents to count in place: (texts, ends, lines, fallbacks) -- `texts`
+    the strings' UTF-8 (bytes), `ends` their offsets in it as native int64 (bytes; one more than
+    strings, from 0), `lines` how many lines `block` holds, and `fallbacks` a list of (line index,
+    start, end), the lines json.loads must judge (as json_line_texts hands them back)."""
+    cdef string_view text = view_of(block)
+    cdef string name = field.encode("utf-8", "surrogatepass")
+    cdef lib.JsonLineTexts found
+    with nogil:
+        found = lib.json_line_texts(text, string_view(name.data(), name.size()))
+    cdef size_t strings = found.text_ends.size()
+    cdef bytes texts = PyBytes_FromStringAndSize(found.texts.data(), <Py_ssize_t>found.texts.size())
+    cdef bytes ends = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>((strings + 1) * sizeof(long long)))
+    cdef long long* end_at = <long long*>PyBytes_AS_STRING(ends)
+    cdef size_t index, line_start = 0
+    end_at[0] = 0
+    for index in range(strings):
+        end_at[index + 1] = <long long>found.text_ends[index]
+    fallbacks = []
+    for index in range(found.kinds.size()):
+        if <int>found.kinds[index] == 2:  # JsonLine::kFallback
+            fallbacks.append((index, line_start, found.line_ends[index]))
+        line_start = found.line_ends[index] + 1
+    return texts, ends, <Py_ssize_t>found.kinds.size(), fallbacks

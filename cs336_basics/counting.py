@@ -46,6 +46,7 @@ from .formats import (
     ArrowDocuments,
     BadRecords,
     InputFile,
+    LaidOutDocuments,
     documents_of,
     encoded_documents,
     inspect_input,
@@ -650,24 +651,33 @@ class _StreamCounter:
                 left = offsets[end] - offsets[first]
                 rows = end - first if left <= self._block_bytes else max(1, (end - first) * self._block_bytes // left)
                 content = offsets[first + rows] - offsets[first]
-                if self._started:
-                    if self._pending_bytes:
-                        self._flush(final=True)
-                    self._offset += len(self.separator)
-                    self.source_bytes += 0 if self.private_separator else len(self.separator)
-                refused = self.separator.decode("utf-8") if self.private_separator else ""
-                try:
-                    kept = self._counter.count_documents(
-                        data_buffer, offsets_buffer, width, first, rows, self.tokens[0], refused
-                    )
-                except ValueError as error:
-                    where = f"in the documents at stream byte {self._offset:,}"
-                    raise BPEInputError(f"{self.label}: {error} ({where})") from None
-                if not kept:
-                    raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
-                self._offset += content + (rows - 1) * len(self.separator)
-                self._account(content, rows)
+                self._count_in_place(data_buffer, offsets_buffer, width, first, rows, content)
                 first += rows
+
+    def laid_out_documents(self, documents: LaidOutDocuments) -> None:
+        """A block of JSON-lines records as the compiled reader left them, read in place by the
+        native counter (needs `apart`)."""
+        if documents.count:
+            self._count_in_place(documents.texts, documents.ends, 8, 0, documents.count, len(documents.texts))
+
+    def _count_in_place(self, data: Any, offsets: Any, width: int, first: int, rows: int, content: int) -> None:
+        """`rows` documents laid out as an Arrow string array lays them out (`WordCounter.count_documents`),
+        holding `content` bytes, counted where they lie."""
+        if self._started:
+            if self._pending_bytes:
+                self._flush(final=True)
+            self._offset += len(self.separator)
+            self.source_bytes += 0 if self.private_separator else len(self.separator)
+        refused = self.separator.decode("utf-8") if self.private_separator else ""
+        try:
+            kept = self._counter.count_documents(data, offsets, width, first, rows, self.tokens[0], refused)
+        except ValueError as error:
+            where = f"in the documents at stream byte {self._offset:,}"
+            raise BPEInputError(f"{self.label}: {error} ({where})") from None
+        if not kept:
+            raise BPEInputError(f"{self.label} holds cs336's internal document separator; pass a special token")
+        self._offset += content + (rows - 1) * len(self.separator)
+        self._account(content, rows)
 
     def _put(self, data: bytes) -> None:
         if data:
@@ -948,6 +958,8 @@ def _documents_in(item: Any) -> int:
     """How many documents an item of `_document_items` holds."""
     if isinstance(item, DocumentBatch):
         return len(item.documents)
+    if isinstance(item, LaidOutDocuments):
+        return item.count
     return item[1] if isinstance(item, tuple) else len(item)
 
 
@@ -955,6 +967,8 @@ def _feed(counter: _StreamCounter, item: Any) -> int:
     """Counts an item of `_document_items`; how many documents it held."""
     if isinstance(item, DocumentBatch):
         counter.document_batch(item)
+    elif isinstance(item, LaidOutDocuments):
+        counter.laid_out_documents(item)
     elif isinstance(item, tuple):
         counter.joined_documents(*item)
     else:
@@ -994,6 +1008,8 @@ def _count_streamed(
             else:
 
                 def items(source: InputFile = source) -> Iterator[Any]:
+                    if counter.apart and source.format == "jsonl":  # read in place, a block at a time
+                        return iter_document_bytes(source, text_field, skipped, laid_out=True)
                     documents = iter_document_bytes(source, text_field, skipped)
                     return _document_items(counter, documents, BLOCK_BYTES, checked=True)
 

@@ -34,6 +34,7 @@ import json
 import lzma
 import os
 import zlib
+from array import array as int_array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -463,17 +464,45 @@ class BadRecords:
         return f"note: skipped {self.count:,} bad {records} (--skip-bad-records); the first: {self.first}"
 
 
+@dataclass(frozen=True)
+class LaidOutDocuments:
+    """Documents as one buffer and their offsets in it, as an Arrow string array lays them out:
+    document i is `texts[ends[i]:ends[i + 1]]`, `ends` holding `count + 1` native int64 (bytes)."""
+
+    texts: bytes
+    ends: bytes
+
+    @property
+    def count(self) -> int:
+        return len(self.ends) // 8 - 1
+
+    @classmethod
+    def of(cls, documents: list[bytes], texts: bytes = b"", ends: bytes = bytes(8)) -> LaidOutDocuments:
+        """`documents` laid out after those of (`texts`, `ends`)."""
+        offsets = int_array("q", ends)
+        for document in documents:
+            offsets.append(offsets[-1] + len(document))
+        return cls(texts + b"".join(documents), offsets.tobytes())
+
+    def __iter__(self) -> Iterator[bytes]:
+        offsets = memoryview(self.ends).cast("q")
+        return (self.texts[offsets[index] : offsets[index + 1]] for index in range(self.count))
+
+
 def _json_lines(
     source: InputFile,
     text_field: str,
     skipped: BadRecords | None = None,
     byte_range: tuple[int, int] | None = None,
-) -> Iterator[bytes]:
+    laid_out: bool = False,
+) -> Iterator[Any]:
     """The `text_field` of each record of a JSON-lines file, as UTF-8; blank lines are skipped. A bad
     record stops with one line naming `file:line`, or is counted into `skipped` when given.
     `byte_range`: only the lines of [start, end) of an uncompressed file (`jsonl_ranges` cuts them
     at line ends). The compiled reader (cpp/jsonl.cpp) reads the common record; every line it is not
-    sure of goes to json.loads here, so documents and errors are those of json.loads alone."""
+    sure of goes to json.loads here, so documents and errors are those of json.loads alone.
+    `laid_out`: a block's documents at a time, as `LaidOutDocuments`; from the compiled reader they
+    stay where it wrote them, no bytes object each, for the native counter to read in place."""
     pending = b""
     line_number = 0
     loads = json.loads
@@ -507,33 +536,75 @@ def _json_lines(
             return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
 
     json_line_texts = _native_json_line_texts()
+    json_line_documents = _native_json_line_documents() if laid_out else None
     blocks = read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range)
     for block in blocks:
         data = pending + block
         if json_line_texts is None:
             lines = data.split(b"\n")
             pending = lines.pop()  # the last line may go on in the next block
+            texts = []
             for line in lines:
                 line_number += 1
                 text = record_text(line)
                 if text is not None:
-                    yield text
+                    texts.append(text)
+            if laid_out:
+                if texts:
+                    yield LaidOutDocuments.of(texts)
+            else:
+                yield from texts
             continue
         whole = data.rfind(b"\n") + 1  # the lines up to here are whole; the rest may go on
         pending = data[whole:]
+        if not whole:
+            continue
+        if json_line_documents is not None:
+            # The records' strings in one buffer; the lines handed back are judged here, one by
+            # one (record_text, naming their own line), and go after them.
+            first_line = line_number
+            strings, ends, num_lines, fallbacks = json_line_documents(memoryview(data)[:whole], text_field)
+            judged = []
+            for index, start, end in fallbacks:
+                line_number = first_line + index + 1
+                text = record_text(data[start:end])
+                if text is not None:
+                    judged.append(text)
+            line_number = first_line + num_lines
+            documents = LaidOutDocuments(strings, ends)
+            if judged:
+                documents = LaidOutDocuments.of(judged, strings, ends)
+            if documents.count:
+                yield documents
+            continue
         # Each item: a record's text, None for a blank line, or where a line lies in `data` for
         # json.loads to judge (record_text), so its result or error is exactly the pure path's.
-        for item in json_line_texts(memoryview(data)[:whole], text_field) if whole else ():
+        texts = []
+        for item in json_line_texts(memoryview(data)[:whole], text_field):
             line_number += 1
             if type(item) is tuple:
                 item = record_text(data[item[0] : item[1]])
             if item is not None:
-                yield item
+                texts.append(item)
+        if laid_out:
+            if texts:
+                yield LaidOutDocuments.of(texts)
+        else:
+            yield from texts
     if pending:
         line_number += 1
         text = record_text(pending)
         if text is not None:
-            yield text
+            yield LaidOutDocuments.of([text]) if laid_out else text
+
+
+def _native_json_line_documents() -> Callable[[Any, str], tuple] | None:
+    """`_count_cpp.json_line_documents` (json_line_texts with the strings left in one buffer), or
+    None as for `_native_json_line_texts`."""
+    try:
+        return getattr(load_native("_count_cpp"), "json_line_documents", None)
+    except NativeUnavailable:
+        return None
 
 
 def _native_json_line_texts() -> Callable[[Any, str], list] | None:
@@ -643,13 +714,15 @@ def iter_document_bytes(
     text_field: str = "text",
     skipped: BadRecords | None = None,
     part: tuple[int, ...] | None = None,
-) -> Iterator[bytes]:
+    laid_out: bool = False,
+) -> Iterator[Any]:
     """The documents of a JSON-lines or Parquet file, each as its UTF-8 bytes (the counter checks
     them again, so nothing is decoded here). `skipped`: count bad JSON-lines records into it
     instead of stopping at the first. `part`: only a part of the file, a (start, end) byte range of
-    uncompressed JSON lines (`jsonl_ranges`) or Parquet row group numbers."""
+    uncompressed JSON lines (`jsonl_ranges`) or Parquet row group numbers. `laid_out` (JSON lines
+    only): blocks of documents as `LaidOutDocuments` instead of one bytes object each."""
     if source.format == "jsonl":
-        return _json_lines(source, text_field, skipped, part)  # type: ignore[arg-type]
+        return _json_lines(source, text_field, skipped, part, laid_out)  # type: ignore[arg-type]
     if source.format == "parquet":
         return _parquet_documents(source, text_field, part)
     raise ValueError(f"{source.path} is {source.format}, not a file of documents")

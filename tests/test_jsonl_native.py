@@ -174,24 +174,38 @@ def jsonl_file(draw: st.DrawFn) -> tuple[str, bytes]:
 # Reading a file both ways
 
 
-def read(path: str, field: str, pure: bool, skip: bool, block_bytes: int, byte_range=None) -> tuple:
+def read(
+    path: str, field: str, pure: bool, skip: bool, block_bytes: int, byte_range=None, laid_out: bool = False
+) -> tuple:
     """What `_json_lines` gives: the documents yielded, then the error (type and message) or None,
-    and the skipped count and first message."""
+    and the skipped count and first message. `laid_out`: read a block at a time (LaidOutDocuments,
+    whose fallback records come after the others: the documents are then sorted, and left out when
+    reading stopped at an error)."""
     source = formats.InputFile(path, "jsonl")
     skipped = formats.BadRecords() if skip else None
     documents: list[bytes] = []
     error = None
-    with mock.patch.object(formats, "read_blocks", partial(formats.read_blocks, block_bytes=block_bytes)):
-        with mock.patch.object(formats, "_native_json_line_texts", (lambda: None) if pure else native_reader):
-            try:
-                for document in formats._json_lines(source, field, skipped, byte_range):
-                    documents.append(document)
-            except (BPEInputError, RecursionError) as caught:
-                error = (type(caught).__name__, str(caught))
+    with (
+        mock.patch.object(formats, "read_blocks", partial(formats.read_blocks, block_bytes=block_bytes)),
+        mock.patch.object(formats, "_native_json_line_texts", (lambda: None) if pure else native_reader),
+        mock.patch.object(formats, "_native_json_line_documents", (lambda: None) if pure else native_documents),
+    ):
+        try:
+            for item in formats._json_lines(source, field, skipped, byte_range, laid_out):
+                if laid_out:
+                    assert isinstance(item, formats.LaidOutDocuments) and item.count > 0
+                    documents.extend(item)
+                else:
+                    documents.append(item)
+        except (BPEInputError, RecursionError) as caught:
+            error = (type(caught).__name__, str(caught))
+    if laid_out:
+        documents = [] if error else sorted(documents)
     return documents, error, skipped and (skipped.count, skipped.first)
 
 
 native_reader = formats._native_json_line_texts
+native_documents = formats._native_json_line_documents
 
 
 def assert_same_both_ways(data: bytes, field: str, block_bytes: int = 1 << 20, ranges: int = 0) -> None:
@@ -202,10 +216,18 @@ def assert_same_both_ways(data: bytes, field: str, block_bytes: int = 1 << 20, r
         for skip in (False, True):
             pure = read(path, field, True, skip, block_bytes)
             assert read(path, field, False, skip, block_bytes) == pure, (data, field, skip)
+            # A block at a time, for the counter to read in place: the same documents and errors.
+            documents, error, skipped = pure
+            laid_out = ([] if error else sorted(documents), error, skipped)
+            assert read(path, field, False, skip, block_bytes, laid_out=True) == laid_out, (data, field, skip)
+            assert read(path, field, True, skip, block_bytes, laid_out=True) == laid_out, (data, field, skip)
         if ranges:
             for byte_range in formats.jsonl_ranges(formats.InputFile(path, "jsonl"), ranges):
                 pure = read(path, field, True, True, block_bytes, byte_range)
                 assert read(path, field, False, True, block_bytes, byte_range) == pure, (data, byte_range)
+                documents, error, skipped = pure
+                laid_out = ([] if error else sorted(documents), error, skipped)
+                assert read(path, field, False, True, block_bytes, byte_range, laid_out=True) == laid_out
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
