@@ -216,7 +216,7 @@ public:
         const uintptr_t to = std::min(end, uintptr_t(begin) + length + kFolioBytes);
         const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
         const uintptr_t first = from / page * page;
-        const uintptr_t last = std::min((to + page - 1) / page * page, (end + page - 1) / page * page);
+        const uintptr_t last = (to + page - 1) / page * page;  // to <= end: inside the mapping's pages
         if (first < last) {
             ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
         }

@@ -535,6 +535,12 @@ def _json_lines(
         except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
             return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
 
+    def as_items(texts: list[bytes]) -> list[Any]:
+        """A block's documents as yielded: one LaidOutDocuments when laid out, else each."""
+        if not laid_out:
+            return texts
+        return [LaidOutDocuments.of(texts)] if texts else []
+
     json_line_texts = _native_json_line_texts()
     json_line_documents = _native_json_line_documents() if laid_out else None
     blocks = read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range)
@@ -549,11 +555,7 @@ def _json_lines(
                 text = record_text(line)
                 if text is not None:
                     texts.append(text)
-            if laid_out:
-                if texts:
-                    yield LaidOutDocuments.of(texts)
-            else:
-                yield from texts
+            yield from as_items(texts)
             continue
         whole = data.rfind(b"\n") + 1  # the lines up to here are whole; the rest may go on
         pending = data[whole:]
@@ -586,16 +588,12 @@ def _json_lines(
                 item = record_text(data[item[0] : item[1]])
             if item is not None:
                 texts.append(item)
-        if laid_out:
-            if texts:
-                yield LaidOutDocuments.of(texts)
-        else:
-            yield from texts
+        yield from as_items(texts)
     if pending:
         line_number += 1
         text = record_text(pending)
         if text is not None:
-            yield LaidOutDocuments.of([text]) if laid_out else text
+            yield from as_items([text])
 
 
 def _native_json_line_documents() -> Callable[[Any, str], tuple] | None:
