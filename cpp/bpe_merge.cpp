@@ -77,16 +77,15 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 
 // Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
 // merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
-// shows the threads faster per word. On a busy machine a parallel merge waits for a descheduled
+// shows the threads no slower per word. On a busy machine a parallel merge waits for a descheduled
 // thread at every join and was measured up to 30 times slower per word than one thread
-// (docs/PERFORMANCE.md). Now and then an eligible merge takes the other path, to notice when the
-// load changes: ever more rarely (the interval doubles each time) while the same path wins, as
-// one thread on a large merge costs milliseconds where many cores are idle. Merges are timed in
-// bands of size (min_words times 1, 4, 16, 64 and more), as the fixed cost of the threads weighs
-// more on small merges; a band takes one thread without exploring while the threads lose in a
-// larger band. A parallel merge takes every thread: on 16 cores, merges of 1,024-4,095 words took
-// 1.07 s on 16 threads against 2.0 s with teams of one thread per 512 words (docs/PERFORMANCE.md).
-// The merges do not depend on the choice.
+// (docs/PERFORMANCE.md). Now and then a run of eligible merges takes the other path, to notice
+// when the load changes: ever more rarely while the same path wins (the interval doubles, up to
+// kExploreAtMost), as one thread on a large merge costs milliseconds where many cores are idle.
+// Merges are timed in bands of size (min_words times 1, 4, 16, 64 and more), as the fixed cost of
+// the threads weighs more on small merges; a band takes one thread without exploring while the
+// threads lose in a larger band. A parallel merge takes every thread. The merges do not depend on
+// the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
@@ -102,50 +101,79 @@ public:
         // no merge again: a stale verdict kept the 1,024-4,095-word merges on one thread for good
         // (on 16 cores, 2.0 s where the threads take 1.07 s).
         for (size_t larger = index + 1; larger < kBands; ++larger) {
-            if (bands_[larger].threads_lose() && eligible_ - bands_[larger].last_eligible < kFreshFor) return false;
+            if (bands_[larger].threads_lose() && eligible_ - bands_[larger].last_eligible < kFreshFor) {
+                bands_[index].timing = Timing::kSkipped;
+                return false;
+            }
         }
         Band& band = bands_[index];
         band.last_eligible = eligible_;
-        const bool threads_faster = band.parallel_cost <= band.serial_cost;
-        if (++band.eligible < band.next_exploration) return threads_faster;
-        // The path in use is timed at every merge, so only the other one needs exploring, ever
-        // more rarely while the choice holds; a choice that changes starts the interval again.
-        if (threads_faster != band.threads_were_faster) band.explore_interval = kExploreEvery;
-        band.threads_were_faster = threads_faster;
-        band.next_exploration = band.eligible + (band.explore_interval *= 2);
-        band.exploring = true;
-        return !threads_faster;
+        const bool threads = !band.threads_lose();
+        if (band.explore_left == 0 && ++band.eligible >= band.next_exploration) {
+            // A choice that changed since the last exploration starts the interval again.
+            if (threads != band.threads_chosen) band.explore_interval = kExploreEvery;
+            band.threads_chosen = threads;
+            band.explore_interval = std::min(2 * band.explore_interval, kExploreAtMost);
+            band.next_exploration = band.eligible + band.explore_interval;
+            // Threads in use are timed at every merge, so a load that slows them shows without
+            // exploring: one thread is timed again only once they are no longer clearly faster
+            // (on 16 cores, runs of one thread on merges where the threads were 8-12 times faster
+            // had cost a tenth of the merge phase).
+            if (!threads || band.serial_cost < 0 || kClearWin * band.parallel_cost > band.serial_cost) {
+                band.explore_left = kExploreRun;
+            }
+        }
+        if (band.explore_left > 0) {
+            // The first merge of a run finds the words in the caches the other path left them in.
+            band.timing = band.explore_left-- == kExploreRun ? Timing::kSkipped : Timing::kExplored;
+            return !band.threads_chosen;
+        }
+        band.timing = Timing::kInUse;
+        return threads;
     }
-
 
     // Seconds per word of an eligible merge, averaged over the last few merges of each path.
     void record(bool parallel, size_t num_words, double seconds) {
         if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
         Band& band = bands_[band_index(num_words)];
+        if (band.timing == Timing::kSkipped) return;
         double& cost = parallel ? band.parallel_cost : band.serial_cost;
         const double sample = seconds / double(num_words);
-        // An explored path's cost is stale (its last sample may be hundreds of merges old), so its
-        // new sample counts for half: at 1/8, a few slow parallel merges on a busy spell kept a band
-        // on one thread for the rest of training.
-        cost = cost < 0 ? sample : cost + (sample - cost) / (band.exploring ? 2 : 8);
-        band.exploring = false;
+        // An explored path's cost is stale (its last samples may be hundreds of merges old), so its
+        // new samples weigh more. A sample raises the cost by at most kMostRise times its weight: one
+        // merge that waited on a descheduled thread (135 against 25 ns a word) had turned a band to
+        // one thread for good, where merges took 81 ns a word against the threads' 54.
+        if (cost < 0) {
+            cost = sample;
+        } else {
+            cost += (std::min(sample, kMostRise * cost) - cost) / (band.timing == Timing::kExplored ? 3 : 8);
+        }
     }
 
 private:
-    static constexpr size_t kExploreEvery = 32;
+    static constexpr size_t kExploreEvery = 16;
+    static constexpr size_t kExploreAtMost = 1024;
+    // Merges in a run of the other path, the first untimed: a lone merge on the other path was
+    // timed in the caches the other path had left (a parallel merge's words in every core's cache,
+    // a lone one thread's in one), and came out up to twice as slow as a run of it.
+    static constexpr size_t kExploreRun = 4;
+    static constexpr double kMostRise = 2;
+    static constexpr double kClearWin = 2;
     static constexpr size_t kBands = 4;
     // A band's verdict holds for smaller merges until this many eligible merges have passed it.
     static constexpr size_t kFreshFor = 64;
+    enum class Timing { kInUse, kExplored, kSkipped };
     struct Band {
-        size_t eligible = 0;
+        size_t eligible = 0;       // eligible merges outside exploring runs
         size_t last_eligible = 0;  // eligible_ at the band's last merge
         size_t next_exploration = kExploreEvery;
-        size_t explore_interval = kExploreEvery;
-        // Unknown until measured: the first eligible merge takes the threads, the second one thread.
+        size_t explore_interval = kExploreEvery / 2;
+        size_t explore_left = 0;  // merges left in the exploring run
+        // Unknown until measured: the threads first, then a run of one thread after kExploreEvery.
         double parallel_cost = -1;
         double serial_cost = -1;
-        bool threads_were_faster = true;  // at the last exploration
-        bool exploring = false;           // the merge being timed takes the path not in use
+        bool threads_chosen = true;  // at the last exploration
+        Timing timing = Timing::kInUse;  // how the band's merge now running is timed
 
         bool threads_lose() const { return serial_cost >= 0 && parallel_cost > serial_cost; }
     };
