@@ -11,8 +11,12 @@ timeout can stop it. Our versions must agree with each other merge for merge; th
 A corpus is `PATH[#HEAD]@VOCAB`: a text file or a .gz (decompressed once into the cache), optionally
 cut to its first HEAD bytes (K/M/G suffixes; the cut moves back to a UTF-8 character start).
 `--merge-only` times the merge phase alone on word counts computed once per corpus and cached.
-Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`) run when installed, with the GPT-2 pattern and the
-same vocab (gigatoken's trainer breaks ties its own way, so its merges are not CS336's).
+Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`, `ffbpe`) run when installed (the `bench` extra),
+with the GPT-2 pattern and the same vocab. ffbpe is the exact peer: with `tie_break="largest_content"`
+it breaks ties as CS336 does, so its merges are checked against ours; the others break ties their own
+way. Below the table each of our versions is set against each peer (how many times faster, per
+round). `--rounds N` runs the whole list N times, trainer after trainer, so that a ratio compares runs
+made minutes apart at most on a machine whose load varies.
 Writes `results.md`, `results.json` and, when matplotlib is installed, `results.png` into --out.
 
 `--threads-table` runs one trainer (bpe_v7 unless --trainers names another) end to end at 1, 2, 4,
@@ -38,7 +42,10 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPECIAL_TOKENS = ["<|endoftext|>"]
-PEERS = ("hf-tokenizers", "rustbpe", "gigatoken")
+PEERS = ("hf-tokenizers", "rustbpe", "gigatoken", "ffbpe")
+# Peers that break ties as CS336 does: their merges must equal ours.
+EXACT_PEERS = ("ffbpe",)
+PEER_MODULES = {"hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken", "ffbpe": "ffbpe"}
 
 
 @dataclass
@@ -59,6 +66,7 @@ class Run:
     peak_rss_bytes: int = 0
     num_words: int = 0
     merges_digest: str = ""
+    round: int = 1
 
 
 def parse_size(text: str) -> int:
@@ -182,6 +190,41 @@ def run_gigatoken(path: Path, vocab_size: int) -> dict:
     return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
 
 
+def run_ffbpe(path: Path, vocab_size: int) -> dict:
+    """ffbpe counts the file (its own threads), then merges with CS336's tie-break; its merges come
+    back through its GPT-2-format merges file."""
+    import tempfile
+
+    import ffbpe
+
+    from cs336_basics.serialization import decode_token
+    from cs336_basics.trainers import peak_rss_bytes
+
+    started = time.perf_counter()
+    words = ffbpe.PreTokenizer(SPECIAL_TOKENS).get_words_from_file(str(path))
+    counted = time.perf_counter()
+    trainer = ffbpe.BpeTrainer(SPECIAL_TOKENS, tie_break="largest_content")
+    trainer.add_words(words)
+    trainer.train(vocab_size)
+    model = trainer.validate_model()
+    finished = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        merges_file = Path(folder) / "merges.txt"
+        model.save_merges_txt(merges_file, format="gpt2")
+        lines = merges_file.read_text(encoding="utf-8").splitlines()
+    # Each line is `LEFT RIGHT => COUNT` in GPT-2's printable bytes.
+    merges = []
+    for line in lines:
+        left, right = line.split(" => ")[0].split(" ")
+        merges.append((decode_token(left), decode_token(right)))
+    return {
+        "seconds": {"pre-tokenize": counted - started, "merge": finished - counted, "total": finished - started},
+        "peak_rss_bytes": peak_rss_bytes(),
+        "num_words": len(words),
+        "merges_digest": digest(merges),
+    }
+
+
 def child_main(argv: list[str]) -> None:
     trainer, path, vocab_size, merge_only, workers = argv
     merge_only_path = Path(merge_only) if merge_only else None
@@ -192,6 +235,8 @@ def child_main(argv: list[str]) -> None:
         result = run_rustbpe(Path(path), int(vocab_size))
     elif trainer == "gigatoken":
         result = run_gigatoken(Path(path), int(vocab_size))
+    elif trainer == "ffbpe":
+        result = run_ffbpe(Path(path), int(vocab_size))
     else:
         result = run_ours(trainer, Path(path), int(vocab_size), merge_only_path, worker_count)
     print("RESULT " + json.dumps(result))
@@ -204,7 +249,7 @@ def child_main(argv: list[str]) -> None:
 def availability(trainer: str) -> str | None:
     """None when the trainer or peer can run here, else why not."""
     if trainer in PEERS:
-        module = {"hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken"}[trainer]
+        module = PEER_MODULES[trainer]
         try:
             __import__(module)
         except ImportError:
@@ -278,25 +323,51 @@ def run_one(trainer: str, corpus: Corpus, timeout: float, merge_only: Path | Non
 
 
 def agreement(runs: list[Run]) -> dict[str, str]:
-    """Per corpus and vocab size: whether every one of our versions that finished made the same merges."""
+    """Per corpus and vocab size: whether every run that reports merges (our versions and the exact
+    peers, in every round) made the same ones."""
     verdicts = {}
     for corpus, vocab_size in dict.fromkeys((run.corpus, run.vocab_size) for run in runs):
-        digests = {
-            run.merges_digest
-            for run in runs
-            if (run.corpus, run.vocab_size) == (corpus, vocab_size) and run.merges_digest
-        }
+        compared = [run for run in runs if (run.corpus, run.vocab_size) == (corpus, vocab_size) and run.merges_digest]
+        digests = {run.merges_digest for run in compared}
+        names = ", ".join(dict.fromkeys(run.trainer for run in compared)) or "none"
         verdict = "all agree" if len(digests) == 1 else ("none finished" if not digests else "DISAGREE")
-        verdicts[f"{corpus} @ {vocab_size}"] = verdict
+        verdicts[f"{corpus} @ {vocab_size}"] = f"{verdict} ({names})"
     return verdicts
 
 
+def speedups(runs: list[Run]) -> list[str]:
+    """Each of our versions against each peer on each corpus: the peer's total seconds over ours, one
+    figure per round (a round runs every trainer once, one after another)."""
+    lines = []
+    for corpus, vocab_size in dict.fromkeys((run.corpus, run.vocab_size) for run in runs):
+        finished = [
+            run for run in runs if (run.corpus, run.vocab_size) == (corpus, vocab_size) and run.status == "ok"
+        ]
+        ours = [name for name in dict.fromkeys(run.trainer for run in finished) if name not in PEERS]
+        peers = [name for name in dict.fromkeys(run.trainer for run in finished) if name in PEERS]
+        for mine in ours:
+            for peer in peers:
+                ratios = [
+                    theirs.seconds["total"] / own.seconds["total"]
+                    for own in finished
+                    if own.trainer == mine
+                    for theirs in finished
+                    if theirs.trainer == peer and theirs.round == own.round
+                ]
+                if ratios:
+                    shown = ", ".join(f"{ratio:.2f}x" for ratio in ratios)
+                    lines.append(f"- {corpus} @ {vocab_size}: {mine} against {peer}: {shown}")
+    return lines
+
+
 def markdown(runs: list[Run], verdicts: dict[str, str], header: str) -> str:
+    rounds = max((run.round for run in runs), default=1) > 1
     lines = [
         header,
         "",
-        "| corpus | vocab | trainer | pre-tokenize s | merge s | total s | peak RSS MB | status |",
-        "|---|---:|---|---:|---:|---:|---:|---|",
+        "| corpus | vocab | trainer | " + ("round | " if rounds else "")
+        + "pre-tokenize s | merge s | total s | peak RSS MB | status |",
+        "|---|---:|---|" + ("---:|" if rounds else "") + "---:|---:|---:|---:|---|",
     ]
 
     def cell(run: Run, phase: str) -> str:
@@ -306,11 +377,14 @@ def markdown(runs: list[Run], verdicts: dict[str, str], header: str) -> str:
     for run in runs:
         rss = f"{run.peak_rss_bytes / 1e6:,.0f}" if run.peak_rss_bytes else ""
         lines.append(
-            f"| {run.corpus} | {run.vocab_size} | {run.trainer} | {cell(run, 'pre-tokenize')} | "
-            f"{cell(run, 'merge')} | {cell(run, 'total')} | {rss} | {run.status} |"
+            f"| {run.corpus} | {run.vocab_size} | {run.trainer} | " + (f"{run.round} | " if rounds else "")
+            + f"{cell(run, 'pre-tokenize')} | {cell(run, 'merge')} | {cell(run, 'total')} | {rss} | {run.status} |"
         )
     lines.append("")
-    lines.extend(f"- {corpus}: our versions' merges: {verdict}" for corpus, verdict in verdicts.items())
+    lines.extend(f"- {corpus}: merges: {verdict}" for corpus, verdict in verdicts.items())
+    faster = speedups(runs)
+    if faster:
+        lines.extend(["", "Times faster (the peer's total seconds over ours, per round):", "", *faster])
     return "\n".join(lines) + "\n"
 
 
@@ -399,6 +473,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run before it is stopped")
     parser.add_argument("--merge-only", action="store_true", help="time the merge phase on cached word counts")
     parser.add_argument("--workers", type=int, default=None, help="processes (v3-v6) / threads (v7)")
+    parser.add_argument("--rounds", type=int, default=1, help="run every trainer this many times, alternately")
     parser.add_argument("--out", type=Path, default=Path("results"), help="folder for results.md/.json/.png")
     parser.add_argument("--cache", type=Path, default=None, help="folder for decompressed corpora (OUT/cache)")
     parser.add_argument(
@@ -419,11 +494,14 @@ def main() -> None:
     runs = []
     for corpus in corpora:
         counts = cached_word_counts(corpus, cache) if args.merge_only else None
-        for trainer in args.trainers:
-            print(f"{corpus.label} @ {corpus.vocab_size}: {trainer} ...", end=" ", flush=True)
-            run = run_one(trainer, corpus, args.timeout, counts, args.workers)
-            print(run.status if run.status != "ok" else f"{run.seconds['total']:.3f} s", flush=True)
-            runs.append(run)
+        for round_number in range(1, args.rounds + 1):
+            for trainer in args.trainers:
+                label = f" (round {round_number})" if args.rounds > 1 else ""
+                print(f"{corpus.label} @ {corpus.vocab_size}: {trainer}{label} ...", end=" ", flush=True)
+                run = run_one(trainer, corpus, args.timeout, counts, args.workers)
+                run.round = round_number
+                print(run.status if run.status != "ok" else f"{run.seconds['total']:.3f} s", flush=True)
+                runs.append(run)
 
     verdicts = agreement(runs)
     header = (
@@ -437,8 +515,8 @@ def main() -> None:
     print(markdown(runs, verdicts, header))
     extra = ", results.png" if plotted else " (matplotlib is not installed: no plot)"
     print(f"wrote {args.out / 'results.md'}, results.json{extra}")
-    if "DISAGREE" in verdicts.values():
-        sys.exit("our versions disagree: see the table")
+    if any(verdict.startswith("DISAGREE") for verdict in verdicts.values()):
+        sys.exit("merges disagree: see the table")
 
 
 def threads_table(args: argparse.Namespace, corpora: list[Corpus]) -> None:
