@@ -42,10 +42,10 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SPECIAL_TOKENS = ["<|endoftext|>"]
-PEERS = ("hf-tokenizers", "rustbpe", "gigatoken", "ffbpe")
-# Peers that break ties as CS336 does: their merges must equal ours.
-EXACT_PEERS = ("ffbpe",)
+# Each peer and the module it is imported as. Only ffbpe reports its merges (it alone breaks ties as
+# CS336 does), so only its merges are checked against ours.
 PEER_MODULES = {"hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken", "ffbpe": "ffbpe"}
+PEERS = tuple(PEER_MODULES)
 
 
 @dataclass
@@ -485,6 +485,8 @@ def main() -> None:
         help="phases at 1, 2, 4, ... threads up to the cores (or these counts), one trainer (bpe_v7)",
     )
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
 
     cache = args.cache or args.out / "cache"
     corpora = [prepare_corpus(spec, cache) for spec in args.corpus]
