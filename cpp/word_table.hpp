@@ -242,6 +242,15 @@ public:
 
     size_t size() const { return size_; }
 
+    // Words counted exactly once so far (a pass over every slot).
+    size_t count_once() const {
+        size_t once = 0;
+        for (size_t index = 0; index < slots_.size(); ++index) {
+            once += size_t(!slots_[index].empty() & (slots_[index].count == 1));
+        }
+        return once;
+    }
+
     // Empties the table and frees its slots (the words were copied out); long words stay valid, as
     // they live in the owner's arena.
     void release_slots() { *this = WordTable(); }
@@ -445,15 +454,19 @@ struct alignas(64) ThreadCounts {
     }
 
     // After the first chunk (`counted` bytes) of the `expected` this thread will count, sizes the
-    // table for the words to come. Distinct words grow about as bytes^0.6 (Heaps' law; 0.67 on
-    // real_mix, less on English alone): a shortfall means growing later (on one thread up to a tenth
-    // of a short count), an excess is memory. With more than two tables nothing is reserved: each
-    // thread sees a small share, whose first chunk overstates its words (16 threads' tables took
-    // twice the memory on OWT-like text, three times on TinyStories-like), and they grow to fit.
+    // table for the words to come. Distinct words grow about as bytes^b (Heaps' law), and b is read
+    // off the chunk itself: the share of its words seen once is the growth's local slope (d ln V /
+    // d ln n, as a new word's chance is about hapaxes / occurrences), capped at 0.6. English with an
+    // open vocabulary gives 0.45-0.65; a closed one (TinyStories-like) 0.02-0.03, where a fixed 0.6
+    // reserved eight times its 65K words. A shortfall means growing later (on one thread up to a
+    // tenth of a short count), an excess is memory. With more than two tables nothing is reserved:
+    // each thread sees a small share, whose first chunk overstates its words (16 threads' tables
+    // took twice the memory on OWT-like text, three times on TinyStories-like), and they grow to fit.
     void reserve_for(size_t counted, size_t expected, size_t tables) {
         table_sized = true;
-        if (tables > 2 || counted == 0 || expected <= counted) return;
-        const double predicted = double(table.size()) * std::pow(double(expected) / double(counted), 0.6);
+        if (tables > 2 || counted == 0 || expected <= counted || table.size() == 0) return;
+        const double exponent = std::min(0.6, double(table.count_once()) / double(table.size()));
+        const double predicted = double(table.size()) * std::pow(double(expected) / double(counted), exponent);
         table.reserve(size_t(std::min(predicted, double(expected))));
     }
 
