@@ -454,12 +454,11 @@ struct alignas(64) ThreadCounts {
     }
 
     // After the first chunk (`counted` bytes) of the `expected` this thread will count, sizes the
-    // table for the words to come. Distinct words grow about as bytes^b (Heaps' law), and b is read
-    // off the chunk itself: the share of its words seen once is the growth's local slope (d ln V /
-    // d ln n, as a new word's chance is about hapaxes / occurrences), capped at 0.6. English with an
-    // open vocabulary gives 0.45-0.65; a closed one (TinyStories-like) 0.02-0.03, where a fixed 0.6
-    // reserved eight times its 65K words. A shortfall means growing later (on one thread up to a
-    // tenth of a short count), an excess is memory. With more than two tables nothing is reserved:
+    // table for the words to come by Heaps' law, words ~ bytes^b, where b is the chunk's share of
+    // words seen once (the vocabulary's local growth rate, docs/PERFORMANCE.md), capped at 0.6:
+    // 0.45-0.65 on open-vocabulary text, 0.02 on TinyStories-like text, for which a fixed 0.6 had
+    // reserved eight times its words. A shortfall means growing later (on one thread up to a tenth
+    // of a short count), an excess is memory. With more than two tables nothing is reserved:
     // each thread sees a small share, whose first chunk overstates its words (16 threads' tables
     // took twice the memory on OWT-like text, three times on TinyStories-like), and they grow to fit.
     void reserve_for(size_t counted, size_t expected, size_t tables) {
