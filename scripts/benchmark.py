@@ -511,10 +511,11 @@ def main() -> None:
         f"Python {sys.version.split()[0]}\n\nCommand: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`"
     )
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.md").write_text(markdown(runs, verdicts, header))
+    report = markdown(runs, verdicts, header)
+    (args.out / "results.md").write_text(report)
     (args.out / "results.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
     plotted = plot(runs, args.out / "results.png")
-    print(markdown(runs, verdicts, header))
+    print(report)
     extra = ", results.png" if plotted else " (matplotlib is not installed: no plot)"
     print(f"wrote {args.out / 'results.md'}, results.json{extra}")
     if any(verdict.startswith("DISAGREE") for verdict in verdicts.values()):
