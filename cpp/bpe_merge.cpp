@@ -228,7 +228,9 @@ public:
           contenders_(list_pools_.size()),
           parallel_choice_(deltas_.size(), parallel_words),
           prune_limit_(prune_limit),
-          prune_at_(prune_limit) {}
+          prune_at_(prune_limit) {
+        for (WordListPool& pool : list_pools_) pool.share(&spare_blocks_);
+    }
 
     // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
     void load_words(const WordCounts& words, int num_threads) {
@@ -576,6 +578,7 @@ private:
     // Tracks every pair again, counted from the words as they are now: the birth floor back to 1.
     void recount_pairs() {
         pairs_.clear();
+        spare_blocks_.clear();
         for (WordListPool& pool : list_pools_) pool.reset();
         pair_ids_ = PairIdMap();
         birth_floor_ = 1;
@@ -926,6 +929,7 @@ private:
 
     PairIdMap pair_ids_;
     PairTable pairs_;
+    WordListPool::Spares spare_blocks_;
     std::vector<WordListPool> list_pools_;  // one per thread
 
     std::vector<HeapEntry> heap_;

@@ -3,11 +3,14 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -132,10 +135,64 @@ private:
 // from large chunks, with a free list per block size: a list that grows or dies hands its block to
 // the next list of that size, so no list costs a malloc and a free (they were a tenth of the merge
 // loop, docs/PERFORMANCE.md). Blocks live until the pool is reset or destroyed; a block may go back
-// to another pool than the one it came from (one pool per thread).
+// to another pool than the one it came from (one pool per thread). Free blocks of 1,024 ids and
+// more go to Spares, which the pools share.
 class WordListPool {
+private:
+    struct FreeBlock {
+        FreeBlock* next;
+    };
+    static constexpr size_t kChunkBytes = size_t(1) << 20;
+    static constexpr size_t kClasses = 32;
+    // Free blocks of this size class and above are shared (Spares).
+    static constexpr size_t kSharedClass = 10;
+    // Blocks of this size class and above are chunks of their own (more than a quarter chunk).
+    static constexpr size_t kOwnChunkClass = 17;
+    static_assert((size_t(1) << (kOwnChunkClass - 1)) * 4 == kChunkBytes / 4, "a quarter chunk is carved");
+
 public:
     static constexpr uint32_t kSmallestBlock = 4;
+
+    // The pools' free blocks of kSharedClass and above, under a lock (taken for lists of 1,024
+    // words and more, a few per merge). The first merges free hundreds of megabytes of such lists
+    // (the byte pairs'); kept by the pool that freed them, they left the other threads carving new
+    // memory (docs/PERFORMANCE.md).
+    class Spares {
+    public:
+        void give(WordId* block, size_t size_class) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto* freed = reinterpret_cast<FreeBlock*>(block);
+            freed->next = free_[size_class];
+            free_[size_class] = freed;
+            held_.store(held_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        }
+        // The smallest free block of `size_class` or above, and its class; null when none.
+        std::pair<WordId*, size_t> take(size_t size_class) {
+            if (held_.load(std::memory_order_relaxed) == 0) return {nullptr, 0};  // no lock while empty
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (size_t held = size_class; held < kClasses; ++held) {
+                FreeBlock* block = free_[held];
+                if (block == nullptr) continue;
+                free_[held] = block->next;
+                held_.store(held_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+                return {reinterpret_cast<WordId*>(block), held};
+            }
+            return {nullptr, 0};
+        }
+        // Forgets every block (their pools are being reset).
+        void clear() {
+            std::lock_guard<std::mutex> lock(mutex_);
+            std::fill(std::begin(free_), std::end(free_), nullptr);
+            held_.store(0, std::memory_order_relaxed);
+        }
+
+    private:
+        std::mutex mutex_;
+        FreeBlock* free_[kClasses] = {};
+        std::atomic<size_t> held_{0};  // blocks in free_
+    };
+
+    void share(Spares* spares) { spares_ = spares; }
 
     // The smallest power of two that is at least num_words and kSmallestBlock.
     static uint32_t block_size(uint32_t num_words) {
@@ -149,19 +206,18 @@ public:
     // blocks, and new memory costs a page fault per 4 KiB (docs/PERFORMANCE.md).
     WordId* allocate(uint32_t size) {
         const size_t wanted = size_class(size);
-        for (size_t held = wanted; held < kClasses; ++held) {
+        for (size_t held = wanted; held < kSharedClass; ++held) {
             FreeBlock* block = free_[held];
             if (block == nullptr) continue;
             free_[held] = block->next;
-            auto* words = reinterpret_cast<WordId*>(block);
-            // [0, size) is the caller's; [size, 2 size), [2 size, 4 size), ... go back.
-            for (size_t split = wanted; split < held; ++split) {
-                release(words + (size_t(1) << split), uint32_t(1) << split);
-            }
-            return words;
+            return split(reinterpret_cast<WordId*>(block), wanted, held);
+        }
+        if (spares_ != nullptr) {
+            const auto [block, held] = spares_->take(std::max(wanted, kSharedClass));
+            if (block != nullptr) return split(block, wanted, held);
         }
         const size_t bytes = size_t(size) * sizeof(WordId);
-        if (bytes > kChunkBytes / 4) return new_chunk(bytes);  // a long list: a chunk of its own
+        if (wanted >= kOwnChunkClass) return new_chunk(bytes);  // a long list: a chunk of its own
         if (bytes > chunk_left_) {
             chunk_next_ = new_chunk(kChunkBytes);
             chunk_left_ = kChunkBytes;
@@ -173,22 +229,34 @@ public:
     }
 
     void release(WordId* block, uint32_t size) {
+        const size_t size_class = this->size_class(size);
+        if (size_class >= kSharedClass && spares_ != nullptr) {
+            spares_->give(block, size_class);
+            return;
+        }
         auto* freed = reinterpret_cast<FreeBlock*>(block);
-        freed->next = free_[size_class(size)];
-        free_[size_class(size)] = freed;
+        freed->next = free_[size_class];
+        free_[size_class] = freed;
     }
 
-    // Frees every block at once.
-    void reset() { *this = WordListPool(); }
+    // Frees every block at once (the Spares are the caller's to clear).
+    void reset() {
+        Spares* spares = spares_;
+        *this = WordListPool();
+        spares_ = spares;
+    }
 
 private:
-    struct FreeBlock {
-        FreeBlock* next;
-    };
     static_assert(sizeof(FreeBlock) <= kSmallestBlock * sizeof(WordId), "a free block holds its link");
-    static constexpr size_t kChunkBytes = size_t(1) << 20;
 
     static size_t size_class(uint32_t size) { return size_t(count_trailing_zeros(size)); }
+
+    // [0, 2^wanted) of a free block of class `held` is the caller's; [2^wanted, 2^(wanted + 1)),
+    // [2^(wanted + 1), 2^(wanted + 2)), ... go back.
+    WordId* split(WordId* words, size_t wanted, size_t held) {
+        for (size_t piece = wanted; piece < held; ++piece) release(words + (size_t(1) << piece), uint32_t(1) << piece);
+        return words;
+    }
 
     WordId* new_chunk(size_t bytes) {
         chunks_.emplace_back(new uint64_t[(bytes + sizeof(uint64_t) - 1) / sizeof(uint64_t)]);
@@ -198,8 +266,8 @@ private:
     std::vector<std::unique_ptr<uint64_t[]>> chunks_;  // 8-byte aligned, for the free links
     WordId* chunk_next_ = nullptr;
     size_t chunk_left_ = 0;
-    static constexpr size_t kClasses = 32;
     FreeBlock* free_[kClasses] = {};
+    Spares* spares_ = nullptr;
 };
 
 // One pair's record: its tokens, its count, and the words listed under it (the inverted index,
