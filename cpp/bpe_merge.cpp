@@ -587,6 +587,7 @@ private:
             record.count += count;
             record.list_word(word, list_pools_[0]);
         });
+        for (size_t id = 0; id < pairs_.size(); ++id) pairs_[PairId(id)].settle_words(list_pools_[0]);  // complete
         restart_heap();
     }
 
@@ -626,6 +627,9 @@ private:
         for (const MergeDeltas::Listing& listing : deltas.listings()) {
             const PairId pair = changes[listing.change].pair;
             if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word, list_pools_[0]);
+        }
+        for (const MergeDeltas::Change& change : changes) {  // the new pairs' lists are complete
+            if (change.delta >= 0 && change.pair != PairIdMap::kMissing) pairs_[change.pair].settle_words(list_pools_[0]);
         }
     }
 

@@ -228,6 +228,31 @@ public:
         return block;
     }
 
+    // Room for `size` word ids, rounded up to kSmallestBlock: a block of the next power of two,
+    // whose tail goes back at once (release_range).
+    WordId* allocate_exact(uint32_t size) {
+        const uint32_t used = exact_size(size);
+        const uint32_t held = block_size(used);
+        WordId* words = allocate(held);
+        release_range(words + used, held - used);
+        return words;
+    }
+
+    // `size` word ids, a multiple of kSmallestBlock, given back as blocks of powers of two,
+    // largest first. Out of line: called once per list, and inlined it moved GCC's inlining of the
+    // merge loop's own helpers.
+    BPE_NOINLINE void release_range(WordId* words, uint32_t size) {
+        while (size != 0) {
+            const uint32_t piece = uint32_t(1) << (63 - count_leading_zeros(uint64_t(size)));
+            release(words, piece);
+            words += piece;
+            size -= piece;
+        }
+    }
+
+    // What a list of num_words (more than kInlineWords) holds once it is complete.
+    static uint32_t exact_size(uint32_t num_words) { return (num_words + kSmallestBlock - 1) & ~(kSmallestBlock - 1); }
+
     void release(WordId* block, uint32_t size) {
         const size_t size_class = this->size_class(size);
         if (size_class >= kSharedClass && spares_ != nullptr) {
@@ -274,7 +299,10 @@ private:
 // which may hold words that have lost the pair since). 32 bytes, so a count change and a listing
 // touch one cache line.
 // Memory: most pairs are born late, occur in a word or two and are never merged, so the first two
-// word ids live inline and only longer lists take a block from a WordListPool.
+// word ids live inline and only longer lists take a block from a WordListPool. A pair gains words
+// only in the merge that creates its newer token (merge_word), so its list is complete when that
+// merge ends: it grows in blocks of powers of two while it is being listed (list_word), then keeps
+// only what it holds (settle_words), as a list made to measure does (resize_words).
 struct PairRecord {
     int64_t count;
     TokenId left;
@@ -282,7 +310,7 @@ struct PairRecord {
     uint32_t num_words;  // words listed: inline while at most kInlineWords, else in `spilled`
     union {
         WordId inline_words[2];
-        WordId* spilled;  // a block of WordListPool::block_size(num_words)
+        WordId* spilled;  // WordListPool::exact_size(num_words) ids; block_size(num_words) while listing
     };
 
     static constexpr uint32_t kInlineWords = 2;
@@ -309,9 +337,17 @@ struct PairRecord {
         spilled[num_words++] = word;
     }
 
+    // A complete list's words back to the pool.
     void clear_words(WordListPool& pool) {
-        if (num_words > kInlineWords) pool.release(spilled, WordListPool::block_size(num_words));
+        if (num_words > kInlineWords) pool.release_range(spilled, WordListPool::exact_size(num_words));
         num_words = 0;
+    }
+
+    // Once list_word has listed every word the pair will have: the room past them goes back.
+    void settle_words(WordListPool& pool) {
+        if (num_words <= kInlineWords) return;
+        const uint32_t used = WordListPool::exact_size(num_words);
+        pool.release_range(spilled + used, WordListPool::block_size(num_words) - used);
     }
 
     // Replaces the list by `size` words for the caller to fill in; returns where they go.
@@ -319,7 +355,7 @@ struct PairRecord {
         clear_words(pool);
         num_words = size;
         if (size <= kInlineWords) return inline_words;
-        spilled = pool.allocate(WordListPool::block_size(size));
+        spilled = pool.allocate_exact(size);
         return spilled;
     }
 };
