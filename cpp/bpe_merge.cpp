@@ -956,14 +956,16 @@ private:
 
 
 // The whole algorithm (bpe_v4's, cs336_basics/bpe_v4.py, with the tables above).
+// `release`: the words to free once loaded (the caller's `words`), or null.
 template <typename Symbol>
-std::vector<Merge> run_merges(const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-                              int num_threads, size_t prune_pairs, size_t parallel_words) {
+std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
+                              void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
     Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs);
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
 #endif
     trainer.load_words(words, num_threads);    // every word as its bytes, once
+    if (release != nullptr) *release = WordCounts();
 #ifdef BPE_MERGE_PROFILE
     const auto loaded = std::chrono::steady_clock::now();
 #endif
@@ -988,14 +990,34 @@ std::vector<Merge> run_merges(const WordCounts& words, size_t num_merges, MergeP
 
 }  // namespace
 
-std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
-                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
-    if (num_merges == 0) return {};
+namespace {
+
+std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
+                         void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
+    if (num_merges == 0) {
+        if (release != nullptr) *release = WordCounts();
+        return {};
+    }
     // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
     if (num_merges <= (size_t(1) << 16) - 256) {
-        return run_merges<uint16_t>(words, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
+        return run_merges<uint16_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
+                                    parallel_words);
     }
-    return run_merges<uint32_t>(words, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
+    return run_merges<uint32_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
+                                parallel_words);
+}
+
+}  // namespace
+
+std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
+                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
+    return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
+}
+
+std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges, MergeProgress progress,
+                                                void* context, int num_threads, size_t prune_pairs,
+                                                size_t parallel_words) {
+    return train(words, &words, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
 }
 
 }  // namespace bpe

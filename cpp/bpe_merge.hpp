@@ -37,4 +37,11 @@ std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                 size_t parallel_words = kDefaultParallelWords);
 
+// The same, for a caller that needs the counts no more: `words` is emptied, its memory freed, once
+// the loop has loaded them, so that the loop's peak holds them no longer (a count file's size).
+std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges,
+                                                MergeProgress progress = nullptr, void* context = nullptr,
+                                                int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
+                                                size_t parallel_words = kDefaultParallelWords);
+
 }  // namespace bpe

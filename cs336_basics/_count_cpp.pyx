@@ -357,12 +357,20 @@ cdef class NativeWordCounts:
     cdef readonly size_t chunks  # how many chunks the input was cut into
     cdef readonly int threads_used  # how many threads counted at least one chunk
     cdef readonly int num_threads  # threads asked for; merge() counts the initial pairs on as many
+    cdef readonly bint released  # merge(release_words=True) has freed the words
+
+    cdef int check_held(self) except -1:
+        if self.released:
+            raise ValueError("these word counts were freed by merge(release_words=True)")
+        return 0
 
     def __len__(self) -> int:
+        self.check_held()
         return self.words.counts.size()
 
     def to_dict(self) -> dict:
         """`{word_bytes: count}`."""
+        self.check_held()
         cdef const char* data = self.words.bytes.data()
         cdef size_t index
         cdef uint64_t start, end
@@ -380,16 +388,23 @@ cdef class NativeWordCounts:
         *,
         prune_pairs: int | None = None,
         parallel_words: int | None = None,
+        release_words: bool = False,
     ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
         creation order, run by the C++ merge loop without the GIL on the threads the words were
         counted on. `progress`, if given, is called now and then with the merges done since its
         previous call (so `tqdm.update` fits). `prune_pairs` and `parallel_words` as for
-        `_merge_cpp.merge`."""
-        return train_merges(self.words, num_merges, progress, self.num_threads, prune_pairs, parallel_words)
+        `_merge_cpp.merge`. `release_words`: free the words once the merge loop has loaded them (its
+        peak memory then holds them no longer); this object can do nothing after that."""
+        self.check_held()
+        self.released = bool(release_words)
+        return train_merges(
+            self.words, num_merges, progress, self.num_threads, prune_pairs, parallel_words, self.released
+        )
 
     def total_count(self) -> int:
         """The counts added up: how many words were counted."""
+        self.check_held()
         cdef size_t index
         cdef uint64_t part = 0, count
         total = 0
@@ -404,6 +419,7 @@ cdef class NativeWordCounts:
     def to_arrays(self) -> tuple:
         """The count file's arrays `(words, lengths, counts)`: the words' bytes back to back, their
         lengths (uint32) and their counts (uint64), in native byte order and this table's word order."""
+        self.check_held()
         cdef size_t size = self.words.counts.size()
         cdef bytes lengths = PyBytes_FromStringAndSize(NULL, 4 * size)
         cdef bytes counts = PyBytes_FromStringAndSize(NULL, 8 * size)
@@ -424,6 +440,7 @@ cdef class NativeWordCounts:
     def split_into_slices(self, num_slices: int) -> list:
         """These words cut into `num_slices` tables by a hash of the word, the same for every table
         (tables summed slice by slice share no word: their sums concatenate)."""
+        self.check_held()
         if num_slices < 1:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
         cdef vector[lib.WordCounts] slices
@@ -434,6 +451,7 @@ cdef class NativeWordCounts:
 
     def sorted_by_bytes(self) -> NativeWordCounts:
         """The same counts, words in ascending byte order (the count file's order)."""
+        self.check_held()
         cdef lib.WordCounts sorted_words
         with nogil:
             sorted_words = lib.sorted_by_bytes(self.words)
@@ -441,6 +459,7 @@ cdef class NativeWordCounts:
 
     def first_unordered_word(self) -> int:
         """The index of the first word not strictly greater than the one before, else len(self)."""
+        self.check_held()
         return lib.first_unordered_word(self.words)
 
 

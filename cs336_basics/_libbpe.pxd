@@ -39,6 +39,10 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words
     ) except +
+    vector[Merge] train_merges_releasing_words(
+        WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        int num_threads, size_t prune_pairs, size_t parallel_words
+    ) except +
 
 
 # pretokenize.hpp: the GPT-2 pre-tokenizer.

@@ -56,4 +56,4 @@ def merge(
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     cdef lib.WordCounts words
     load_word_counts(words, word_counts)
-    return train_merges(words, num_merges, progress, num_threads, prune_pairs, parallel_words)
+    return train_merges(words, num_merges, progress, num_threads, prune_pairs, parallel_words, True)

@@ -19,9 +19,10 @@ cdef inline size_t size_or_default(object value, str name, size_t default) excep
     return value
 
 
+# release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
 cdef inline list train_merges(
-    const lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
-    object parallel_words
+    lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
+    object parallel_words, bint release_words
 ):
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
@@ -36,9 +37,14 @@ cdef inline list train_merges(
     cdef size_t wanted = num_merges
     cdef vector[lib.Merge] merges
     with nogil:
-        merges = lib.train_merges(
-            words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit
-        )
+        if release_words:
+            merges = lib.train_merges_releasing_words(
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit
+            )
+        else:
+            merges = lib.train_merges(
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit
+            )
     flush_progress(&relay, merges.size())
     if errors:
         raise errors[0]

@@ -57,10 +57,15 @@ def pretokenize_and_count(
 
 
 def merge(
-    word_counts: _count_cpp.NativeWordCounts | WordCountDict, num_merges: int, report: Report = ignore_progress
+    word_counts: _count_cpp.NativeWordCounts | WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    release_words: bool = False,
 ) -> Merges:
     """The C++ merge loop on every thread, fed directly from the native word counts (a dict is
-    converted first)."""
+    converted first). `release_words`: free the native counts once the loop has loaded them (they
+    can do nothing after that), so that its peak memory does not hold them too."""
     if isinstance(word_counts, dict):
         return _merge_cpp.merge(word_counts, num_merges, report, num_threads=effective_num_threads())
-    return word_counts.merge(num_merges, report)
+    return word_counts.merge(num_merges, report, release_words=release_words)

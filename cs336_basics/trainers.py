@@ -63,7 +63,9 @@ def _load_bpe_v7() -> TrainerVersion:
 class Registered:
     load: Callable[[], TrainerVersion]
     native_modules: tuple[str, ...] = ()  # compiled modules it needs (see backend.NATIVE_MODULES)
-    merges_native_counts: bool = False  # its merge takes counts held in C++ as they are, not a dict
+    # Its merge takes counts held in C++ as they are, not a dict, and frees them once loaded when
+    # given release_words=True.
+    merges_native_counts: bool = False
 
 
 # Every version, oldest first; the last one that can run here is the default.
@@ -235,7 +237,11 @@ def train(
     size = path.stat().st_size
     with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
         word_counts = version.pretokenize_and_count(path, specials, count_options, report)
-    return _merge_phase(name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started)
+    # The counts are this function's own: a version that can frees them once its merge loop has them.
+    release_words = REGISTRY[name].merges_native_counts
+    return _merge_phase(
+        name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started, release_words
+    )
 
 
 def _merge_phase(
@@ -247,19 +253,25 @@ def _merge_phase(
     progress: bool,
     first_phase: str,
     started: float,
+    release_words: bool = False,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
-    names what ran since `started` (pre-tokenization, or loading counts)."""
+    names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
+    version's merge frees the counts once loaded (see Registered.merges_native_counts)."""
+    num_words = len(word_counts)
     merging = time.perf_counter()
     with progress_bar(progress, num_merges, "merges", "merge") as report:
-        merges = version.merge(word_counts, num_merges, report)
+        if release_words:
+            merges = version.merge(word_counts, num_merges, report, release_words=True)  # type: ignore[call-arg]
+        else:
+            merges = version.merge(word_counts, num_merges, report)
     finished = time.perf_counter()
     return TrainingResult(
         vocab=assemble_vocab(specials, merges),
         merges=merges,
         trainer=name,
         seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
-        num_words=len(word_counts),
+        num_words=num_words,
         peak_rss_bytes=peak_rss_bytes(),
         special_tokens=list(specials),
     )

@@ -295,6 +295,25 @@ def test_pruning_on_native_word_counts() -> None:
         counts.merge(3, prune_pairs=-1)
 
 
+@pytest.mark.parametrize("num_merges", [0, 200])
+def test_native_word_counts_freed_once_loaded(num_merges: int) -> None:
+    # release_words=True frees the counts once the merge loop holds the words: the same merges, and
+    # the spent object refuses any further use instead of looking empty.
+    if pure_python_forced():
+        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
+    native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
+    rng = random.Random(12)
+    text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(3_000)).encode()
+    counts = native.count_words_in_buffer(text, [], 2)
+    expected = counts.merge(num_merges)
+    assert not counts.released
+    assert counts.merge(num_merges, release_words=True) == expected
+    assert counts.released
+    for use in (len, lambda c: c.to_dict(), lambda c: c.merge(1), lambda c: c.total_count(), lambda c: c.to_arrays()):
+        with pytest.raises(ValueError, match="release_words"):
+            use(counts)
+
+
 # (f) the threads: each merge's words rewritten in shares, the count changes applied side by side.
 
 

@@ -48,6 +48,12 @@ def test_phases_report_their_work(trainer: str, corpus: Path) -> None:
     assert len(merges) == 15 and sum(merged) == 15
 
 
+def test_the_result_counts_the_distinct_words(trainer: str, corpus: Path) -> None:
+    # Read before the merge phase, which may free the counts (bpe_v7 frees its own once loaded).
+    oracle = load_trainer("bpe_v1").pretokenize_and_count(corpus, ["<|endoftext|>"])
+    assert train(corpus, 300, ["<|endoftext|>"], trainer=trainer).num_words == len(oracle) > 0
+
+
 def test_progress_bars_belong_to_the_driver(trainer: str, corpus: Path, capsys: pytest.CaptureFixture) -> None:
     quiet = train(corpus, 300, ["<|endoftext|>"], trainer=trainer)
     assert capsys.readouterr().err == ""
