@@ -282,13 +282,19 @@ def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int, threads: 
     )
 
 
-def test_pruning_on_native_word_counts() -> None:
+def random_native_counts(seed: int, num_words: int):
+    """Native counts (two threads) of `num_words` random words of up to 8 letters; skips the test
+    without the native extension."""
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
     native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
-    rng = random.Random(11)
-    text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(5_000)).encode()
-    counts = native.count_words_in_buffer(text, [], 2)
+    rng = random.Random(seed)
+    text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(num_words))
+    return native.count_words_in_buffer(text.encode(), [], 2)
+
+
+def test_pruning_on_native_word_counts() -> None:
+    counts = random_native_counts(11, 5_000)
     expected = bpe_v4.merge(counts.to_dict(), 300)
     assert counts.merge(300, prune_pairs=50) == expected
     with pytest.raises(ValueError, match="prune_pairs"):
@@ -299,12 +305,7 @@ def test_pruning_on_native_word_counts() -> None:
 def test_native_word_counts_freed_once_loaded(num_merges: int) -> None:
     # release_words=True frees the counts once the merge loop holds the words: the same merges, and
     # the spent object refuses any further use instead of looking empty.
-    if pure_python_forced():
-        pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
-    rng = random.Random(12)
-    text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(3_000)).encode()
-    counts = native.count_words_in_buffer(text, [], 2)
+    counts = random_native_counts(12, 3_000)
     expected = counts.merge(num_merges)
     assert not counts.released
     assert counts.merge(num_merges, release_words=True) == expected
