@@ -397,10 +397,14 @@ cdef class NativeWordCounts:
         `_merge_cpp.merge`. `release_words`: free the words once the merge loop has loaded them (its
         peak memory then holds them no longer); this object can do nothing after that."""
         self.check_held()
-        self.released = bool(release_words)
-        return train_merges(
-            self.words, num_merges, progress, self.num_threads, prune_pairs, parallel_words, self.released
-        )
+        try:
+            return train_merges(
+                self.words, num_merges, progress, self.num_threads, prune_pairs, parallel_words, release_words
+            )
+        finally:
+            # Spent once the loop has loaded the words, even if it stopped later (a progress error);
+            # arguments refused before that leave the words as they were.
+            self.released = bool(release_words) and self.words.counts.empty()
 
     def total_count(self) -> int:
         """The counts added up: how many words were counted."""

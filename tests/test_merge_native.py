@@ -307,12 +307,25 @@ def test_native_word_counts_freed_once_loaded(num_merges: int) -> None:
     # the spent object refuses any further use instead of looking empty.
     counts = random_native_counts(12, 3_000)
     expected = counts.merge(num_merges)
+    with pytest.raises(ValueError, match="num_merges"):
+        counts.merge(-1, release_words=True)  # refused before loading: the words stay
     assert not counts.released
     assert counts.merge(num_merges, release_words=True) == expected
     assert counts.released
     for use in (len, lambda c: c.to_dict(), lambda c: c.merge(1), lambda c: c.total_count(), lambda c: c.to_arrays()):
         with pytest.raises(ValueError, match="release_words"):
             use(counts)
+
+
+def test_native_word_counts_spent_when_progress_stops_the_loop() -> None:
+    counts = random_native_counts(12, 3_000)
+
+    def stop(_merges_done: int) -> None:
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        counts.merge(200, stop, release_words=True)
+    assert counts.released  # the loop had loaded (and freed) the words before it stopped
 
 
 # (f) the threads: each merge's words rewritten in shares, the count changes applied side by side.
