@@ -212,7 +212,8 @@ constexpr size_t kPartitions = size_t(1) << kPartitionBits;
 
 inline size_t partition_of(uint32_t check) { return check >> (32 - kPartitionBits); }
 
-// Open addressing with linear probing, at most 70% full. A word's home slot is the top bits of its
+// Open addressing with linear probing, at most 80% full (70% kept tables of 734K-839K words twice as
+// large for nothing faster: docs/PERFORMANCE.md). A word's home slot is the top bits of its
 // hash, so slots are in hash order up to probing displacement: a partition is a contiguous slot
 // range in every table, and growing reinserts in order. Probing runs into spare slots past the
 // last home slot instead of wrapping around (and grows the table in the unlikely case it runs out).
@@ -225,7 +226,7 @@ public:
     // Adds `occurrences` of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
     void add_each(const WordKey* keys, size_t count, int64_t occurrences, Arena& arena) {
-        while (10 * (size_ + count) > 7 * home_slots()) grow();
+        while (10 * (size_ + count) > 8 * home_slots()) grow();
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
         Probe probe{&slots_[0], slots_.size(), shift_, 0};
@@ -259,7 +260,7 @@ public:
     // intermediate size).
     void reserve(size_t words) {
         unsigned bits = bits_;
-        while (bits < 32 && 10 * words > 7 * (size_t(1) << bits)) ++bits;
+        while (bits < 32 && 10 * words > 8 * (size_t(1) << bits)) ++bits;
         if (bits > bits_) rebuild(bits);
     }
 
