@@ -210,10 +210,8 @@ bool count_into(std::vector<ThreadCounts>& per_thread, std::string_view text, co
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
         ThreadCounts& counts = per_thread[thread];
         count_chunk(piece, begin, special, counts, first_invalid);
-        if (!counts.table_sized) {
-            counts.reserve_for(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads),
-                               per_thread.size());
-        }
+        counts.after_chunk(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads),
+                           per_thread.size());
         if (file != nullptr) file->release(piece.data(), piece.size());
         const size_t done = bytes_done.fetch_add(piece.size()) + piece.size();
         if (options.progress != nullptr && int(thread) == reporting_thread &&
@@ -405,7 +403,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
     const int threads = int(per_thread.size());
     const size_t total = ends[count] - ends[0];
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes : piece_chunk_bytes(total, threads);
-    const size_t expected = std::max(total, options.expected_bytes) / size_t(threads);  // for reserve_for
+    const size_t expected = std::max(total, options.expected_bytes) / size_t(threads);  // for after_chunk
 
     // Runs of whole documents of about chunk_bytes; a document of more than two chunks is cut into chunks
     // of its own (its ends are safe cuts: the separator keeps documents apart).
@@ -436,7 +434,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             const std::string_view chunk = layout.at(task.first).substr(task.begin - ends[task.first], task.end - task.begin);
             if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
             count_chunk(chunk, task.begin, special, counts, first_invalid);
-            if (!counts.table_sized) counts.reserve_for(chunk.size(), expected, per_thread.size());
+            counts.after_chunk(chunk.size(), expected, per_thread.size());
             return;
         }
         for (size_t index = task.first; index < task.last; ++index) {
@@ -450,7 +448,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             }
         }
         counts.flush();
-        if (!counts.table_sized) counts.reserve_for(ends[task.last] - ends[task.first], expected, per_thread.size());
+        counts.after_chunk(ends[task.last] - ends[task.first], expected, per_thread.size());
     });
     if (first_invalid.load() != kValidUtf8) {
         const size_t position = first_invalid.load();

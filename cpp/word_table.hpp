@@ -213,29 +213,31 @@ constexpr size_t kPartitions = size_t(1) << kPartitionBits;
 inline size_t partition_of(uint32_t check) { return check >> (32 - kPartitionBits); }
 
 // Open addressing with linear probing, at most 80% full (70% kept tables of 734K-839K words twice as
-// large for nothing faster: docs/PERFORMANCE.md). A word's home slot is the top bits of its
-// hash, so slots are in hash order up to probing displacement: a partition is a contiguous slot
-// range in every table, and growing reinserts in order. Probing runs into spare slots past the
-// last home slot instead of wrapping around (and grows the table in the unlikely case it runs out).
+// large for nothing faster: docs/PERFORMANCE.md). A word's home slot is its check scaled to the
+// number of home slots, `check * homes / 2^32`, so slots are in hash order up to probing
+// displacement at any table size: a partition is a contiguous slot range in every table, growing
+// reinserts in order, and a table takes the size its words need rather than a power of two.
+// Probing runs into spare slots past the last home slot instead of wrapping around (and grows the
+// table in the unlikely case it runs out).
 class WordTable {
 public:
-    WordTable() : WordTable(kInitialBits) {}
+    WordTable() : WordTable(kInitialHomes) {}
 
-    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[check_of(hash) >> shift_]); }
+    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[home_of(check_of(hash), homes_)]); }
 
     // Adds `occurrences` of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
     void add_each(const WordKey* keys, size_t count, int64_t occurrences, Arena& arena) {
-        while (10 * (size_ + count) > 8 * home_slots()) grow();
+        while (10 * (size_ + count) > 8 * homes_) grow();
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
-        Probe probe{&slots_[0], slots_.size(), shift_, 0};
+        Probe probe{&slots_[0], slots_.size(), homes_, 0};
         // A pointer to the end, not a counter: the counter was kept in memory (registers run short).
         for (const WordKey* const end = keys + count; keys != end; ++keys) {
             while (!probe.try_add(*keys, occurrences, arena)) {
                 size_ += std::exchange(probe.added, 0);
                 grow();
-                probe = Probe{&slots_[0], slots_.size(), shift_, 0};
+                probe = Probe{&slots_[0], slots_.size(), homes_, 0};
             }
         }
         size_ += probe.added;
@@ -259,16 +261,43 @@ public:
     // Grows the table at once to hold `words` words (growing step by step copies and clears every
     // intermediate size).
     void reserve(size_t words) {
-        unsigned bits = bits_;
-        while (bits < 32 && 10 * words > 8 * (size_t(1) << bits)) ++bits;
-        if (bits > bits_) rebuild(bits);
+        if (10 * words > 8 * homes_) rebuild(homes_for(words));
+    }
+
+    // reserve for a guess, rounded up to a power of two: a first chunk's prediction fell short by up
+    // to a sixth (real_mix, whose languages come in turn), and growing a big table then cost a tenth
+    // of a short count.
+    void reserve_guess(size_t words) {
+        size_t homes = kInitialHomes;
+        while (homes < kMaxHomes && 10 * words > 8 * homes) homes *= 2;
+        if (homes > homes_) rebuild(homes);
+    }
+
+    // `counted` bytes of the `expected` this table will count are in: its next growth predicts the
+    // words at the end (predicted_words) and aims at them instead of doubling.
+    void expect_bytes(size_t counted, size_t expected) {
+        counted_bytes_ = counted;
+        expected_bytes_ = expected;
+    }
+
+    // The words once `expected` bytes are counted, of which `counted` are in, by Heaps' law, words ~
+    // bytes^b, where b is the share of the words seen once (the vocabulary's local growth rate,
+    // docs/PERFORMANCE.md), capped at 0.6. Past `expected` (a thread may count more than its
+    // share) the words now; 0 when there is nothing to predict from, or the count went on past
+    // twice what was expected. A pass over the slots.
+    size_t predicted_words(size_t counted, size_t expected) const {
+        if (size_ == 0 || counted == 0 || counted >= 2 * expected) return 0;
+        if (counted >= expected) return size_;
+        const double exponent = std::min(0.6, double(count_once()) / double(size_));
+        const double predicted = double(size_) * std::pow(double(expected) / double(counted), exponent);
+        return size_t(std::min(predicted, double(expected)));
     }
 
     // Appends the words whose hash is in `partition` to `out`, in table order, with no branch per
     // slot: about half the slots are empty, at random, and a branch on each mispredicts often.
     void append_partition(size_t partition, std::vector<WordSlot>& out) const {
-        const size_t first = (partition << bits_) >> kPartitionBits;
-        size_t stop = ((partition + 1) << bits_) >> kPartitionBits;
+        const size_t first = partition_start(partition);
+        size_t stop = partition_start(partition + 1);
         while (stop < slots_.size() && !slots_[stop].empty()) ++stop;  // words displaced past the partition
         constexpr size_t kGroup = 64;
         size_t kept = out.size();
@@ -290,8 +319,8 @@ public:
     void for_each_in_partition(size_t partition, Visit&& visit) const {
         // Home slots of the partition are [first, last); words displaced past `last` sit in the
         // occupied run that starts there.
-        const size_t first = (partition << bits_) >> kPartitionBits;
-        const size_t last = ((partition + 1) << bits_) >> kPartitionBits;
+        const size_t first = partition_start(partition);
+        const size_t last = partition_start(partition + 1);
         for (size_t index = first; index < slots_.size(); ++index) {
             const WordSlot& slot = slots_[index];
             if (slot.empty()) {
@@ -303,24 +332,38 @@ public:
     }
 
 private:
-    static constexpr unsigned kInitialBits = 4;
+    static constexpr size_t kInitialHomes = 16;
     static constexpr size_t kSpareSlots = 1024;
+    // The slot index is taken from the 32-bit check: 2^32 home slots (128 GiB) at most.
+    static constexpr size_t kMaxHomes = size_t(1) << 32;
+    // Smaller tables (up to 4 MiB) double: their memory is small, and half full they probe less.
+    static constexpr size_t kFittedHomes = size_t(1) << 17;
 
-    explicit WordTable(unsigned bits)
-        : bits_(bits), shift_(32 - bits), slots_((size_t(1) << bits) + kSpareSlots) {}
+    explicit WordTable(size_t homes) : homes_(homes), slots_(homes + kSpareSlots) {}
 
-    size_t home_slots() const { return size_t(1) << bits_; }
-    size_t home(uint32_t check) const { return size_t(check >> shift_); }
+    // One multiplication more than a shift per lookup: 0.3% more instructions, no slower.
+    static size_t home_of(uint32_t check, size_t homes) { return size_t((uint64_t(check) * homes) >> 32); }
+    size_t home(uint32_t check) const { return home_of(check, homes_); }
+
+    // The first home slot of `partition`'s checks (or the end of the home slots); a partition's
+    // last home slot may also be the next one's first, where `homes` is not a multiple of 256.
+    size_t partition_start(size_t partition) const { return (partition * homes_) >> kPartitionBits; }
+
+    // Home slots for `words` at most 80% full, rounded up to a multiple of 256.
+    static size_t homes_for(size_t words) {
+        const size_t homes = (10 * words + 7) / 8;
+        return std::min((homes + 255) & ~size_t(255), kMaxHomes);
+    }
 
     // The table's slots as one lookup sees them.
     struct Probe {
         WordSlot* slots;
         size_t num_slots;
-        unsigned shift;  // home slot = check >> shift
-        size_t added;    // new words, not yet in size_
+        size_t homes;
+        size_t added;  // new words, not yet in size_
 
         bool try_add(const WordKey& key, int64_t count, Arena& arena) {
-            for (size_t index = check_of(key.hash) >> shift; index < num_slots; ++index) {
+            for (size_t index = home_of(check_of(key.hash), homes); index < num_slots; ++index) {
                 WordSlot& slot = slots[index];
                 if (slot.packed[1] == key.packed[1]) {  // the same length
                     // An inline word is its two integers; a long word's address is the text's in the
@@ -349,20 +392,26 @@ private:
         }
     };
 
-    void grow() {
-        // The slot index is taken from the 32-bit check, so 2^32 home slots (128 GiB) is the limit.
-        if (bits_ >= 32) throw std::length_error("word table too large");
-        rebuild(bits_ + 1);
+    // Twice the home slots; from kFittedHomes on, where the words expected at the end need fewer,
+    // room for them, but at least a quarter more (a low guess then costs a few rebuilds, not many).
+    // Out of line: inlined, the scanner's loop grew past what GCC inlines.
+    BPE_NOINLINE void grow() {
+        if (homes_ >= kMaxHomes) throw std::length_error("word table too large");
+        size_t homes = std::min(2 * homes_, kMaxHomes);
+        const size_t expected_words = homes_ >= kFittedHomes ? predicted_words(counted_bytes_, expected_bytes_) : 0;
+        if (expected_words > 0) {
+            homes = std::clamp(homes_for(expected_words), std::min(homes_ + homes_ / 4, homes), homes);
+        }
+        rebuild(homes);
     }
 
-    void rebuild(unsigned bits) {
-        WordTable bigger(bits);
+    void rebuild(size_t homes) {
+        WordTable bigger(homes);
         for (size_t index = 0; index < slots_.size(); ++index) {
             const WordSlot& slot = slots_[index];
             if (!slot.empty()) bigger.insert_new(slot);
         }
-        bits_ = bigger.bits_;
-        shift_ = bigger.shift_;
+        homes_ = bigger.homes_;
         slots_ = std::move(bigger.slots_);
     }
 
@@ -378,10 +427,11 @@ private:
         insert_new(slot);
     }
 
-    unsigned bits_;
-    unsigned shift_;  // home slot = check >> shift_, kept rather than computed for every word
+    size_t homes_;  // home slots; slots_ has kSpareSlots more
     SlotBuffer slots_;
     size_t size_ = 0;
+    size_t counted_bytes_ = 0;   // expect_bytes
+    size_t expected_bytes_ = 0;
 };
 
 // One thread's counts. Each word's key is made and its slot prefetched as the scanner finds it;
@@ -401,7 +451,8 @@ struct alignas(64) ThreadCounts {
     WordKey* waiting = batches[1];
     uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
-    bool table_sized = false;            // reserve_for has run
+    bool table_sized = false;            // the first chunk has been counted (after_chunk)
+    size_t bytes_counted = 0;            // by this thread, over every call
 
     // The batch pointers point into the object itself.
     ThreadCounts() = default;
@@ -454,24 +505,29 @@ struct alignas(64) ThreadCounts {
         advance();
     }
 
-    // After the first chunk (`counted` bytes) of the `expected` this thread will count, sizes the
-    // table for the words to come by Heaps' law, words ~ bytes^b, where b is the chunk's share of
-    // words seen once (the vocabulary's local growth rate, docs/PERFORMANCE.md), capped at 0.6:
-    // 0.45-0.65 on open-vocabulary text, 0.02 on TinyStories-like text, for which a fixed 0.6 had
-    // reserved eight times its words. A shortfall means growing later (on one thread up to a tenth
-    // of a short count), an excess is memory. With more than two tables nothing is reserved:
-    // each thread sees a small share, whose first chunk overstates its words (16 threads' tables
-    // took twice the memory on OWT-like text, three times on TinyStories-like), and they grow to fit.
-    void reserve_for(size_t counted, size_t expected, size_t tables) {
-        table_sized = true;
-        if (tables > 2 || counted == 0 || expected <= counted || table.size() == 0) return;
-        const double exponent = std::min(0.6, double(table.count_once()) / double(table.size()));
-        const double predicted = double(table.size()) * std::pow(double(expected) / double(counted), exponent);
-        table.reserve(size_t(std::min(predicted, double(expected))));
+    // After each chunk (`counted` bytes) of the `expected` this thread will count: tells the table,
+    // whose big growths then take the size of the words it predicts rather than double
+    // (docs/PERFORMANCE.md). On one or two tables the first chunk's prediction is also reserved at
+    // once (growing step by step copies every size on the way); its Heaps exponent was 0.45-0.65 on
+    // open-vocabulary text and 0.02 on TinyStories-like text, for which a fixed 0.6 had reserved
+    // eight times its words. With more tables nothing is reserved: each thread sees a small share,
+    // whose first chunk overstates its words (16 threads' tables took twice the memory on OWT-like
+    // text, three times on TinyStories-like). A shortfall means growing later, an excess memory.
+    void after_chunk(size_t counted, size_t expected, size_t tables) {
+        bytes_counted += counted;
+        if (!table_sized) {
+            table_sized = true;
+            if (tables <= 2) table.reserve_guess(table.predicted_words(bytes_counted, expected));
+        }
+        table.expect_bytes(bytes_counted, expected);
     }
 
     // Moves the one- and two-byte counts into the table; before anything reads the table.
     void fold_short_words() {
+        size_t short_words = 0;
+        for (size_t byte = 0; byte < kAsciiBytes; ++byte) short_words += size_t(one_byte_counts[byte] != 0);
+        for (size_t pair = 0; pair < kByteValues * kByteValues; ++pair) short_words += size_t(two_byte_counts[pair] != 0);
+        table.reserve(table.size() + short_words);  // the size they need, not a doubling
         char word[2];
         for (size_t first = 0; first < kByteValues; ++first) {
             word[0] = char(first);
@@ -492,7 +548,9 @@ struct alignas(64) ThreadCounts {
 private:
     // The batches are swapped before the lookups, so a lookup that throws (out of memory) cannot
     // leave the filling batch full.
-    void advance() {
+    // Out of line (so is WordTable::grow): inlined into add_block, it pushed the scanner's loop past
+    // what GCC inlines, 3% more instructions.
+    BPE_NOINLINE void advance() {
         WordKey* const ready = waiting;
         const size_t num_ready = num_waiting;
         waiting = filling;

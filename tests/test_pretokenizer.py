@@ -12,6 +12,7 @@ import os
 import random
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -282,6 +283,28 @@ def test_counts_match_python_for_any_threads_and_chunks(pieces: list[str], speci
             assert counts.to_dict() == expected, (threads, chunk_bytes)
             first = first or ordered(counts)
             assert ordered(counts) == first, "the order of words depends on threads or chunks"
+
+
+
+def test_counts_match_where_tables_grow_to_their_predicted_size() -> None:
+    """With more than two tables, a table past 2^17 home slots grows to the words it predicts from
+    its share of the text, not to a power of two, so that partitions end between slots: hundreds of
+    thousands of distinct words (letters only: one pre-token each) in many chunks."""
+    rng = random.Random(7)
+
+    def letters(number: int) -> str:
+        return "".join(chr(ord("a") + (number >> shift) % 26) for shift in range(0, 25, 5))
+
+    words = [" " + letters(rng.randrange(2**25) if rng.random() < 0.6 else rng.randrange(300)) for _ in range(600_000)]
+    expected = {word.encode("utf-8"): count for word, count in Counter(words).items()}
+    assert len(expected) > 300_000
+    data = "".join(words).encode("utf-8")
+    first = None
+    for threads, chunk_bytes in [(3, 65_536), (7, 100_000)]:
+        counts = native.count_words_in_buffer(data, [], threads, chunk_bytes)
+        assert counts.to_dict() == expected, (threads, chunk_bytes)
+        first = first or ordered(counts)
+        assert ordered(counts) == first, "the order of words depends on threads or chunks"
 
 
 # fmt: off
