@@ -228,7 +228,7 @@ public:
     // Adds `occurrences` of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
     void add_each(const WordKey* keys, size_t count, int64_t occurrences, Arena& arena) {
-        while (10 * (size_ + count) > 8 * homes_) grow();
+        while (!fits(size_ + count, homes_)) grow();
         // Members are copied to locals: slot writes could alias them (all are 64-bit integers), and
         // the compiler would reload them for every word.
         Probe probe{&slots_[0], slots_.size(), homes_, 0};
@@ -261,7 +261,7 @@ public:
     // Grows the table at once to hold `words` words (growing step by step copies and clears every
     // intermediate size).
     void reserve(size_t words) {
-        if (10 * words > 8 * homes_) rebuild(homes_for(words));
+        if (!fits(words, homes_)) rebuild(homes_for(words));
     }
 
     // reserve for a guess, rounded up to a power of two: a first chunk's prediction fell short by up
@@ -269,7 +269,7 @@ public:
     // of a short count.
     void reserve_guess(size_t words) {
         size_t homes = kInitialHomes;
-        while (homes < kMaxHomes && 10 * words > 8 * homes) homes *= 2;
+        while (homes < kMaxHomes && !fits(words, homes)) homes *= 2;
         if (homes > homes_) rebuild(homes);
     }
 
@@ -349,7 +349,10 @@ private:
     // last home slot may also be the next one's first, where `homes` is not a multiple of 256.
     size_t partition_start(size_t partition) const { return (partition * homes_) >> kPartitionBits; }
 
-    // Home slots for `words` at most 80% full, rounded up to a multiple of 256.
+    // The load limit: `words` in `homes` home slots at most 80% full.
+    static bool fits(size_t words, size_t homes) { return 10 * words <= 8 * homes; }
+
+    // The fewest home slots that fit `words`, rounded up to a multiple of 256.
     static size_t homes_for(size_t words) {
         const size_t homes = (10 * words + 7) / 8;
         return std::min((homes + 255) & ~size_t(255), kMaxHomes);
