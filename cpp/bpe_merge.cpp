@@ -885,15 +885,22 @@ private:
                 const uint64_t key = pair_key(x, y);
                 if (key == merged) continue;
                 if (y == left) {
-                    deltas.add(MergeDeltas::kBeforeLeft, x, key, -count);
+                    deltas.add_loss(MergeDeltas::kBeforeLeft, x, key, -count, pair_ids_);
                 } else {
-                    deltas.add(MergeDeltas::kAfterRight, y, key, -count);
+                    deltas.add_loss(MergeDeltas::kAfterRight, y, key, -count, pair_ids_);
                 }
             }
             next_unsubtracted = last + 1;
+            // A gained pair counts at most what the pair it replaces counted before: each of its
+            // occurrences was one of that pair's. When that pair is not tracked (its losses above
+            // were dropped), it counts less than the birth floor, and so will the gained pair: the
+            // gain is dropped too, as apply_changes would not track it.
             if (written > 0) {
                 const auto x = TokenId(symbols[written - 1]);
-                deltas.list(deltas.add(MergeDeltas::kBeforeNew, x, pair_key(x, new_token), count), word);
+                // (x, new) replaces (x, left); (new, new) replaces the (right, left) between two occurrences.
+                if (!deltas.drops(MergeDeltas::kBeforeLeft, x == new_token ? right : x)) {
+                    deltas.list(deltas.add(MergeDeltas::kBeforeNew, x, pair_key(x, new_token), count), word);
+                }
             }
             symbols[written++] = Symbol(new_token);
             // Non-overlapping: "a a a" with (a, a) merges only the first two.
@@ -901,7 +908,12 @@ private:
             at = find_pair(symbols, gap, length, left, right);
             if (gap < at) {  // old symbols up to the next occurrence (or the end) move left
                 const auto y = TokenId(symbols[gap]);  // an old token: never new_token
-                deltas.list(deltas.add(MergeDeltas::kAfterNew, y, pair_key(new_token, y), count), word);
+                // (new, y) replaces (right, y), a (x, left) pair when y is left.
+                const bool replaced_dropped = y == left ? deltas.drops(MergeDeltas::kBeforeLeft, right)
+                                                        : deltas.drops(MergeDeltas::kAfterRight, y);
+                if (!replaced_dropped) {
+                    deltas.list(deltas.add(MergeDeltas::kAfterNew, y, pair_key(new_token, y), count), word);
+                }
                 std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(Symbol));
                 written += at - gap;
             }
