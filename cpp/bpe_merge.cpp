@@ -279,50 +279,54 @@ public:
 
     // Every pair of the unmerged words is a pair of bytes, so a table of all 65,536 replaces the
     // hash map here, and the words can be split between threads: each counts its share of the
-    // words into tables of its own, then, once every list's length and each thread's offset in it
+    // words into a table of its own, then, once every list's length and each thread's offset in it
     // are known, writes its word ids into place. The pairs, their counts and lists come out the
     // same for every thread count (lists in word order).
+    // Perf: what a visit of a pair touches is one 16-byte Tally, one cache line, where three
+    // arrays (count, last word, listed) took three.
     void count_initial_pairs(int num_threads) {
         constexpr size_t kBytePairs = 1 << 16;
         const size_t num_words = word_ids_.size();
         const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
-        struct Share {
-            std::vector<int64_t> counts;
-            std::vector<uint32_t> listed;  // then: offset in the list
-        };
-        std::vector<Share> shares(threads, {std::vector<int64_t>(kBytePairs, 0), std::vector<uint32_t>(kBytePairs, 0)});
-        const auto first_word = [&](size_t share) { return num_words * share / threads; };
-        // Calls visit(byte_pair, word) once per word that holds the pair, and counts every occurrence.
-        const auto scan = [&](size_t share, std::vector<int64_t>* counts, auto&& visit) {
-            std::vector<WordId> last_word(kBytePairs, -1);
-            const auto count_pair = [&](TokenId left, TokenId right, int64_t count, WordId word) {
-                const size_t byte_pair = size_t(left) << 8 | size_t(right);
-                if (counts != nullptr) (*counts)[byte_pair] += count;
-                if (last_word[byte_pair] != word) {
-                    last_word[byte_pair] = word;
-                    visit(byte_pair, word);
-                }
+        struct Tally {  // one byte pair in one thread's share of the words
+            union {
+                int64_t count;   // first pass: its occurrences times their words' counts
+                WordId* cursor;  // second pass: where its next word goes in its list
             };
-            for_each_pair(first_word(share), first_word(share + 1), count_pair);
+            WordId last_word;  // the last word that listed it: a word lists a pair once
+            uint32_t listed;   // first pass: the words listing it; then this share's offset in its list
         };
+        static_assert(sizeof(Tally) == 16, "a tally in one cache line");
+        std::vector<std::vector<Tally>> tallies(threads);
+        const auto first_word = [&](size_t share) { return num_words * share / threads; };
         parallel_for(threads, num_threads, [&](size_t share) {
-            std::vector<uint32_t>& listed = shares[share].listed;
-            scan(share, &shares[share].counts, [&](size_t byte_pair, WordId) { ++listed[byte_pair]; });
+            tallies[share].assign(kBytePairs, Tally{{0}, -1, 0});
+            Tally* const tally = tallies[share].data();
+            for_each_pair(first_word(share), first_word(share + 1),
+                          [&](TokenId left, TokenId right, int64_t count, WordId word) {
+                              Tally& pair = tally[size_t(left) << 8 | size_t(right)];
+                              pair.count += count;
+                              if (pair.last_word != word) {
+                                  pair.last_word = word;
+                                  ++pair.listed;
+                              }
+                          });
         });
-        // The tables summed over the threads, each thread a slice of the byte pairs; then the
+        // The tallies summed over the threads, each thread a slice of the byte pairs; then the
         // pairs created in byte-pair order on one thread (at most 65,536).
         std::vector<int64_t> counts(kBytePairs);
         std::vector<uint32_t> lengths(kBytePairs);
+        const auto slice = [&](size_t part) { return kBytePairs * part / threads; };
         parallel_for(threads, num_threads, [&](size_t part) {
-            for (size_t byte_pair = kBytePairs * part / threads; byte_pair < kBytePairs * (part + 1) / threads;
-                 ++byte_pair) {
+            for (size_t byte_pair = slice(part); byte_pair < slice(part + 1); ++byte_pair) {
                 int64_t count = 0;
                 uint32_t listed = 0;
-                for (Share& share : shares) {
-                    count += share.counts[byte_pair];
+                for (std::vector<Tally>& share : tallies) {
+                    Tally& pair = share[byte_pair];
+                    count += pair.count;
                     const uint32_t offset = listed;
-                    listed += share.listed[byte_pair];
-                    share.listed[byte_pair] = offset;
+                    listed += pair.listed;
+                    pair.listed = offset;
                 }
                 counts[byte_pair] = count;
                 lengths[byte_pair] = listed;
@@ -336,8 +340,19 @@ public:
             lists[byte_pair] = record.resize_words(lengths[byte_pair], list_pools_[0]);
         }
         parallel_for(threads, num_threads, [&](size_t share) {
-            std::vector<uint32_t>& next = shares[share].listed;
-            scan(share, nullptr, [&](size_t byte_pair, WordId word) { lists[byte_pair][next[byte_pair]++] = word; });
+            Tally* const tally = tallies[share].data();
+            for (size_t byte_pair = 0; byte_pair < kBytePairs; ++byte_pair) {
+                tally[byte_pair].cursor = lists[byte_pair] == nullptr ? nullptr : lists[byte_pair] + tally[byte_pair].listed;
+                tally[byte_pair].last_word = -1;
+            }
+            for_each_pair(first_word(share), first_word(share + 1),
+                          [&](TokenId left, TokenId right, int64_t, WordId word) {
+                              Tally& pair = tally[size_t(left) << 8 | size_t(right)];
+                              if (pair.last_word != word) {
+                                  pair.last_word = word;
+                                  *pair.cursor++ = word;
+                              }
+                          });
         });
     }
 
