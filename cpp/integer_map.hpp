@@ -1,8 +1,8 @@
 // An open-addressing hash table for 64-bit integer keys (pairs of token ids, left << 32 | right)
 // to small values, in one array of {key, value} slots with linear probing, so a lookup is usually
-// one cache line, and a bit filter that answers most lookups of absent keys without the slots: the
-// merge loop's pair ids. The other tables of the native core, and why each is
-// shaped as it is, are listed in cpp/README.md.
+// one cache line, and a bit filter that rules out most absent keys without the slots: the merge
+// loop's pair ids. The other tables of the native core, and why each is shaped as it is, are
+// listed in cpp/README.md.
 #pragma once
 
 #include <cstddef>
