@@ -463,8 +463,7 @@ public:
     // not tracked changes nothing, and most losses of merges of a few thousand words are such (84%
     // on OWT-like text), so they are dropped here rather than looked up in the pair map by
     // apply_changes. Once dropped, the pair's slot drops its later losses in this merge too.
-    template <typename Tracked>
-    void add_loss(Side side, TokenId other, uint64_t key, int64_t delta, const Tracked& tracked) {
+    void add_loss(Side side, TokenId other, uint64_t key, int64_t delta, const PairIdMap& tracked) {
         uint32_t& slot = slots_[side][size_t(other)];
         if (slot == kUntracked) return;
         if (slot != 0) {

@@ -273,19 +273,21 @@ public:
         if (homes > homes_) rebuild(homes);
     }
 
-    // `counted` bytes of the `expected` this table will count are in: its next growth predicts the
-    // words at the end (predicted_words) and aims at them instead of doubling.
-    void expect_bytes(size_t counted, size_t expected) {
-        counted_bytes_ = counted;
+    // `added` more bytes of the `expected` this table will count are in: its next growth predicts
+    // the words at the end (predicted_words) and aims at them instead of doubling.
+    void count_bytes(size_t added, size_t expected) {
+        counted_bytes_ += added;
         expected_bytes_ = expected;
     }
 
-    // The words once `expected` bytes are counted, of which `counted` are in, by Heaps' law, words ~
-    // bytes^b, where b is the share of the words seen once (the vocabulary's local growth rate,
-    // docs/PERFORMANCE.md), capped at 0.6. Past `expected` (a thread may count more than its
-    // share) the words now; 0 when there is nothing to predict from, or the count went on past
-    // twice what was expected. A pass over the slots.
-    size_t predicted_words(size_t counted, size_t expected) const {
+    // The words once the expected bytes are counted, by Heaps' law, words ~ bytes^b, where b is the
+    // share of the words seen once (the vocabulary's local growth rate, docs/PERFORMANCE.md),
+    // capped at 0.6. Past the expected bytes (a thread may count more than its share) the words
+    // now; 0 when there is nothing to predict from, or the count went on past twice what was
+    // expected. A pass over the slots.
+    size_t predicted_words() const {
+        const size_t counted = counted_bytes_;
+        const size_t expected = expected_bytes_;
         if (size_ == 0 || counted == 0 || counted >= 2 * expected) return 0;
         if (counted >= expected) return size_;
         const double exponent = std::min(0.6, double(count_once()) / double(size_));
@@ -401,7 +403,7 @@ private:
     BPE_NOINLINE void grow() {
         if (homes_ >= kMaxHomes) throw std::length_error("word table too large");
         size_t homes = std::min(2 * homes_, kMaxHomes);
-        const size_t expected_words = homes_ >= kFittedHomes ? predicted_words(counted_bytes_, expected_bytes_) : 0;
+        const size_t expected_words = homes_ >= kFittedHomes ? predicted_words() : 0;
         if (expected_words > 0) {
             homes = std::clamp(homes_for(expected_words), std::min(homes_ + homes_ / 4, homes), homes);
         }
@@ -433,7 +435,7 @@ private:
     size_t homes_;  // home slots; slots_ has kSpareSlots more
     SlotBuffer slots_;
     size_t size_ = 0;
-    size_t counted_bytes_ = 0;   // expect_bytes
+    size_t counted_bytes_ = 0;   // count_bytes, over every call
     size_t expected_bytes_ = 0;
 };
 
@@ -455,7 +457,6 @@ struct alignas(64) ThreadCounts {
     uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
     bool table_sized = false;            // the first chunk has been counted (after_chunk)
-    size_t bytes_counted = 0;            // by this thread, over every call
 
     // The batch pointers point into the object itself.
     ThreadCounts() = default;
@@ -517,12 +518,11 @@ struct alignas(64) ThreadCounts {
     // whose first chunk overstates its words (16 threads' tables took twice the memory on OWT-like
     // text, three times on TinyStories-like). A shortfall means growing later, an excess memory.
     void after_chunk(size_t counted, size_t expected, size_t tables) {
-        bytes_counted += counted;
+        table.count_bytes(counted, expected);
         if (!table_sized) {
             table_sized = true;
-            if (tables <= 2) table.reserve_guess(table.predicted_words(bytes_counted, expected));
+            if (tables <= 2) table.reserve_guess(table.predicted_words());
         }
-        table.expect_bytes(bytes_counted, expected);
     }
 
     // Moves the one- and two-byte counts into the table; before anything reads the table.
