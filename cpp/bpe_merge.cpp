@@ -219,17 +219,11 @@ template <typename Symbol>
 class Trainer {
 public:
     Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
-        : list_pools_(size_t(std::max(1, num_threads))),
-          deltas_(list_pools_.size()),
-          owned_(list_pools_.size()),
-          routed_(list_pools_.size()),
-          owned_listed_(list_pools_.size()),
-          owned_lists_(list_pools_.size()),
-          contenders_(list_pools_.size()),
-          parallel_choice_(deltas_.size(), parallel_words),
+        : workers_(size_t(std::max(1, num_threads))),
+          parallel_choice_(workers_.size(), parallel_words),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {
-        for (WordListPool& pool : list_pools_) pool.share(&spare_blocks_);
+        for (Worker& worker : workers_) worker.pool.share(&spare_blocks_);
     }
 
     // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
@@ -337,7 +331,7 @@ public:
             if (lengths[byte_pair] == 0) continue;
             PairRecord& record = pairs_[pair_id(TokenId(byte_pair >> 8), TokenId(byte_pair & 0xFF))];
             record.count = counts[byte_pair];
-            lists[byte_pair] = record.resize_words(lengths[byte_pair], list_pools_[0]);
+            lists[byte_pair] = record.resize_words(lengths[byte_pair], workers_[0].pool);
         }
         parallel_for(threads, num_threads, [&](size_t share) {
             Tally* const tally = tallies[share].data();
@@ -392,14 +386,14 @@ public:
         const auto started = std::chrono::steady_clock::now();
         const bool parallel = parallel_choice_.parallel(num_words);
         if (parallel) {
-            apply_merge_on_threads(merged_record, new_token, deltas_.size());
+            apply_merge_on_threads(merged_record, new_token);
         } else {
-            MergeDeltas& deltas = deltas_[0];
+            MergeDeltas& deltas = workers_[0].found;
             deltas.reserve_tokens(tokens_.size());
             rewrite_words(merged_record.words(), merged_record.words() + num_words, merged_record.left,
                           merged_record.right, new_token, deltas);
             merged_record.count = 0;  // every occurrence merged, and a pair never comes back
-            merged_record.clear_words(list_pools_[0]);
+            merged_record.clear_words(workers_[0].pool);
             apply_changes(deltas);
             deltas.clear();
         }
@@ -577,7 +571,7 @@ private:
         for (size_t id = 0; id < pairs_.size(); ++id) {
             PairRecord& record = pairs_[PairId(id)];
             if (record.count < birth_floor_) {
-                record.clear_words(list_pools_[0]);
+                record.clear_words(workers_[0].pool);
                 continue;
             }
             kept_ids.find_or_insert(pair_key(record.left, record.right), PairId(kept.size()));
@@ -594,15 +588,15 @@ private:
     void recount_pairs() {
         pairs_.clear();
         spare_blocks_.clear();
-        for (WordListPool& pool : list_pools_) pool.reset();
+        for (Worker& worker : workers_) worker.pool.reset();
         pair_ids_ = PairIdMap();
         birth_floor_ = 1;
         for_each_pair(0, word_ids_.size(), [this](TokenId left, TokenId right, int64_t count, WordId word) {
             PairRecord& record = pairs_[pair_id(left, right)];
             record.count += count;
-            record.list_word(word, list_pools_[0]);
+            record.list_word(word, workers_[0].pool);
         });
-        for (size_t id = 0; id < pairs_.size(); ++id) pairs_[PairId(id)].settle_words(list_pools_[0]);  // complete
+        for (size_t id = 0; id < pairs_.size(); ++id) pairs_[PairId(id)].settle_words(workers_[0].pool);  // complete
         restart_heap();
     }
 
@@ -637,14 +631,14 @@ private:
                 changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
                 prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
             }
-            lose(changes[at], list_pools_[0], nullptr);
+            lose(changes[at], workers_[0].pool, nullptr);
         }
         for (const MergeDeltas::Listing& listing : deltas.listings()) {
             const PairId pair = changes[listing.change].pair;
-            if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word, list_pools_[0]);
+            if (pair != PairIdMap::kMissing) pairs_[pair].list_word(listing.word, workers_[0].pool);
         }
         for (const MergeDeltas::Change& change : changes) {  // the new pairs' lists are complete
-            if (change.delta >= 0 && change.pair != PairIdMap::kMissing) pairs_[change.pair].settle_words(list_pools_[0]);
+            if (change.delta >= 0 && change.pair != PairIdMap::kMissing) pairs_[change.pair].settle_words(workers_[0].pool);
         }
     }
 
@@ -675,63 +669,109 @@ private:
         return size_t((((line * 0x9E3779B97F4A7C15ull) >> 32) * owners) >> 32);
     }
 
-    // What a thread of a parallel merge keeps about the changes it found, by change index.
+    // What a thread of a parallel merge found, grouped by owner (a counting sort), so that an owner
+    // reads one run of each thread's changes.
     struct Routed {
-        std::vector<uint32_t> owners;         // the thread that owns the change's pair
-        std::vector<uint32_t> listed;         // words listed under the change's pair, each once
-        std::vector<uint32_t> offsets;        // where they go in the pair's word list
-        std::vector<WordId*> targets;         // then: where the next one goes (null: not tracked)
-        std::vector<uint32_t> changes;        // change indices grouped by owner, in change order
-        std::vector<uint32_t> change_starts;  // per owner: where its changes start; one more at the end
+        std::vector<MergeDeltas::Change> changes;  // by owner, in the order found within each
+        std::vector<uint32_t> starts;  // per owner: where its run starts; one more at the end
+        std::vector<uint32_t> places;  // per change as found: its place in `changes`
+        std::vector<uint32_t> listed;  // per place: the words listed under the change's pair, each once
+        std::vector<WordId*> targets;  // per place, in step (3): where its next word goes (null: untracked)
     };
 
-    // After thread `share` has rewritten its words: each change's owner and number of distinct
-    // words, duplicate listings dropped (a word that gains a pair twice lists it once; a word's
-    // listings are consecutive), and the changes grouped by owner (a counting sort).
-    void route(size_t share, size_t owners) {
-        MergeDeltas& deltas = deltas_[share];
-        Routed& routed = routed_[share];
-        const std::vector<MergeDeltas::Change>& changes = deltas.changes();
-        const size_t num_changes = changes.size();
-        routed.owners.resize(num_changes);
-        routed.listed.assign(num_changes, 0);
-        routed.offsets.resize(num_changes);
-        routed.targets.resize(num_changes);
-        routed.change_starts.assign(owners + 1, 0);
+    // What an owner works out for the changes routed to it: the threads' runs one after another.
+    // The owners write here only, never into a thread's Routed, where owners' runs share cache lines.
+    struct Owned {
+        MergeDeltas sums;                  // the changes of the pairs it owns, summed over the threads
+        std::vector<uint32_t> run_starts;  // per thread: where its run starts below
+        std::vector<uint32_t> summed;      // per routed change: its index in `sums`
+        std::vector<uint32_t> offsets;     // per routed change: where its words go in its pair's list
+        std::vector<WordId*> targets;      // per routed change: where its first word goes (null: untracked)
+        std::vector<uint32_t> listed;      // per summed change: the words listed under its pair
+        std::vector<WordId*> lists;        // per summed change: its pair's word list
+        std::vector<PairId> contenders;    // pairs to push on the heap
+    };
+
+    // All that one thread writes, on cache lines of its own (kThreadAlignment), in three groups:
+    // what only it reads, what the owners read in step (2) and what the threads read in step (3).
+    // In vectors of their own, one thread's vector ends, moved at each change it finds, had shared
+    // a line with the next thread's slot arrays, read at each change.
+    struct alignas(kThreadAlignment) Worker {
+        WordListPool pool;  // the lists of the pairs it creates; the serial path uses thread 0's
+        MergeDeltas found;  // (1) the changes of its words
+        alignas(kThreadAlignment) Routed routed;  // (1) those changes by owner
+        alignas(kThreadAlignment) Owned owned;    // (2) the changes it owns
+    };
+
+    // After thread `share` has rewritten its words: its changes grouped by owner, each with the
+    // number of distinct words it lists; duplicate listings dropped (a word that gains a pair twice
+    // lists it once; a word's listings are consecutive).
+    void route(size_t share) {
+        const size_t owners = workers_.size();
+        Worker& worker = workers_[share];
+        Routed& routed = worker.routed;
+        const std::vector<MergeDeltas::Change>& found = worker.found.changes();
+        const size_t num_changes = found.size();
+        routed.starts.assign(owners + 1, 0);
+        routed.places.resize(num_changes);
         for (size_t index = 0; index < num_changes; ++index) {
-            const auto owner = uint32_t(owner_of(changes[index], owners));
-            routed.owners[index] = owner;
-            ++routed.change_starts[owner + 1];
+            const auto owner = uint32_t(owner_of(found[index], owners));
+            routed.places[index] = owner;  // for now
+            ++routed.starts[owner + 1];
         }
-        for (size_t owner = 0; owner < owners; ++owner) routed.change_starts[owner + 1] += routed.change_starts[owner];
+        for (size_t owner = 0; owner < owners; ++owner) routed.starts[owner + 1] += routed.starts[owner];
         routed.changes.resize(num_changes);
         for (size_t index = 0; index < num_changes; ++index) {
-            routed.changes[routed.change_starts[routed.owners[index]]++] = uint32_t(index);
+            const uint32_t place = routed.starts[routed.places[index]]++;
+            routed.places[index] = place;
+            routed.changes[place] = found[index];
         }
-        for (size_t owner = owners; owner > 0; --owner) routed.change_starts[owner] = routed.change_starts[owner - 1];
-        routed.change_starts[0] = 0;
+        for (size_t owner = owners; owner > 0; --owner) routed.starts[owner] = routed.starts[owner - 1];
+        routed.starts[0] = 0;
+        routed.listed.assign(num_changes, 0);
+        routed.targets.resize(num_changes);
         // The last word listed under each change, to drop repeats (targets as scratch).
         auto* last_word = reinterpret_cast<WordId*>(routed.targets.data());
         std::fill(last_word, last_word + num_changes, WordId(-1));
-        deltas.keep_listings([&](const MergeDeltas::Listing& listing) {
+        worker.found.keep_listings([&](const MergeDeltas::Listing& listing) {
             if (last_word[listing.change] == listing.word) return false;
             last_word[listing.change] = listing.word;
-            ++routed.listed[listing.change];
+            ++routed.listed[routed.places[listing.change]];
             return true;
         });
     }
 
-    // A merge of many words on `shares` threads (one MergeDeltas each) in one team, in three steps
-    // with a barrier between: (1) each thread rewrites a consecutive share of the word list into
-    // its own MergeDeltas and routes its changes to the threads that own their pairs; (2) each
-    // owner sums its pairs' changes over the threads (into its own MergeDeltas), updates the losing
-    // pairs, creates the new ones, each with a word list of its final length, and tells each thread
-    // where its words go (threads in share order, so every list is in word order, as on one
-    // thread); (3) each thread writes its listings into those lists. No step passes over all the
+    // Step (3) of apply_merge_on_threads for thread `share`: its words into the lists, where its
+    // changes' owners said.
+    void list_words(size_t share) {
+        Worker& worker = workers_[share];
+        Routed& routed = worker.routed;
+        for (size_t owner = 0; owner < workers_.size(); ++owner) {
+            const Owned& owned = workers_[owner].owned;
+            const uint32_t first = routed.starts[owner];
+            std::copy_n(owned.targets.begin() + owned.run_starts[share], routed.starts[owner + 1] - first,
+                        routed.targets.begin() + first);
+        }
+        WordId** const targets = routed.targets.data();
+        const uint32_t* const places = routed.places.data();
+        for (const MergeDeltas::Listing& listing : worker.found.listings()) {
+            WordId*& target = targets[places[listing.change]];
+            if (target != nullptr) *target++ = listing.word;
+        }
+        worker.found.clear();
+    }
+
+    // A merge of many words on every worker's thread in one team, in three steps with a barrier
+    // between: (1) each thread rewrites a consecutive share of the word list into its own
+    // MergeDeltas and routes its changes to the threads that own their pairs; (2) each owner sums
+    // its pairs' changes over the threads, updates the losing pairs, creates the new ones, each
+    // with a word list of its final length, and works out where each thread's words go (threads in
+    // share order, so every list is in word order, as on one thread); (3) each thread writes its
+    // listings into those lists. No step passes over all the
     // changes or listings on one thread. New pairs take ids in blocks claimed by their owners as
     // they come, so ids depend on timing; merges do not: counts are sums, and an id decides only a
     // pair's place in the table.
-    BPE_NOINLINE void apply_merge_on_threads(PairRecord& merged_record, TokenId new_token, size_t shares) {
+    BPE_NOINLINE void apply_merge_on_threads(PairRecord& merged_record, TokenId new_token) {
         const TokenId left = merged_record.left;
         const TokenId right = merged_record.right;
         const WordId* const words = merged_record.words();
@@ -744,37 +784,34 @@ private:
         pair_ids_.reserve_more(most_new);
         const size_t first_new_id = pairs_.size();
         std::atomic<size_t> next_new_id{first_new_id};
+        const size_t shares = workers_.size();
         parallel_phases(
             shares, int(shares),
             [&](size_t share) {  // (1) rewrite and route
                 BPE_PROFILE_STEP(share, 0);
-                deltas_[share].reserve_tokens(num_tokens);
+                MergeDeltas& found = workers_[share].found;
+                found.reserve_tokens(num_tokens);
                 rewrite_words(words + num_words * share / shares, words + num_words * (share + 1) / shares, left,
-                              right, new_token, deltas_[share]);
-                route(share, shares);
+                              right, new_token, found);
+                route(share);
             },
             [&](size_t owner) {  // (2) sum, update the losing pairs, create the new ones
                 BPE_PROFILE_STEP(owner, 1);
-                apply_owned_changes(owner, shares, next_new_id);
+                apply_owned_changes(owner, next_new_id);
             },
             [&](size_t share) {  // (3) each thread's words into the lists
                 BPE_PROFILE_STEP(share, 2);
-                WordId** const targets = routed_[share].targets.data();
-                for (const MergeDeltas::Listing& listing : deltas_[share].listings()) {
-                    WordId*& target = targets[listing.change];
-                    if (target != nullptr) *target++ = listing.word;
-                }
-                deltas_[share].clear();
+                list_words(share);
             });
         BPE_PROFILE_STEP(0, 3);
         const size_t born = next_new_id.load() - first_new_id;
         pairs_.grow_to(first_new_id + born);
         pair_ids_.add_inserted(born);
         merged_record.count = 0;  // every occurrence merged, and a pair never comes back
-        merged_record.clear_words(list_pools_[0]);
-        for (size_t share = 0; share < shares; ++share) {
-            for (const PairId pair : contenders_[share]) push(pair);
-            contenders_[share].clear();
+        merged_record.clear_words(workers_[0].pool);
+        for (Worker& worker : workers_) {
+            for (const PairId pair : worker.owned.contenders) push(pair);
+            worker.owned.contenders.clear();
         }
         BPE_PROFILE_STEP(0, 4);
     }
@@ -782,28 +819,37 @@ private:
     // Step (2) of apply_merge_on_threads for the pairs `owner` owns. Other owners insert new pairs
     // into the map meanwhile, so lookups read its keys atomically (a losing pair is found where it
     // was; inserts only fill empty slots).
-    void apply_owned_changes(size_t owner, size_t shares, std::atomic<size_t>& next_new_id) {
-        MergeDeltas& owned = owned_[owner];
-        owned.reserve_tokens(tokens_.size());
-        std::vector<uint32_t>& listed = owned_listed_[owner];
-        for (size_t share = 0; share < shares; ++share) {
-            Routed& routed = routed_[share];
-            std::vector<MergeDeltas::Change>& produced = deltas_[share].changes();
-            for (uint32_t at = routed.change_starts[owner]; at < routed.change_starts[owner + 1]; ++at) {
-                const uint32_t index = routed.changes[at];
-                const uint32_t sum = owned.add(produced[index]);
-                produced[index].pair = PairId(sum);  // for now: its index in `owned`
+    void apply_owned_changes(size_t owner, std::atomic<size_t>& next_new_id) {
+        Owned& owned = workers_[owner].owned;
+        WordListPool& pool = workers_[owner].pool;
+        MergeDeltas& sums = owned.sums;
+        sums.reserve_tokens(tokens_.size());
+        size_t num_routed = 0;
+        for (const Worker& worker : workers_) {
+            num_routed += worker.routed.starts[owner + 1] - worker.routed.starts[owner];
+        }
+        owned.run_starts.clear();
+        owned.summed.resize(num_routed);
+        owned.offsets.resize(num_routed);
+        std::vector<uint32_t>& listed = owned.listed;
+        uint32_t at = 0;
+        for (const Worker& worker : workers_) {
+            const Routed& routed = worker.routed;
+            owned.run_starts.push_back(at);
+            for (uint32_t place = routed.starts[owner]; place < routed.starts[owner + 1]; ++place, ++at) {
+                const uint32_t sum = sums.add(routed.changes[place]);
+                owned.summed[at] = sum;
                 if (sum >= listed.size()) listed.resize(std::max<size_t>(2 * listed.size(), sum + 1), 0);
-                routed.offsets[index] = listed[sum];
-                listed[sum] += routed.listed[index];
+                owned.offsets[at] = listed[sum];
+                listed[sum] += routed.listed[place];
             }
         }
-        std::vector<MergeDeltas::Change>& changes = owned.changes();
+        std::vector<MergeDeltas::Change>& changes = sums.changes();
         const size_t num_changes = changes.size();
         size_t born = 0;
-        for (size_t at = 0; at < num_changes; ++at) {
-            if (at + kPrefetchDistance < num_changes) pair_ids_.prefetch(changes[at + kPrefetchDistance].key);
-            MergeDeltas::Change& change = changes[at];
+        for (size_t index = 0; index < num_changes; ++index) {
+            if (index + kPrefetchDistance < num_changes) pair_ids_.prefetch(changes[index + kPrefetchDistance].key);
+            MergeDeltas::Change& change = changes[index];
             if (change.delta < 0) {
                 change.pair = pair_ids_.find_concurrently(change.key);
             } else {
@@ -811,17 +857,17 @@ private:
             }
         }
         const auto first_id = PairId(next_new_id.fetch_add(born));
-        std::vector<WordId*>& lists = owned_lists_[owner];
+        std::vector<WordId*>& lists = owned.lists;
         if (lists.size() < num_changes) lists.resize(std::max(2 * lists.size(), num_changes));
-        for (size_t at = 0; at < num_changes; ++at) {
-            if (at + kPrefetchDistance < num_changes && changes[at + kPrefetchDistance].delta < 0 &&
-                changes[at + kPrefetchDistance].pair != PairIdMap::kMissing) {
-                prefetch(&pairs_[changes[at + kPrefetchDistance].pair]);
+        for (size_t index = 0; index < num_changes; ++index) {
+            if (index + kPrefetchDistance < num_changes && changes[index + kPrefetchDistance].delta < 0 &&
+                changes[index + kPrefetchDistance].pair != PairIdMap::kMissing) {
+                prefetch(&pairs_[changes[index + kPrefetchDistance].pair]);
             }
-            MergeDeltas::Change& change = changes[at];
-            lists[at] = nullptr;
+            MergeDeltas::Change& change = changes[index];
+            lists[index] = nullptr;
             if (change.delta < 0) {
-                lose(change, list_pools_[owner], &contenders_[owner]);
+                lose(change, pool, &owned.contenders);
                 continue;
             }
             if (change.pair == PairIdMap::kMissing) continue;
@@ -831,21 +877,17 @@ private:
             record.left = key_left(change.key);
             record.right = key_right(change.key);
             record.num_words = 0;
-            lists[at] = record.resize_words(listed[at], list_pools_[owner]);
+            lists[index] = record.resize_words(listed[index], pool);
             pair_ids_.insert_new_concurrently(change.key, change.pair);
-            if (change.delta > bar_) contenders_[owner].push_back(change.pair);
+            if (change.delta > bar_) owned.contenders.push_back(change.pair);
         }
-        for (size_t share = 0; share < shares; ++share) {
-            Routed& routed = routed_[share];
-            const std::vector<MergeDeltas::Change>& produced = deltas_[share].changes();
-            for (uint32_t at = routed.change_starts[owner]; at < routed.change_starts[owner + 1]; ++at) {
-                const uint32_t index = routed.changes[at];
-                WordId* const list = lists[size_t(produced[index].pair)];
-                routed.targets[index] = list == nullptr ? nullptr : list + routed.offsets[index];
-            }
+        owned.targets.resize(num_routed);
+        for (at = 0; at < num_routed; ++at) {
+            WordId* const list = lists[owned.summed[at]];
+            owned.targets[at] = list == nullptr ? nullptr : list + owned.offsets[at];
         }
         std::fill(listed.begin(), listed.begin() + std::min(listed.size(), num_changes), 0u);
-        owned.clear();
+        sums.clear();
     }
 
     // merge_word on the words [first, last) of a list.
@@ -961,17 +1003,11 @@ private:
     PairIdMap pair_ids_;
     PairTable pairs_;
     WordListPool::Spares spare_blocks_;
-    std::vector<WordListPool> list_pools_;  // one per thread
+    std::vector<Worker> workers_;  // one per thread
 
     std::vector<HeapEntry> heap_;
     int64_t bar_ = INT64_MAX;  // pairs counting more are in the heap; the first pop lowers it
     size_t heap_size_after_build_ = 0;
-    std::vector<MergeDeltas> deltas_;          // one per thread: the changes it found
-    std::vector<MergeDeltas> owned_;           // one per thread: the changes of the pairs it owns, summed
-    std::vector<Routed> routed_;               // one per thread: its changes grouped by owner
-    std::vector<std::vector<uint32_t>> owned_listed_;  // per owner, by summed change: words listed
-    std::vector<std::vector<WordId*>> owned_lists_;    // per owner, by summed change: its word list
-    std::vector<std::vector<PairId>> contenders_;  // per thread: pairs to push on the heap
     ParallelChoice parallel_choice_;
 
     // Pairs born below the birth floor are not tracked (see kBirthFloorDivisor); the pairs are

@@ -130,7 +130,11 @@ WordCounts merge_counts(std::vector<ThreadCounts>& per_thread, int threads) {
         }
         words.resize(kept);
         words.shrink_to_fit();  // held until the result is built: every partition's threads' copies
-        for (const WordSlot& word : words) partition_bytes[partition] += word.size();
+        // Summed here, stored once: neighbouring partitions' totals share a cache line, and their
+        // threads run side by side.
+        size_t bytes = 0;
+        for (const WordSlot& word : words) bytes += word.size();
+        partition_bytes[partition] = bytes;
     });
 
     for (ThreadCounts& counts : per_thread) counts.table.release_slots();

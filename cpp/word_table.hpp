@@ -442,8 +442,8 @@ private:
 // One thread's counts. Each word's key is made and its slot prefetched as the scanner finds it;
 // a full batch of keys waits while the next batch fills and is then looked up, so the cache misses
 // of a batch overlap each other and the scanning of the next batch.
-// Aligned so that two threads' hot fields never share a cache line.
-struct alignas(64) ThreadCounts {
+// Aligned so that two threads' hot fields never share a cache line (bits.hpp).
+struct alignas(kThreadAlignment) ThreadCounts {
     static constexpr size_t kBatch = 64;  // measured against 16 to 256: docs/PERFORMANCE.md
 
     Arena arena;
