@@ -767,10 +767,9 @@ private:
     // its pairs' changes over the threads, updates the losing pairs, creates the new ones, each
     // with a word list of its final length, and works out where each thread's words go (threads in
     // share order, so every list is in word order, as on one thread); (3) each thread writes its
-    // listings into those lists. No step passes over all the
-    // changes or listings on one thread. New pairs take ids in blocks claimed by their owners as
-    // they come, so ids depend on timing; merges do not: counts are sums, and an id decides only a
-    // pair's place in the table.
+    // listings into those lists. No step passes over all the changes or listings on one thread.
+    // New pairs take ids in blocks claimed by their owners as they come, so ids depend on timing;
+    // merges do not: counts are sums, and an id decides only a pair's place in the table.
     BPE_NOINLINE void apply_merge_on_threads(PairRecord& merged_record, TokenId new_token) {
         const TokenId left = merged_record.left;
         const TokenId right = merged_record.right;
@@ -824,23 +823,18 @@ private:
         WordListPool& pool = workers_[owner].pool;
         MergeDeltas& sums = owned.sums;
         sums.reserve_tokens(tokens_.size());
-        size_t num_routed = 0;
-        for (const Worker& worker : workers_) {
-            num_routed += worker.routed.starts[owner + 1] - worker.routed.starts[owner];
-        }
         owned.run_starts.clear();
-        owned.summed.resize(num_routed);
-        owned.offsets.resize(num_routed);
+        owned.summed.clear();
+        owned.offsets.clear();
         std::vector<uint32_t>& listed = owned.listed;
-        uint32_t at = 0;
         for (const Worker& worker : workers_) {
             const Routed& routed = worker.routed;
-            owned.run_starts.push_back(at);
-            for (uint32_t place = routed.starts[owner]; place < routed.starts[owner + 1]; ++place, ++at) {
+            owned.run_starts.push_back(uint32_t(owned.summed.size()));
+            for (uint32_t place = routed.starts[owner]; place < routed.starts[owner + 1]; ++place) {
                 const uint32_t sum = sums.add(routed.changes[place]);
-                owned.summed[at] = sum;
                 if (sum >= listed.size()) listed.resize(std::max<size_t>(2 * listed.size(), sum + 1), 0);
-                owned.offsets[at] = listed[sum];
+                owned.summed.push_back(sum);
+                owned.offsets.push_back(listed[sum]);
                 listed[sum] += routed.listed[place];
             }
         }
@@ -881,10 +875,10 @@ private:
             pair_ids_.insert_new_concurrently(change.key, change.pair);
             if (change.delta > bar_) owned.contenders.push_back(change.pair);
         }
-        owned.targets.resize(num_routed);
-        for (at = 0; at < num_routed; ++at) {
-            WordId* const list = lists[owned.summed[at]];
-            owned.targets[at] = list == nullptr ? nullptr : list + owned.offsets[at];
+        owned.targets.resize(owned.summed.size());
+        for (size_t routed = 0; routed < owned.summed.size(); ++routed) {
+            WordId* const list = lists[owned.summed[routed]];
+            owned.targets[routed] = list == nullptr ? nullptr : list + owned.offsets[routed];
         }
         std::fill(listed.begin(), listed.begin() + std::min(listed.size(), num_changes), 0u);
         sums.clear();
