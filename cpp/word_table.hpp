@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,8 @@
 #include <new>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -203,6 +206,21 @@ static_assert(sizeof(WordSlot) == 32, "two slots per cache line");
 inline uint32_t check_of(uint64_t hash) { return uint32_t(hash >> 32); }
 
 
+// Where a word's slot is, to prefetch it before its lookup: in a table of kSlotBytes-byte slots
+// whose home slot is the check scaled to the number of home slots (WordTable, SharedWords).
+constexpr size_t kSlotBytes = 32;
+static_assert(sizeof(WordSlot) == kSlotBytes, "a table's slots are as SlotAddresses says");
+
+struct SlotAddresses {
+    const char* slots;
+    size_t homes;
+    // A read, not a write prefetch: shared slots held for writing would be taken from every other
+    // thread's cache (for a thread's own table either measured the same, docs/PERFORMANCE.md).
+    void prefetch(uint64_t hash) const {
+        bpe::prefetch(slots + ((uint64_t(check_of(hash)) * homes) >> 32) * kSlotBytes);
+    }
+};
+
 // Lookups land on random slots, so a big table is on transparent huge pages (huge_pages.hpp).
 using SlotBuffer = HugePageArray<WordSlot>;
 
@@ -223,7 +241,8 @@ class WordTable {
 public:
     WordTable() : WordTable(kInitialHomes) {}
 
-    void prefetch_slot(uint64_t hash) const { prefetch_for_write(&slots_[home_of(check_of(hash), homes_)]); }
+    // Valid until the table grows.
+    SlotAddresses slot_addresses() const { return {reinterpret_cast<const char*>(&slots_[0]), homes_}; }
 
     // Adds `occurrences` of each of `keys` (the load check runs once for the batch); a new long
     // word's bytes are copied into `arena`.
@@ -439,6 +458,140 @@ private:
     size_t expected_bytes_ = 0;
 };
 
+// The words every thread looks up when more than two count (ThreadCounts::words): one table of a
+// fixed size, filled as the words arrive and read without locks, each word numbered in order of
+// arrival. A thread counts a word found here in its own array, by the word's number, and keeps only
+// the words that find no room here in its own table. Without it, each of sixteen threads' tables
+// held the same 62.5K words of a TinyStories-like corpus, 1.8x one thread's peak memory; here they
+// are held once, and each thread holds 4 bytes a word it has seen.
+// A slot is published by its last field: empty (0), claimed by a thread that is writing it, then
+// the word's packed[1] (release), after which nothing in it changes. Probing never removes a word,
+// so a thread that finds a slot empty and claims it is the only one to add that word.
+class SharedWords {
+public:
+    static constexpr uint32_t kNone = UINT32_MAX;
+    // 2^17 home slots (4 MiB) hold up to kLimit words: TinyStories' vocabulary fits, and an open
+    // one's first words (the common ones) are its most looked-up.
+    static constexpr size_t kHomes = size_t(1) << 17;
+    static constexpr size_t kLimit = kHomes / 10 * 8;
+
+    // The slots are on huge pages, as a thread's big table is: 4 KiB pages made every lookup a
+    // likely TLB miss (1.2x the lookups' time on 4 threads).
+    SharedWords() : memory_(kSlots * sizeof(Slot) / sizeof(uint64_t)), slots_(reinterpret_cast<Slot*>(memory_.data())) {
+        for (size_t index = 0; index < kSlots; ++index) new (&slots_[index]) Slot{};
+    }
+    SharedWords(const SharedWords&) = delete;
+    SharedWords& operator=(const SharedWords&) = delete;
+
+    SlotAddresses slot_addresses() const { return {reinterpret_cast<const char*>(&slots_[0]), kHomes}; }
+
+    bool full() const { return size_.load(std::memory_order_relaxed) >= kLimit; }
+
+    // The number of the word of `key`, added (a long word's bytes copied into `arena`) if absent
+    // while there is room; kNone when absent and there is none.
+    uint32_t find_or_add(const WordKey& key, Arena& arena) {
+        const uint32_t check = check_of(key.hash);
+        for (size_t index = home(check); index < kSlots; ++index) {
+            Slot& slot = slots_[index];
+            uint64_t high = published(slot);
+            while (high == 0) {  // the word is not in: add it here, unless another thread is first
+                if (full()) return kNone;
+                if (slot.high.compare_exchange_strong(high, kClaimed, std::memory_order_acquire)) {
+                    return publish(slot, key, check, arena);
+                }
+                high = published(slot);
+            }
+            if (high == key.packed[1] &&
+                (slot.low == key.packed[0] ||
+                 (!is_inline(key.packed[1]) && slot.check == check &&
+                  same_long_bytes(address_of(slot.low), address_of(key.packed[0]), long_length(key.packed[1]))))) {
+                return slot.id;
+            }
+        }
+        return kNone;
+    }
+
+    // Words numbered so far (numbers 0 to size() - 1).
+    size_t size() const { return std::min(size_.load(std::memory_order_acquire), kLimit); }
+
+    // Appends the words whose hash is in `partition` to `out` in slot order (about the checks'
+    // order), each counted `totals[number]` times; words no thread counted are left out.
+    void append_partition(size_t partition, const std::vector<int64_t>& totals, std::vector<WordSlot>& out) const {
+        const size_t first = (partition * kHomes) >> kPartitionBits;
+        const size_t last = ((partition + 1) * kHomes) >> kPartitionBits;
+        for (size_t index = first; index < kSlots; ++index) {
+            const Slot& slot = slots_[index];
+            const uint64_t high = slot.high.load(std::memory_order_acquire);
+            if (high == 0) {
+                if (index >= last) break;
+                continue;
+            }
+            if (partition_of(slot.check) != partition || totals[slot.id] == 0) continue;
+            WordSlot word{};
+            word.packed[0] = slot.low;
+            word.packed[1] = high;
+            word.check = slot.check;
+            word.count = totals[slot.id];
+            out.push_back(word);
+        }
+    }
+
+private:
+    static constexpr size_t kSlots = kHomes + 1024;  // probing runs past the last home slot
+    static constexpr uint64_t kClaimed = ~uint64_t{0};  // no word's packed[1]: byte 15 would be its length
+
+    struct alignas(32) Slot {
+        std::atomic<uint64_t> high;  // packed[1] once published; 0 empty; kClaimed while written
+        uint64_t low;                // packed[0] (a long word's bytes in the adding thread's arena)
+        uint32_t check;
+        uint32_t id;
+    };
+    static_assert(sizeof(Slot) == kSlotBytes, "a slot in half a cache line, where SlotAddresses looks");
+    static_assert(std::is_trivially_destructible<Slot>::value, "slots are never destroyed");
+
+    static size_t home(uint32_t check) { return size_t((uint64_t(check) * kHomes) >> 32); }
+
+    // Fills a slot this thread has claimed with the word of `key` and its number, or gives the slot
+    // back when another thread took the last number first. A slot is never left claimed: threads
+    // probing past it would wait for ever (a long word's copy may run out of memory).
+    uint32_t publish(Slot& slot, const WordKey& key, uint32_t check, Arena& arena) {
+        uint64_t low = key.packed[0];
+        if (!is_inline(key.packed[1])) {
+            try {
+                low = address_field(arena.store(address_of(key.packed[0]), long_length(key.packed[1])));
+            } catch (...) {
+                slot.high.store(0, std::memory_order_release);
+                throw;
+            }
+        }
+        const size_t id = size_.fetch_add(1, std::memory_order_relaxed);
+        if (id >= kLimit) {
+            size_.fetch_sub(1, std::memory_order_relaxed);
+            slot.high.store(0, std::memory_order_release);
+            return kNone;
+        }
+        slot.low = low;
+        slot.check = check;
+        slot.id = uint32_t(id);
+        slot.high.store(key.packed[1], std::memory_order_release);
+        return uint32_t(id);
+    }
+
+    // The slot's last field once no thread is writing it.
+    static uint64_t published(const Slot& slot) {
+        uint64_t high = slot.high.load(std::memory_order_acquire);
+        while (high == kClaimed) {
+            std::this_thread::yield();
+            high = slot.high.load(std::memory_order_acquire);
+        }
+        return high;
+    }
+
+    HugePageArray<uint64_t> memory_;
+    Slot* slots_;  // constructed in memory_ (trivially destructible)
+    std::atomic<size_t> size_{0};
+};
+
 // One thread's counts. Each word's key is made and its slot prefetched as the scanner finds it;
 // a full batch of keys waits while the next batch fills and is then looked up, so the cache misses
 // of a batch overlap each other and the scanning of the next batch.
@@ -457,6 +610,21 @@ struct alignas(kThreadAlignment) ThreadCounts {
     uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
     bool table_sized = false;            // the first chunk has been counted (after_chunk)
+    // More than two threads: the words they share, null on fewer (set by the owner), and this
+    // thread's counts of them by number. Once `words` is full, a thread whose lookups miss it more
+    // than 1/kMaxMissShare of a window of kMissWindow (an open vocabulary, whose words no longer
+    // repeat across threads) stops looking there and counts every word in its table, as on one
+    // thread: the words there too are summed with these when the tables are merged.
+    static constexpr size_t kMissWindow = size_t(1) << 16;
+    static constexpr size_t kMaxMissShare = 32;
+    SharedWords* words = nullptr;
+    SlotAddresses lookups = table.slot_addresses();  // where add() prefetches: `words`, else `table`
+    // By number, 4 bytes each (half the cache an 8-byte count takes), plus 2^32 in `wrapped` each
+    // time one wraps around; pages of numbers this thread never sees stay untouched.
+    HugePageArray<uint32_t> word_counts;
+    std::vector<int64_t> wrapped;
+    size_t window_lookups = 0;
+    size_t window_misses = 0;
 
     // The batch pointers point into the object itself.
     ThreadCounts() = default;
@@ -474,7 +642,7 @@ struct alignas(kThreadAlignment) ThreadCounts {
     void add(const char* word, size_t length) {
         WordKey* const key = next;
         *key = make_key(word, length, readable_end);
-        table.prefetch_slot(key->hash);
+        lookups.prefetch(key->hash);
         next = key + 1;
         if (key + 1 == filling_end) advance();
     }
@@ -522,7 +690,18 @@ struct alignas(kThreadAlignment) ThreadCounts {
         if (!table_sized) {
             table_sized = true;
             if (tables <= 2) table.reserve_guess(table.predicted_words());
+            aim_prefetches();
         }
+    }
+
+    // This thread's count of the shared word numbered `id`.
+    int64_t word_count(size_t id) const { return int64_t(word_counts[id]) + (wrapped.empty() ? 0 : wrapped[id]); }
+
+    // Looks words up in `shared` from now on (more than two threads).
+    void share(SharedWords* shared) {
+        words = shared;
+        word_counts = HugePageArray<uint32_t>(SharedWords::kLimit);
+        aim_prefetches();
     }
 
     // Moves the one- and two-byte counts into the table; before anything reads the table.
@@ -561,7 +740,46 @@ private:
         filling = ready;
         filling_end = ready + kBatch;
         next = ready;
-        table.add_each(ready, num_ready, 1, arena);
+        if (words != nullptr) {
+            add_each_shared(ready, num_ready);
+        } else {
+            table.add_each(ready, num_ready, 1, arena);
+        }
+        aim_prefetches();
+    }
+
+    // `lookups` set again after the table grew or `words` was given up.
+    void aim_prefetches() { lookups = words != nullptr ? words->slot_addresses() : table.slot_addresses(); }
+
+    // One occurrence of each key: in word_counts when it is in `words` (or finds room there),
+    // else in the table. The numbers are all looked up first, and their counts prefetched, so
+    // that the counts' cache misses overlap (one at a time they made 4 threads 1.2x slower).
+    BPE_NOINLINE void add_each_shared(const WordKey* keys, size_t count) {
+        uint32_t ids[kBatch];
+        size_t missed = 0;
+        for (size_t index = 0; index < count; ++index) {
+            const uint32_t id = words->find_or_add(keys[index], arena);
+            ids[index] = id;
+            if (id == SharedWords::kNone) {
+                table.add_each(keys + index, 1, 1, arena);
+                ++missed;
+                continue;
+            }
+            prefetch_for_write(&word_counts[id]);
+        }
+        for (size_t index = 0; index < count; ++index) {
+            const uint32_t id = ids[index];
+            if (id == SharedWords::kNone || ++word_counts[id] != 0) continue;
+            if (wrapped.empty()) wrapped.assign(word_counts.size(), 0);
+            wrapped[id] += int64_t(1) << 32;
+        }
+        if (!words->full()) return;
+        window_lookups += count;
+        window_misses += missed;
+        if (window_lookups >= kMissWindow) {
+            if (window_misses * kMaxMissShare > window_lookups) words = nullptr;
+            window_lookups = window_misses = 0;
+        }
     }
 };
 

@@ -307,6 +307,33 @@ def test_counts_match_where_tables_grow_to_their_predicted_size() -> None:
         assert ordered(counts) == first, "the order of words depends on threads or chunks"
 
 
+def test_counts_match_once_the_shared_words_are_full() -> None:
+    """On more than two threads the words are looked up in one shared table of about 105K words.
+    Past that many, new words go to each thread's own table, and a word seen there and in the
+    shared table is summed when the tables are merged: 110K distinct words once each (a few of them
+    long words, whose bytes the shared table keeps), then common words with one of the words past
+    the limit now and then, few enough that the threads keep looking words up in the shared table."""
+    rng = random.Random(11)
+
+    def letters(number: int, length: int) -> str:  # a distinct word for each number below 26**4
+        return "".join(chr(ord("a") + (number // 26**place) % 26) for place in range(length))
+
+    distinct = [" " + letters(number, 17 if number % 50 == 0 else 5) for number in range(110_000)]
+    common = distinct[:300]
+    words = list(distinct)
+    for _ in range(400_000):
+        words.append(rng.choice(distinct[106_000:]) if rng.random() < 0.02 else rng.choice(common))
+    data = "".join(words).encode("utf-8")
+    expected = native.count_words_in_buffer(data, [], 1, None).to_dict()
+    assert expected == {word.encode("utf-8"): count for word, count in Counter(words).items()}
+    first = None
+    for threads, chunk_bytes in [(3, 1 << 16), (7, 100_000)]:
+        counts = native.count_words_in_buffer(data, [], threads, chunk_bytes)
+        assert counts.to_dict() == expected, (threads, chunk_bytes)
+        first = first or ordered(counts)
+        assert ordered(counts) == first, "the order of words depends on threads or chunks"
+
+
 # fmt: off
 SPLIT_TEXTS = [
     "x<|a|>bc", "<|a|>b<|a|>", "b<|a|>bc", "<|a|><|a|>b", "aaaaa", "a aa aaa", "<|endoftext|><|endoftext|>x",
