@@ -516,7 +516,7 @@ public:
 
     // Appends the words whose hash is in `partition` to `out` in slot order (about the checks'
     // order), each counted `totals[number]` times; words no thread counted are left out.
-    void append_partition(size_t partition, const std::vector<int64_t>& totals, std::vector<WordSlot>& out) const {
+    void append_partition(size_t partition, const HugePageArray<int64_t>& totals, std::vector<WordSlot>& out) const {
         const size_t first = (partition * kHomes) >> kPartitionBits;
         const size_t last = ((partition + 1) * kHomes) >> kPartitionBits;
         for (size_t index = first; index < kSlots; ++index) {
