@@ -1,7 +1,7 @@
 // Counting the words of a corpus on threads: special tokens split the text (special_tokens.hpp), the
 // text is cut into chunks that count independently (chunking.hpp), each thread pre-tokenizes its
-// chunks (pretokenize.hpp) into its own table (word_table.hpp), and the tables are merged in a
-// canonical order. About a third of the time is the pre-tokenizer and the rest the table (keys,
+// chunks (pretokenize.hpp) into its own table (word_table.hpp; on more than two threads, into its
+// counts of the words all threads share first), and the tables are merged in a canonical order. About a third of the time is the pre-tokenizer and the rest the table (keys,
 // lookups, cache misses, merging); the measurements are in docs/PERFORMANCE.md.
 #include "word_count.hpp"
 
@@ -292,6 +292,15 @@ void return_freed_memory() {
 #endif
 }
 
+// Replaces the tables by empty ones and gives what they held back to the system.
+void start_over(Tables& tables) {
+    {
+        Tables used(tables.per_thread.size());
+        std::swap(tables, used);
+    }
+    return_freed_memory();
+}
+
 // Counting over `text`; `file` as for count_into.
 WordCounts count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
                             const CountOptions& options, CountReport* report, const MappedFile* file) {
@@ -553,11 +562,7 @@ WordCounts WordCounter::take(bool canonical_order) {
     fold_all(tables.per_thread);
     WordCounts result = canonical_order || threads > 1 ? merge_counts(tables, int(threads))
                                                        : std::move(slices_in_table_order(tables.per_thread[0], 1)[0]);
-    {
-        Tables used(threads);
-        std::swap(tables, used);
-    }
-    return_freed_memory();
+    start_over(tables);
     return result;
 }
 
@@ -570,11 +575,7 @@ std::vector<WordCounts> WordCounter::take_slices(size_t num_slices) {
     fold_all(tables.per_thread);
     std::vector<WordCounts> slices = threads > 1 ? split_into_slices(merge_counts(tables, int(threads)), num_slices)
                                                  : slices_in_table_order(tables.per_thread[0], num_slices);
-    {
-        Tables used(threads);
-        std::swap(tables, used);
-    }
-    return_freed_memory();
+    start_over(tables);
     return slices;
 }
 
