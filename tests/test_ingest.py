@@ -302,6 +302,41 @@ def test_a_size_hint_sizes_the_tables_and_changes_no_count() -> None:
         native.WordCounter(SPECIAL, 1, -1)
 
 
+def test_every_counter_path_on_many_threads_equals_one_thread(tmp_path: Path) -> None:
+    """Texts, buffers, file ranges and slices counted on 4 and 7 threads (which look words up in one
+    table they share) give one thread's counts, from a table past its 104,857 words."""
+    from cs336_basics.word_counts import _native_module
+
+    native = _native_module()
+    if native is None:
+        pytest.skip("the shared words are the native counter's")
+    documents = [" ".join(f"w{number * 7 + part}" for part in range(7)) for number in range(20_000)]
+    documents += DOCUMENTS * 50 + ["é" * 20 + " a very-long-word-indeed-here"] * 300
+    text = SPECIAL[0].join(documents).encode("utf-8")
+    path = tmp_path / "documents.txt"
+    path.write_bytes(text)
+    half = text.index(SPECIAL[0].encode("utf-8"), len(text) // 2)
+
+    def counted(threads: int) -> list:
+        by_texts = native.WordCounter(SPECIAL, threads)
+        by_texts.count_texts(documents, SPECIAL[0])
+        by_buffers = native.WordCounter(SPECIAL, threads)
+        by_buffers.count(text[:half])
+        by_buffers.count(text[half:])
+        by_ranges = native.WordCounter(SPECIAL, threads)
+        by_ranges.count_file_range(path, 0, half)
+        by_ranges.count_file_range(path, half, len(text))
+        sliced = native.WordCounter(SPECIAL, threads)
+        sliced.count_file_range(path, 0, len(text))
+        slices = [table.to_dict() for table in sliced.take_slices(3)]
+        return [counter.take().to_dict() for counter in (by_texts, by_buffers, by_ranges)] + slices
+
+    one = counted(1)
+    assert one[0] == one[1] == one[2] and len(one[0]) > 140_000
+    assert counted(4) == one
+    assert counted(7) == one
+
+
 @pytest.mark.parametrize("batch_bytes", [1, 1 << 20])
 def test_bad_documents_are_named_in_any_batch(batch_bytes: int) -> None:
     good = [f"document {index} é" for index in range(60)]
