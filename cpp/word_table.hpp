@@ -463,7 +463,7 @@ private:
 // arrival. A thread counts a word found here in its own array, by the word's number, and keeps only
 // the words that find no room here in its own table. Without it, each of sixteen threads' tables
 // held the same 62.5K words of a TinyStories-like corpus, 1.8x one thread's peak memory; here they
-// are held once, and each thread holds 4 bytes a word it has seen.
+// are held once, and each thread holds 4 bytes a word (its counts, 410 KiB).
 // A slot is published by its last field: empty (0), claimed by a thread that is writing it, then
 // the word's packed[1] (release), after which nothing in it changes. Probing never removes a word,
 // so a thread that finds a slot empty and claims it is the only one to add that word.
@@ -620,7 +620,7 @@ struct alignas(kThreadAlignment) ThreadCounts {
     SharedWords* words = nullptr;
     SlotAddresses lookups = table.slot_addresses();  // where add() prefetches: `words`, else `table`
     // By number, 4 bytes each (half the cache an 8-byte count takes), plus 2^32 in `wrapped` each
-    // time one wraps around; pages of numbers this thread never sees stay untouched.
+    // time one wraps around: 410 KiB a thread at most, zeroed by calloc (often unmapped pages).
     HugePageArray<uint32_t> word_counts;
     std::vector<int64_t> wrapped;
     size_t window_lookups = 0;
