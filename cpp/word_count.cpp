@@ -1,6 +1,6 @@
 // Counting the words of a corpus on threads: special tokens split the text (special_tokens.hpp), the
 // text is cut into chunks that count independently (chunking.hpp), each thread pre-tokenizes its
-// chunks (pretokenize.hpp) into its own table (word_table.hpp; on more than two threads, into its
+// chunks (pretokenize.hpp) into its own table (word_table.hpp; on eight threads or more, into its
 // counts of the words all threads share first), and the tables are merged in a canonical order. About a third of the time is the pre-tokenizer and the rest the table (keys,
 // lookups, cache misses, merging); the measurements are in docs/PERFORMANCE.md.
 #include "word_count.hpp"
@@ -35,15 +35,18 @@ using word_table::SharedWords;
 using word_table::ThreadCounts;
 using word_table::WordSlot;
 
-// The threads' tables, and on more than two threads the words they share (SharedWords).
+// From this many threads on they look words up in a table they share (SharedWords). With fewer,
+// their own tables take little more memory than one and their lookups were faster: sharing cost 1.16x
+// the time on two threads and 1.05x on four, 0.94x on sixteen (TinyStories-like, two cores).
+constexpr size_t kSharingThreads = 8;
+
+// The threads' tables, and from kSharingThreads threads on the words they share.
 struct Tables {
     std::vector<ThreadCounts> per_thread;  // never resized: the tables do not move
     std::unique_ptr<SharedWords> shared;
 
     explicit Tables(size_t threads) : per_thread(threads) {
-        // Two tables take little more memory than one, and their lookups were faster: sharing cost
-        // 1.16x the time on two threads, 0.94x on sixteen (TinyStories-like, two cores).
-        if (threads <= 2) return;
+        if (threads < kSharingThreads) return;
         shared = std::make_unique<SharedWords>();
         for (ThreadCounts& counts : per_thread) counts.share(shared.get());
     }

@@ -7,8 +7,8 @@
 // table; the tables are merged and the words emitted in a canonical order, so the result is
 // identical for every thread count and chunk size. Memory: about 64 bytes per distinct word per
 // thread (each thread's table holds the words it has seen; sized after the thread's first chunk,
-// it can be larger when that chunk's words overestimate the rest), plus the input's pages. On more
-// than two threads the first 104,857 words are held once, in a table all threads share, and a
+// it can be larger when that chunk's words overestimate the rest), plus the input's pages. On eight
+// threads or more the first 104,857 words are held once, in a table all threads share, and a
 // thread holds 4 bytes for each of them, its counts (word_table::SharedWords).
 //
 // Errors: InvalidUtf8Error (pretokenize.hpp) with the smallest invalid offset in the text;

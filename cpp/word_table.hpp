@@ -458,7 +458,7 @@ private:
     size_t expected_bytes_ = 0;
 };
 
-// The words every thread looks up when more than two count (ThreadCounts::words): one table of a
+// The words every thread looks up when eight or more count (ThreadCounts::words): one table of a
 // fixed size, filled as the words arrive and read without locks, each word numbered in order of
 // arrival. A thread counts a word found here in its own array, by the word's number, and keeps only
 // the words that find no room here in its own table. Without it, each of sixteen threads' tables
@@ -610,7 +610,7 @@ struct alignas(kThreadAlignment) ThreadCounts {
     uint32_t num_waiting = 0;
     const char* readable_end = nullptr;  // end of the chunk being counted
     bool table_sized = false;            // the first chunk has been counted (after_chunk)
-    // More than two threads: the words they share, null on fewer (set by the owner), and this
+    // Eight threads or more: the words they share, null on fewer (set by the owner), and this
     // thread's counts of them by number. Once `words` is full, a thread whose lookups miss it more
     // than 1/kMaxMissShare of a window of kMissWindow (an open vocabulary, whose words no longer
     // repeat across threads) stops looking there and counts every word in its table, as on one
@@ -697,7 +697,7 @@ struct alignas(kThreadAlignment) ThreadCounts {
     // This thread's count of the shared word numbered `id`.
     int64_t word_count(size_t id) const { return int64_t(word_counts[id]) + (wrapped.empty() ? 0 : wrapped[id]); }
 
-    // Looks words up in `shared` from now on (more than two threads).
+    // Looks words up in `shared` from now on (eight threads or more).
     void share(SharedWords* shared) {
         words = shared;
         word_counts = HugePageArray<uint32_t>(SharedWords::kLimit);

@@ -68,7 +68,7 @@ def many_distinct_words(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])  # three: the threads share a table of words too
+@pytest.mark.parametrize("threads", [1, 2, 8])  # eight: the threads share a table of words too
 def test_counting_out_of_memory_raises_memory_error(many_distinct_words: Path, threads: int) -> None:
     if threads > 1 and not backend.openmp_enabled():
         pytest.skip("built without OpenMP: counting runs on one thread")

@@ -233,7 +233,7 @@ def test_surrogates_in_str_are_rejected() -> None:
 # ---------------------------------------------------------------------------------------------
 # Counting
 
-THREADS = [1, 2, 4]
+THREADS = [1, 2, 4, 8]  # eight: the threads share a table of words
 CHUNK_BYTES = [1, 3, 16, 200, None]
 
 SPECIAL_SETS = [
@@ -308,7 +308,7 @@ def test_counts_match_where_tables_grow_to_their_predicted_size() -> None:
 
 
 def test_counts_match_once_the_shared_words_are_full() -> None:
-    """On more than two threads the words are looked up in one shared table of about 105K words.
+    """On eight threads or more the words are looked up in one shared table of about 105K words.
     Past that many, new words go to each thread's own table, and a word seen there and in the
     shared table is summed when the tables are merged: 110K distinct words once each (a few of them
     long words, whose bytes the shared table keeps), then common words with one of the words past
@@ -327,7 +327,7 @@ def test_counts_match_once_the_shared_words_are_full() -> None:
     expected = native.count_words_in_buffer(data, [], 1, None).to_dict()
     assert expected == {word.encode("utf-8"): count for word, count in Counter(words).items()}
     first = None
-    for threads, chunk_bytes in [(3, 1 << 16), (7, 100_000)]:
+    for threads, chunk_bytes in [(8, 1 << 16), (11, 100_000)]:
         counts = native.count_words_in_buffer(data, [], threads, chunk_bytes)
         assert counts.to_dict() == expected, (threads, chunk_bytes)
         first = first or ordered(counts)
