@@ -206,6 +206,15 @@ static_assert(sizeof(WordSlot) == 32, "two slots per cache line");
 inline uint32_t check_of(uint64_t hash) { return uint32_t(hash >> 32); }
 
 
+// Whether a slot holding `low` (packed[0]) and `check`, whose packed[1] equals the key's, holds the
+// key's word: an inline word is its two integers; a long word's address is the text's in the key and
+// the arena's in the slot, so its bytes are compared.
+inline bool holds_word(uint64_t low, uint32_t check, const WordKey& key) {
+    return low == key.packed[0] ||
+           (!is_inline(key.packed[1]) && check == check_of(key.hash) &&
+            same_long_bytes(address_of(low), address_of(key.packed[0]), long_length(key.packed[1])));
+}
+
 // Where a word's slot is, to prefetch it before its lookup: in a table of kSlotBytes-byte slots
 // whose home slot is the check scaled to the number of home slots (WordTable, SharedWords).
 constexpr size_t kSlotBytes = 32;
@@ -390,12 +399,7 @@ private:
             for (size_t index = home_of(check_of(key.hash), homes); index < num_slots; ++index) {
                 WordSlot& slot = slots[index];
                 if (slot.packed[1] == key.packed[1]) {  // the same length
-                    // An inline word is its two integers; a long word's address is the text's in the
-                    // key and the arena's in the slot, so its bytes are compared.
-                    if (slot.packed[0] == key.packed[0] ||
-                        (!is_inline(key.packed[1]) && slot.check == check_of(key.hash) &&
-                         same_long_bytes(address_of(slot.packed[0]), address_of(key.packed[0]),
-                                         long_length(key.packed[1])))) {
+                    if (holds_word(slot.packed[0], slot.check, key)) {
                         slot.count += count;
                         return true;
                     }
@@ -501,12 +505,7 @@ public:
                 }
                 high = published(slot);
             }
-            if (high == key.packed[1] &&
-                (slot.low == key.packed[0] ||
-                 (!is_inline(key.packed[1]) && slot.check == check &&
-                  same_long_bytes(address_of(slot.low), address_of(key.packed[0]), long_length(key.packed[1]))))) {
-                return slot.id;
-            }
+            if (high == key.packed[1] && holds_word(slot.low, slot.check, key)) return slot.id;
         }
         return kNone;
     }
