@@ -202,41 +202,22 @@ public:
     }
 
     // A block of `size` word ids, a power of two of at least kSmallestBlock.
-    // Perf: with no free block of that size, a larger free block is split (the smallest there is)
-    // before a chunk is carved: the lists of the first merges free hundreds of megabytes in big
-    // blocks, and new memory costs a page fault per 4 KiB (docs/PERFORMANCE.md).
     WordId* allocate(uint32_t size) {
-        const size_t wanted = size_class(size);
-        for (size_t held = wanted; held < kSharedClass; ++held) {
-            FreeBlock* block = free_[held];
-            if (block == nullptr) continue;
-            free_[held] = block->next;
-            return split(reinterpret_cast<WordId*>(block), wanted, held);
-        }
-        if (spares_ != nullptr) {
-            const auto [block, held] = spares_->take(std::max(wanted, kSharedClass));
-            if (block != nullptr) return split(block, wanted, held);
-        }
-        const size_t bytes = size_t(size) * sizeof(WordId);
-        if (wanted >= kOwnChunkClass) return new_chunk(bytes);  // a long list: a chunk of its own
-        if (bytes > chunk_left_) {
-            chunk_next_ = new_chunk(kChunkBytes);
-            chunk_left_ = kChunkBytes;
-        }
-        WordId* block = chunk_next_;
-        chunk_next_ += size;
-        chunk_left_ -= bytes;
-        return block;
+        WordId* block = take_free(size_class(size));
+        return block != nullptr ? block : carve(size);
     }
 
-    // Room for `size` word ids, rounded up to kSmallestBlock: a block of the next power of two,
-    // whose tail goes back at once (release_range).
+    // Room for `size` word ids, rounded up to kSmallestBlock: a free block of the next power of
+    // two, whose tail goes back at once (release_range), or new memory of just that size.
+    // Perf: new memory carved to measure is not touched here; giving back a tail wrote its link,
+    // a page fault on one thread for each list the initial pairs create (11K of them).
     WordId* allocate_exact(uint32_t size) {
         const uint32_t used = exact_size(size);
         const uint32_t held = block_size(used);
-        WordId* words = allocate(held);
-        release_range(words + used, held - used);
-        return words;
+        WordId* block = take_free(size_class(held));
+        if (block == nullptr) return carve(used);
+        release_range(block + used, held - used);
+        return block;
     }
 
     // `size` word ids, a multiple of kSmallestBlock, given back as blocks of powers of two,
@@ -282,6 +263,38 @@ private:
     WordId* split(WordId* words, size_t wanted, size_t held) {
         for (size_t piece = wanted; piece < held; ++piece) release(words + (size_t(1) << piece), uint32_t(1) << piece);
         return words;
+    }
+
+    // The smallest free block of class `wanted` or above, split to that class; null when none.
+    // Perf: a larger free block is split (the smallest there is) before a chunk is carved: the
+    // lists of the first merges free hundreds of megabytes in big blocks, and new memory costs a
+    // page fault per 4 KiB (docs/PERFORMANCE.md).
+    WordId* take_free(size_t wanted) {
+        for (size_t held = wanted; held < kSharedClass; ++held) {
+            FreeBlock* block = free_[held];
+            if (block == nullptr) continue;
+            free_[held] = block->next;
+            return split(reinterpret_cast<WordId*>(block), wanted, held);
+        }
+        if (spares_ != nullptr) {
+            const auto [block, held] = spares_->take(std::max(wanted, kSharedClass));
+            if (block != nullptr) return split(block, wanted, held);
+        }
+        return nullptr;
+    }
+
+    // `size` word ids of new memory, a multiple of kSmallestBlock.
+    WordId* carve(uint32_t size) {
+        const size_t bytes = size_t(size) * sizeof(WordId);
+        if (size_class(block_size(size)) >= kOwnChunkClass) return new_chunk(bytes);  // a long list: a chunk of its own
+        if (bytes > chunk_left_) {
+            chunk_next_ = new_chunk(kChunkBytes);
+            chunk_left_ = kChunkBytes;
+        }
+        WordId* block = chunk_next_;
+        chunk_next_ += size;
+        chunk_left_ -= bytes;
+        return block;
     }
 
     WordId* new_chunk(size_t bytes) {
