@@ -88,7 +88,8 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // the choice.
 class ParallelChoice {
 public:
-    ParallelChoice(size_t threads, size_t min_words) : threads_(threads), min_words_(min_words) {}
+    ParallelChoice(size_t threads, size_t min_words)
+        : threads_(threads), min_words_(min_words), clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
 
     bool parallel(size_t num_words) {
         if (threads_ <= 1) return false;
@@ -119,7 +120,7 @@ public:
             // exploring: one thread is timed again only once they are no longer clearly faster
             // (on 16 cores, runs of one thread on merges where the threads were 8-12 times faster
             // had cost a tenth of the merge phase).
-            if (!threads || band.serial_cost < 0 || kClearWin * band.parallel_cost > band.serial_cost) {
+            if (!threads || band.serial_cost < 0 || clear_win_ * band.parallel_cost > band.serial_cost) {
                 band.explore_left = kExploreRun;
             }
         }
@@ -158,7 +159,11 @@ private:
     // a lone one thread's in one), and came out up to twice as slow as a run of it.
     static constexpr size_t kExploreRun = 4;
     static constexpr double kMostRise = 2;
+    // Threads this many times faster than one are not timed against it again (below: exploring).
+    // Two threads seldom reach 2x, so they count as a clear win at 1.5x: at 2x they kept exploring,
+    // a large merge on one thread now and then, to learn what was known (docs/PERFORMANCE.md).
     static constexpr double kClearWin = 2;
+    static constexpr double kClearWinPerThread = 0.75;
     static constexpr size_t kBands = 4;
     // A band's verdict holds for smaller merges until this many eligible merges have passed it.
     static constexpr size_t kFreshFor = 64;
@@ -186,6 +191,7 @@ private:
 
     size_t threads_;
     size_t min_words_;
+    double clear_win_;  // kClearWin, lower for two threads
     size_t eligible_ = 0;  // merges of min_words or more so far, in every band
     Band bands_[kBands];
 };
