@@ -82,7 +82,7 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // (docs/PERFORMANCE.md). Now and then a run of eligible merges takes the other path, to notice
 // when the load changes: ever more rarely while the same path wins (the interval doubles, up to
 // kExploreAtMost), as one thread on a large merge costs milliseconds where many cores are idle.
-// Merges are timed in bands of size (min_words times 1, 4, 16, 64 and more), as the fixed cost of
+// Merges are timed in bands of size (min_words times 1, 4, 16, 64, 256 and more), as the fixed cost of
 // the threads weighs more on small merges; a band takes one thread without exploring while the
 // threads lose in a larger band. A parallel merge takes every thread. The merges do not depend on
 // the choice.
@@ -164,7 +164,7 @@ private:
     // a large merge on one thread now and then, to learn what was known (docs/PERFORMANCE.md).
     static constexpr double kClearWin = 2;
     static constexpr double kClearWinPerThread = 0.75;
-    static constexpr size_t kBands = 4;
+    static constexpr size_t kBands = 5;
     // A band's verdict holds for smaller merges until this many eligible merges have passed it.
     static constexpr size_t kFreshFor = 64;
     enum class Timing { kInUse, kExplored, kSkipped };

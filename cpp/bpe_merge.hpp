@@ -31,7 +31,7 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
 // (see bpe_merge.cpp). The result depends on none of these.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
-constexpr size_t kDefaultParallelWords = 1024;
+constexpr size_t kDefaultParallelWords = 256;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,

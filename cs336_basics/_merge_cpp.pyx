@@ -49,7 +49,7 @@ def merge(
     `prune_pairs`: prune the pairs that count too little to be merged once more than this many are
     tracked (default 262,144; a tuning and testing knob, the merges do not depend on it).
     `num_threads` (OpenMP threads; 1 without OpenMP) rewrite the words of a merge that touches at
-    least `parallel_words` words (default 1024) while timing shows that faster than one thread; 0
+    least `parallel_words` words (default 256) while timing shows that faster than one thread; 0
     sends every merge to the threads (a tuning and testing knob): the merges depend on neither.
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
