@@ -572,8 +572,10 @@ private:
         int64_t highest = 0;
         for (size_t id = 0; id < pairs_.size(); ++id) highest = std::max(highest, pairs_[PairId(id)].count);
         birth_floor_ = std::max(birth_floor_, highest / kBirthFloorDivisor);
+        size_t num_kept = 0;
+        for (size_t id = 0; id < pairs_.size(); ++id) num_kept += pairs_[PairId(id)].count >= birth_floor_;
         PairTable kept;
-        PairIdMap kept_ids;
+        PairIdMap kept_ids(num_kept);  // sized once, not rehashed two or three times as it fills
         for (size_t id = 0; id < pairs_.size(); ++id) {
             PairRecord& record = pairs_[PairId(id)];
             if (record.count < birth_floor_) {

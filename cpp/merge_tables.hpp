@@ -115,6 +115,9 @@ class PairIdMap {
 public:
     static constexpr PairId kMissing = -1;
 
+    // Room for `expected` pairs before the map first grows.
+    explicit PairIdMap(size_t expected = size_t(1) << 15) : ids_(expected) {}
+
     PairId find(uint64_t key) const { return ids_.find(key, kMissing); }
     bool may_contain(uint64_t key) const { return ids_.may_contain(key); }
     PairId find_concurrently(uint64_t key) const { return ids_.find_concurrently(key, kMissing); }
@@ -129,7 +132,7 @@ public:
     void add_inserted(size_t count) { ids_.add_inserted(count); }
 
 private:
-    IntegerMap<PairId> ids_{size_t(1) << 15};
+    IntegerMap<PairId> ids_;
 };
 
 // Word lists longer than a pair record holds inline, in blocks of 4, 8, 16, ... word ids carved
