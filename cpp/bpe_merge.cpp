@@ -82,14 +82,16 @@ inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length,
 // (docs/PERFORMANCE.md). Now and then a run of eligible merges takes the other path, to notice
 // when the load changes: ever more rarely while the same path wins (the interval doubles, up to
 // kExploreAtMost), as one thread on a large merge costs milliseconds where many cores are idle.
-// Merges are timed in bands of size (min_words times 1, 4, 16, 64, 256 and more), as the fixed cost of
-// the threads weighs more on small merges; a band takes one thread without exploring while the
-// threads lose in a larger band. A parallel merge takes every thread. The merges do not depend on
+// Merges are timed in bands of size (min_words times 1, 4, 16, 64, 256 and more), as the fixed
+// cost of the threads weighs more on small merges; a band takes one thread without exploring while
+// the threads lose in a larger band. A parallel merge takes every thread. The merges do not depend on
 // the choice.
 class ParallelChoice {
 public:
     ParallelChoice(size_t threads, size_t min_words)
-        : threads_(threads), min_words_(min_words), clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
+        : threads_(threads),
+          min_words_(min_words),
+          clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
 
     bool parallel(size_t num_words) {
         if (threads_ <= 1) return false;
