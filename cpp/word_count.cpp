@@ -1,8 +1,9 @@
 // Counting the words of a corpus on threads: special tokens split the text (special_tokens.hpp), the
 // text is cut into chunks that count independently (chunking.hpp), each thread pre-tokenizes its
 // chunks (pretokenize.hpp) into its own table (word_table.hpp; on eight threads or more, into its
-// counts of the words all threads share first), and the tables are merged in a canonical order. About a third of the time is the pre-tokenizer and the rest the table (keys,
-// lookups, cache misses, merging); the measurements are in docs/PERFORMANCE.md.
+// counts of the words all threads share first), and the tables are merged in a canonical order.
+// About a third of the time is the pre-tokenizer and the rest the table (keys, lookups, cache
+// misses, merging); the measurements are in docs/PERFORMANCE.md.
 #include "word_count.hpp"
 
 #include <algorithm>
