@@ -32,6 +32,8 @@ using namespace merge_tables;
 
 // Fewer words than this per thread are counted on fewer threads: a team costs more than it saves.
 constexpr size_t kWordsPerThread = 1 << 12;
+// A merge reserves listings for a word's every symbol up to this length, checking none as it lists.
+constexpr uint32_t kListingsReserved = 1 << 16;
 
 
 // How many words ahead of the one being merged to prefetch (its metadata twice as far ahead).
@@ -370,16 +372,15 @@ public:
         }
     }
 
-    // The merge as bytes; its token joins the token table.
+    // The merge as its tokens' ids; its token joins the token table.
     Merge add_token(PairId pair) {
         if (tokens_.size() >= static_cast<size_t>(INT32_MAX)) {
             throw std::length_error("train_merges: more than 2^31 tokens");
         }
         const TokenId left = pairs_[pair].left;
         const TokenId right = pairs_[pair].right;
-        Merge merge(tokens_.bytes(left), tokens_.bytes(right));
         tokens_.add_merge(left, right);
-        return merge;
+        return Merge{uint32_t(left), uint32_t(right)};
     }
 
     // Rewrites the words that hold the pair (the newest token replaces it) and updates the counts,
@@ -929,7 +930,19 @@ private:
         if (at == length) return;
         const int64_t count = info.count;
         const uint64_t merged = pair_key(left, right);
-        deltas.reserve_listings(length);  // a word gains at most one pair per symbol
+        // A word gains at most one pair per symbol, and is listed under a pair once (a run of one
+        // symbol gains (new, new) at every occurrence): room for them all, or for a long word (one
+        // pre-token of megabytes) room made as listings come, not a slot per symbol up front.
+        const bool long_word = length > kListingsReserved;
+        deltas.reserve_listings(long_word ? kListingsReserved : length);
+        uint32_t listed_before = UINT32_MAX;  // the last change listed on each side
+        uint32_t listed_after = UINT32_MAX;
+        const auto list = [&](uint32_t change, uint32_t& last_listed) {
+            if (change == last_listed) return;
+            last_listed = change;
+            if (long_word) deltas.reserve_listings(1);
+            deltas.list(change, word);
+        };
         uint32_t written = at;  // the write position never passes the read position
         uint32_t next_unsubtracted = 0;
         while (at < length) {
@@ -960,7 +973,7 @@ private:
                 const auto x = TokenId(symbols[written - 1]);
                 // (x, new) replaces (x, left); (new, new) replaces the (right, left) between two occurrences.
                 if (!deltas.drops(MergeDeltas::kBeforeLeft, x == new_token ? right : x)) {
-                    deltas.list(deltas.add(MergeDeltas::kBeforeNew, x, pair_key(x, new_token), count), word);
+                    list(deltas.add(MergeDeltas::kBeforeNew, x, pair_key(x, new_token), count), listed_before);
                 }
             }
             symbols[written++] = Symbol(new_token);
@@ -973,13 +986,16 @@ private:
                 const bool replaced_dropped = y == left ? deltas.drops(MergeDeltas::kBeforeLeft, right)
                                                         : deltas.drops(MergeDeltas::kAfterRight, y);
                 if (!replaced_dropped) {
-                    deltas.list(deltas.add(MergeDeltas::kAfterNew, y, pair_key(new_token, y), count), word);
+                    list(deltas.add(MergeDeltas::kAfterNew, y, pair_key(new_token, y), count), listed_after);
                 }
                 std::memmove(symbols + written, symbols + gap, size_t(at - gap) * sizeof(Symbol));
                 written += at - gap;
             }
         }
         info.length = written;
+        // A long word's freed tail goes back to the system: the tokens of its last merges are as
+        // long as the word, and would otherwise sit in memory beside it.
+        if (long_word) arena_.release(symbols + written, symbols + length);
     }
 
     TokenTable tokens_;

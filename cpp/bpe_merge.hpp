@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,7 +12,14 @@
 
 namespace bpe {
 
-using Merge = std::pair<std::string, std::string>;  // (left bytes, right bytes)
+// A merge as the ids of its two tokens: 0-255 are the single bytes, 256 + k the token of merge k
+// (special tokens take no id here). Ids rather than bytes: one long word makes tokens of megabytes,
+// and the caller spells each token once from the ids (the merges' bytes would hold it again).
+struct Merge {
+    uint32_t left;
+    uint32_t right;
+};
+constexpr uint32_t kFirstMergedToken = 256;
 
 // Called after every merge with the number of merges done so far, so it should be cheap (the Python
 // binding only takes the GIL every hundred merges). Returns true to stop (an interrupt): the merges

@@ -12,6 +12,7 @@
 
 #if !defined(_WIN32)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace bpe {
@@ -65,6 +66,21 @@ public:
     Value& operator[](size_t index) { return values_[index]; }
     const Value& operator[](size_t index) const { return values_[index]; }
     size_t size() const { return count_; }
+
+    // Gives the whole pages within [begin, end), a part of this array, back to the system: they
+    // read as zeros if touched again. Only a mapped (large) array has pages of its own to give.
+    void release(const void* begin, const void* end) {
+#if defined(MADV_HUGEPAGE)
+        if (mapped_ == nullptr) return;
+        const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+        const uintptr_t from = (uintptr_t(begin) + page - 1) & ~(page - 1);
+        const uintptr_t to = uintptr_t(end) & ~(page - 1);
+        if (from < to) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+#else
+        (void)begin;
+        (void)end;
+#endif
+    }
 
 private:
     static constexpr size_t kHugePageBytes = size_t(2) << 20;

@@ -30,31 +30,32 @@ using TokenId = int32_t;
 using PairId = int32_t;
 using WordId = int32_t;
 
-// The bytes of every token, back to back, so comparing two tokens allocates nothing.
+// The bytes of every token, so comparing two tokens allocates nothing. Stored in blocks that never
+// move: a token is written once, where it stays (a growing string copied every token at each
+// doubling, seconds and twice the memory when one long word makes tokens of many megabytes).
 class TokenTable {
 public:
     TokenTable() {
         for (int byte = 0; byte < 256; ++byte) {
-            const char symbol = static_cast<char>(byte);
-            append(&symbol, 1);
+            char* symbol = reserve(1);
+            *symbol = static_cast<char>(byte);
+            add(symbol, 1);
         }
     }
 
     TokenId add_merge(TokenId left, TokenId right) {
         const Token x = tokens_[left];
         const Token y = tokens_[right];
-        std::string joined;
-        joined.reserve(x.length + y.length);
-        joined.append(pool_, x.start, x.length).append(pool_, y.start, y.length);
-        append(joined.data(), joined.size());
+        const size_t length = size_t(x.length) + y.length;
+        if (length > UINT32_MAX) throw std::length_error("train_merges: a token of more than 4 GiB");
+        char* joined = reserve(length);
+        std::memcpy(joined, x.data, x.length);
+        std::memcpy(joined + x.length, y.data, y.length);
+        add(joined, length);
         return static_cast<TokenId>(tokens_.size() - 1);
     }
 
     size_t size() const { return tokens_.size(); }
-
-    std::string bytes(TokenId token) const {
-        return pool_.substr(tokens_[token].start, tokens_[token].length);
-    }
 
     // Python's bytes order: unsigned byte-wise, a proper prefix first.
     // Perf: heap pushes compare many tied pairs (most pairs have tiny counts), so each token keeps
@@ -66,29 +67,48 @@ public:
         if (a.prefix != b.prefix) return a.prefix < b.prefix ? -1 : 1;
         if (x == y) return 0;
         // memcmp compares as unsigned char, as Python does.
-        const int order =
-            std::memcmp(pool_.data() + a.start, pool_.data() + b.start, std::min(a.length, b.length));
+        const int order = std::memcmp(a.data, b.data, std::min(a.length, b.length));
         if (order != 0) return order;
         return a.length < b.length ? -1 : (a.length > b.length ? 1 : 0);
     }
 
 private:
     struct Token {
-        uint64_t prefix;  // first 8 bytes, big-endian, zero-padded
-        uint64_t start;   // in pool_
+        uint64_t prefix;   // first 8 bytes, big-endian, zero-padded
+        const char* data;  // in blocks_
         uint32_t length;
     };
+    // Tokens share blocks of this size; a token over a quarter of it has a block of its own.
+    static constexpr size_t kBlockBytes = size_t(1) << 16;
 
-    void append(const char* data, size_t length) {
+    // Room for `length` bytes that never moves.
+    char* reserve(size_t length) {
+        if (length > kBlockBytes / 4) {
+            blocks_.emplace_back(new char[length]);
+            return blocks_.back().get();
+        }
+        if (block_left_ < length) {
+            blocks_.emplace_back(new char[kBlockBytes]);
+            block_free_ = blocks_.back().get();
+            block_left_ = kBlockBytes;
+        }
+        char* room = block_free_;
+        block_free_ += length;
+        block_left_ -= length;
+        return room;
+    }
+
+    void add(const char* data, size_t length) {
         uint64_t prefix = 0;
         for (size_t at = 0; at < 8; ++at) {
             prefix = (prefix << 8) | (at < length ? static_cast<unsigned char>(data[at]) : 0u);
         }
-        tokens_.push_back({prefix, pool_.size(), static_cast<uint32_t>(length)});
-        pool_.append(data, length);
+        tokens_.push_back({prefix, data, static_cast<uint32_t>(length)});
     }
 
-    std::string pool_;
+    std::vector<std::unique_ptr<char[]>> blocks_;
+    char* block_free_ = nullptr;  // the shared block's unused tail
+    size_t block_left_ = 0;
     std::vector<Token> tokens_;
 };
 

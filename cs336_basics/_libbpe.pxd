@@ -30,7 +30,9 @@ cdef extern from "word_counts.hpp" namespace "bpe" nogil:
 
 # bpe_merge.hpp: word counts in, merges out (bpe_v6, and bpe_v7 after its counting).
 cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
-    ctypedef pair[string, string] Merge
+    cdef struct Merge:  # the ids of the merged tokens: bytes 0-255, then 256 + k for merge k
+        uint32_t left
+        uint32_t right
     size_t kDefaultPrunePairs
     size_t kDefaultParallelWords
     ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop

@@ -48,4 +48,18 @@ cdef inline list train_merges(
     flush_progress(&relay, merges.size())
     if errors:
         raise errors[0]
-    return [(merge_bytes.first, merge_bytes.second) for merge_bytes in merges]
+    return spelled(merges)
+
+
+# The merges as bytes, spelled from their ids: each token is made once and the merges share it, so
+# the tokens of one long word (megabytes each) are held once, not once per merge that names them.
+cdef inline list spelled(const vector[lib.Merge]& merges):
+    cdef list tokens = [bytes((byte,)) for byte in range(256)]
+    cdef list result = []
+    cdef size_t index
+    for index in range(merges.size()):
+        left = tokens[merges[index].left]
+        right = tokens[merges[index].right]
+        result.append((left, right))
+        tokens.append(left + right)
+    return result

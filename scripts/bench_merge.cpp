@@ -102,8 +102,14 @@ int main(int argc, char** argv) {
         const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
         std::printf("merge: %.3f s wall, %.3f s CPU\n", took.count(), process_cpu_seconds() - cpu_start);
     }
+    // The digest of the merges as bytes (left, right), each token spelled from the ids.
+    std::vector<std::string> tokens;
+    for (int byte = 0; byte < 256; ++byte) tokens.emplace_back(1, static_cast<char>(byte));
     uint64_t hash = 0xCBF29CE484222325ull;
-    for (const bpe::Merge& merge : merges) hash = fnv1a(fnv1a(hash, merge.first), merge.second);
+    for (const bpe::Merge& merge : merges) {
+        hash = fnv1a(fnv1a(hash, tokens[merge.left]), tokens[merge.right]);
+        tokens.push_back(tokens[merge.left] + tokens[merge.right]);
+    }
     std::printf("%zu merges, digest %016llx\n", merges.size(), static_cast<unsigned long long>(hash));
     return 0;
 }
