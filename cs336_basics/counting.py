@@ -30,7 +30,6 @@ from typing import Any
 from .backend import effective_num_threads, usable_cores
 from .contract import (
     _SCAN_BLOCK,
-    _WHITESPACE_CUT,
     GPT2_SPLIT_PATTERN,
     BPEInputError,
     _spans_special_token,
@@ -40,6 +39,7 @@ from .contract import (
     check_text_file,
     count_words_in_text,
     decode_utf8,
+    whitespace_cuts,
 )
 from .formats import (
     BLOCK_BYTES,
@@ -170,9 +170,8 @@ class _CutFinder:
                 while found != -1 and _spans_special_token(window, found, self.tokens):
                     found = window.rfind(token, low, found + len(token) - 1)
                 best = max(best, found)
-            for match in reversed(list(_WHITESPACE_CUT.finditer(window, max(low - 1, 0), high + 1))):
-                cut = match.end()
-                if low <= cut <= high and not _spans_special_token(window, cut, self.tokens):
+            for cut in whitespace_cuts(window, low, high + 1, backward=True):
+                if not _spans_special_token(window, cut, self.tokens):
                     best = max(best, cut)
                     break
             if best >= 0:

@@ -236,14 +236,34 @@ def _vocab_json_pieces(vocab: Vocab, lowest: dict[bytes, int]) -> Iterator[str]:
         token_id = pending.pop(token, None)
         if token_id is None:
             continue
-        yield f"{separator}{json.dumps(encode_token(token), ensure_ascii=False)}: {token_id}"
+        if len(token) <= _WRITE_BATCH_CHARS:
+            yield f"{separator}{json.dumps(encode_token(token), ensure_ascii=False)}: {token_id}"
+        else:
+            yield f'{separator}"'
+            for piece in _encoded_slices(token):
+                yield json.dumps(piece, ensure_ascii=False)[1:-1]
+            yield f'": {token_id}'
         separator = ",\n"
     yield "\n}"
 
 
 def _merges_txt_pieces(merges: Merges) -> Iterator[str]:
     for left, right in merges:
-        yield f"{encode_token(left)} {encode_token(right)}\n"
+        if len(left) + len(right) <= _WRITE_BATCH_CHARS:
+            yield f"{encode_token(left)} {encode_token(right)}\n"
+        else:
+            yield from _encoded_slices(left)
+            yield " "
+            yield from _encoded_slices(right)
+            yield "\n"
+
+
+def _encoded_slices(token: bytes) -> Iterator[str]:
+    """`encode_token(token)` in pieces of a batch at most: each byte is one character, so a token
+    of many megabytes (one long word makes them) is written without a whole copy per step."""
+    with memoryview(token) as view:
+        for start in range(0, len(token), _WRITE_BATCH_CHARS):
+            yield encode_token(bytes(view[start : start + _WRITE_BATCH_CHARS]))
 
 
 def _infer_special_tokens(vocab: Vocab, merges: Merges) -> list[str]:
