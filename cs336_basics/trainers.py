@@ -434,7 +434,7 @@ def train_bpe_from_iterator(
     trainer: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
-    """`train_bpe` on documents (an iterable of str, a pyarrow table or array, a HF dataset);
+    """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
     see `train_from_iterator`."""
     result = train_from_iterator(texts, vocab_size, special_tokens, trainer=trainer, **options)
     return result.vocab, result.merges

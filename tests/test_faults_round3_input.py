@@ -1,0 +1,83 @@
+"""Reading input, third hardening round (issue 40, items 4, 5, 9, 10 and 12, and URL inputs): a reused
+buffer never gives other merges, an input without text is refused the same way in every format and
+command, a FIFO in a directory is refused as when named, a special token the text lacks is noted,
+and bad paths, Parquet files, records and URLs end in one line naming what is wrong."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import cs336_basics.counting as counting
+from cs336_basics import BPEInputError, count_words, train, train_bpe, train_bpe_from_iterator
+from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import ENDOFTEXT
+from cs336_basics.count_cli import main as count_main
+from cs336_basics.word_counts import WordCounts
+
+DOCUMENTS = [
+    "hello world, the cat sat on the mat",
+    "low lower lowest, newer newest widest",
+    "a banana and an ananas",
+    "the cat's hat is 12 345 sizes too small",
+] * 30
+TEXT = ENDOFTEXT.join(DOCUMENTS) + "\n"
+
+
+def merges_of(out: Path) -> str:
+    return (out / "merges.txt").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 4, and item 10's records: documents are taken as they are received
+
+
+def refilled(documents: list[str], kind: str) -> Iterator[object]:
+    """Every document in the same buffer, refilled once the consumer asks for the next."""
+    buffer = bytearray()
+    for document in documents:
+        buffer[:] = document.encode("utf-8")
+        yield buffer if kind == "bytearray" else memoryview(buffer)
+
+
+@pytest.mark.parametrize("counter", ["native", "python"])
+@pytest.mark.parametrize("kind", ["bytearray", "memoryview"])
+@pytest.mark.parametrize("specials", [[ENDOFTEXT], []], ids=["endoftext", "none"])
+def test_a_reused_buffer_gives_the_merges_of_the_documents(
+    trainer: str, counter: str, kind: str, specials: list[str], monkeypatch
+) -> None:
+    if counter == "python":
+        monkeypatch.setattr(counting, "_native_module", lambda: None)
+    expected = train_bpe_from_iterator(DOCUMENTS, 300, specials, trainer=trainer)
+    assert train_bpe_from_iterator(refilled(DOCUMENTS, kind), 300, specials, trainer=trainer) == expected
+
+
+@pytest.mark.parametrize("counter", ["native", "python"])
+def test_records_give_their_text_field(trainer: str, counter: str, monkeypatch) -> None:
+    if counter == "python":
+        monkeypatch.setattr(counting, "_native_module", lambda: None)
+    expected = train_bpe_from_iterator(DOCUMENTS, 300, [ENDOFTEXT], trainer=trainer)
+    records = ({"id": index, "text": document} for index, document in enumerate(DOCUMENTS))
+    assert train_bpe_from_iterator(records, 300, [ENDOFTEXT], text_field="text", trainer=trainer) == expected
+    bodies = [{"body": document.encode()} for document in DOCUMENTS]
+    assert train_bpe_from_iterator(bodies, 300, [ENDOFTEXT], text_field="body", trainer=trainer) == expected
+
+
+def test_a_record_without_the_field_is_named() -> None:
+    with pytest.raises(BPEInputError, match=r"document 1 is a record without the field 'text' \(fields: 'body'\)"):
+        train_bpe_from_iterator([{"text": "fine"}, {"body": "elsewhere"}], 300, [ENDOFTEXT])
+    with pytest.raises(BPEInputError, match=r"document 0's field 'text' is a int, not a string"):
+        train_bpe_from_iterator([{"text": 7}], 300, [ENDOFTEXT])
