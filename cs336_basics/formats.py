@@ -284,7 +284,8 @@ def expand_inputs(
     """Each input as given, a directory as the files under it (recursively) and a glob pattern as
     the files it matches, each expansion in sorted order (the order counting reads them in); URLs
     too, through fsspec (with `storage_options`). A pattern that matches nothing, or an empty
-    directory, is refused."""
+    directory, is refused. Everything found that is not a directory is kept, a FIFO, socket, device
+    or broken link too, so that reading it refuses it as naming it directly does, never silently."""
     expanded: list[str] = []
     for item in inputs:
         text = os.fspath(item)
@@ -295,13 +296,13 @@ def expand_inputs(
             files = sorted(
                 str(path)
                 for path in Path(text).rglob("*")
-                if path.is_file() and not any(part.startswith(".") for part in path.relative_to(text).parts)
+                if not path.is_dir() and not any(part.startswith(".") for part in path.relative_to(text).parts)
             )
             if not files:
                 raise BPEInputError(f"directory {text} holds no files")
             expanded += files
         elif glob.has_magic(text) and not Path(text).exists():
-            files = sorted(path for path in glob.glob(text, recursive=True) if Path(path).is_file())
+            files = sorted(path for path in glob.glob(text, recursive=True) if not Path(path).is_dir())
             if not files:
                 raise BPEInputError(f"no file matches {text}")
             expanded += files

@@ -81,3 +81,43 @@ def test_a_record_without_the_field_is_named() -> None:
         train_bpe_from_iterator([{"text": "fine"}, {"body": "elsewhere"}], 300, [ENDOFTEXT])
     with pytest.raises(BPEInputError, match=r"document 0's field 'text' is a int, not a string"):
         train_bpe_from_iterator([{"text": 7}], 300, [ENDOFTEXT])
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 9: what a directory walk finds is refused as when named directly
+
+
+def refusal_of(path: Path, tmp_path: Path, capsys) -> str:
+    assert cli_main(["bpe_v2", str(tmp_path / "out-direct"), "-d", str(path), "-v", "300", "-q"]) == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "broken link"])
+def test_a_special_file_in_a_directory_is_refused_as_when_named(tmp_path: Path, kind: str, capsys) -> None:
+    data = tmp_path / "d"
+    data.mkdir()
+    (data / "a.txt").write_text(TEXT, encoding="utf-8")
+    odd = data / "b-odd"
+    held = None
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "socket":
+        if len(os.fsencode(odd)) >= 100:
+            pytest.skip("the temporary path is too long for a Unix socket")
+        held = socket.socket(socket.AF_UNIX)
+        held.bind(str(odd))
+    else:
+        odd.symlink_to(tmp_path / "gone.txt")
+    try:
+        direct = refusal_of(odd, tmp_path, capsys)
+        assert cli_main(["bpe_v2", str(tmp_path / "out"), "-d", str(data), "-v", "300", "-q"]) == 2
+        walked = capsys.readouterr().err
+        assert walked == direct and str(odd) in walked
+        assert count_main([str(data), "-o", str(tmp_path / "c.counts"), "-q"]) == 2
+        assert str(odd) in capsys.readouterr().err
+        # A glob that matches it says the same.
+        assert cli_main(["bpe_v2", str(tmp_path / "out"), "-d", str(data / "*"), "-v", "300", "-q"]) == 2
+        assert capsys.readouterr().err == direct
+    finally:
+        if held is not None:
+            held.close()
