@@ -428,7 +428,9 @@ def count_words(
     (`_StreamCounter`): a file of documents counts as its documents joined by the first special
     token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
     with one line naming `file:line`; with `skip_bad_records` such records are left out, counted,
-    and reported in one note on stderr (and in the result's `skipped_records`)."""
+    and reported in one note on stderr (and in the result's `skipped_records`). Inputs without any
+    text count as nothing here (a shard may be empty); the commands and `train` refuse them
+    (`trainers.count_inputs`)."""
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     path_list = _as_path_list(paths)

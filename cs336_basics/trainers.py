@@ -207,8 +207,10 @@ def train(
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
     `skip_bad_records`: leave out JSON-lines records that are not JSON or lack the field, and report
-    how many on stderr, instead of stopping at the first (see `counting.count_words`)."""
-    from .formats import inspect_input
+    how many on stderr, instead of stopping at the first (see `counting.count_words`). An input that
+    holds no text at all is refused; a special token the text never holds is noted on stderr (see
+    `absent_special_tokens`). `input_path` may be an fsspec URL."""
+    from .formats import inspect_input, is_url
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
@@ -419,9 +421,12 @@ def train_from_iterator(
 
     def count() -> WordCounts:
         threads = count_options.num_workers
-        return count_words_from_iterator(
+        counts = count_words_from_iterator(
             texts, specials, num_threads=threads, progress=progress, length=length, text_field=text_field
         )
+        if not counts.source_bytes:
+            raise BPEInputError("the documents hold no text: none were given, or every one is empty")
+        return counts
 
     return train_after_counting(count, vocab_size, specials, trainer=name, progress=progress)[0]
 
@@ -460,7 +465,52 @@ def count_inputs(
     """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
     (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
     Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
-    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`)."""
+    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
+    at all are refused, as an empty text file is: what every command and `train` count goes through."""
+    counts = _count_inputs(
+        paths,
+        special_tokens,
+        cluster=cluster,
+        cluster_timeout=cluster_timeout,
+        num_threads=num_threads,
+        task_bytes=task_bytes,
+        progress=progress,
+        format=format,
+        text_field=text_field,
+        skip_bad_records=skip_bad_records,
+    )
+    if not counts.source_bytes:
+        raise BPEInputError(no_text_message(paths, counts.skipped_records))
+    return counts
+
+
+def no_text_message(paths: Sequence[str], skipped_records: int = 0) -> str:
+    """Inputs that hold no text: an empty file, blank lines only, a Parquet file of no rows, records
+    all skipped. Training on them would make a vocabulary of bytes alone, silently."""
+    if len(paths) == 1:
+        named = f"training file holds no text: {paths[0]}"
+    else:
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3:,} more" if len(paths) > 3 else "")
+        named = f"the {len(paths):,} training files hold no text: {shown}"
+    if skipped_records:
+        records = "record" if skipped_records == 1 else "records"
+        return f"{named} (every record was skipped: {skipped_records:,} bad {records})"
+    return f"{named} (empty, blank lines only, or no rows)"
+
+
+def _count_inputs(
+    paths: list[str],
+    special_tokens: list[str],
+    *,
+    cluster: str | None,
+    cluster_timeout: float | None,
+    num_threads: int | None,
+    task_bytes: int | None,
+    progress: bool,
+    format: str | None,
+    text_field: str,
+    skip_bad_records: bool,
+) -> WordCounts:
     from .formats import inspect_input
 
     if cluster is not None:

@@ -84,6 +84,96 @@ def test_a_record_without_the_field_is_named() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Item 5: no text at all is refused in every format, command and route, naming the input
+
+
+def write_no_text_inputs(tmp_path: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """name -> (the input paths, extra CLI options): each holds no text at all."""
+    inputs: dict[str, tuple[list[str], list[str]]] = {}
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    inputs["empty .jsonl"] = ([str(tmp_path / "empty.jsonl")], [])
+    (tmp_path / "blank.jsonl").write_bytes(b"\n\n  \n\t\n")
+    inputs["blank-lines .jsonl"] = ([str(tmp_path / "blank.jsonl")], [])
+    (tmp_path / "bad.jsonl").write_bytes(b'{"body": "text elsewhere"}\nnot json\n')
+    inputs["every record skipped"] = ([str(tmp_path / "bad.jsonl")], ["--skip-bad-records"])
+    (tmp_path / "empty.jsonl.gz").write_bytes(gzip.compress(b""))
+    inputs["empty .jsonl.gz"] = ([str(tmp_path / "empty.jsonl.gz")], [])
+    (tmp_path / "a.txt").write_bytes(b"")
+    (tmp_path / "b.txt").write_bytes(b"")
+    inputs["two empty .txt"] = ([str(tmp_path / "a.txt"), str(tmp_path / "b.txt")], [])
+    try:
+        import pyarrow
+        import pyarrow.parquet as parquet
+    except ImportError:
+        return inputs
+    parquet.write_table(pyarrow.table({"text": pyarrow.array([], pyarrow.string())}), tmp_path / "zero.parquet")
+    inputs["zero-row Parquet"] = ([str(tmp_path / "zero.parquet")], [])
+    return inputs
+
+
+NO_TEXT_CASES = [
+    "empty .jsonl", "blank-lines .jsonl", "every record skipped", "empty .jsonl.gz", "two empty .txt",
+    "zero-row Parquet",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", NO_TEXT_CASES)
+def test_an_input_without_text_is_refused_by_both_commands(tmp_path: Path, case: str, capsys) -> None:
+    inputs = write_no_text_inputs(tmp_path)
+    if case not in inputs:
+        pytest.skip("Parquet input needs the optional pyarrow package")
+    paths, options = inputs[case]
+    out = tmp_path / "out"
+    assert cli_main(["bpe_v7", str(out), "-d", *paths, "-v", "300", "-q", *options]) == 2
+    err = capsys.readouterr().err
+    assert "hold" in err and "no text" in err and paths[0] in err
+    assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
+    assert count_main([*paths, "-o", str(tmp_path / "c.counts"), "-q", *options]) == 2
+    err = capsys.readouterr().err
+    assert "no text" in err and paths[0] in err and not (tmp_path / "c.counts").exists()
+
+
+@pytest.mark.parametrize("case", [case for case in NO_TEXT_CASES if case != "two empty .txt"])
+def test_an_input_without_text_is_refused_by_train_bpe(tmp_path: Path, case: str, trainer: str) -> None:
+    inputs = write_no_text_inputs(tmp_path)
+    if case not in inputs:
+        pytest.skip("Parquet input needs the optional pyarrow package")
+    (path,), options = inputs[case]
+    with pytest.raises(BPEInputError, match="holds no text") as error:
+        train_bpe(path, 300, [ENDOFTEXT], trainer=trainer, skip_bad_records=bool(options))
+    assert path in str(error.value)
+
+
+def test_an_empty_txt_is_still_refused_and_so_are_empty_documents(tmp_path: Path) -> None:
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with pytest.raises(BPEInputError, match="empty"):
+        train_bpe(tmp_path / "empty.txt", 300, [ENDOFTEXT])
+    for documents in ([], [""], iter(["", ""])):
+        with pytest.raises(BPEInputError, match="the documents hold no text"):
+            train_bpe_from_iterator(documents, 300, [])
+
+
+def test_counting_alone_still_counts_an_empty_shard(tmp_path: Path) -> None:
+    # A shard may be empty among others: only what trains, or writes a count file, refuses no text.
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    counts = count_words(tmp_path / "empty.jsonl", [ENDOFTEXT])
+    assert len(counts) == 0 and counts.source_bytes == 0
+
+
+def test_a_directory_of_one_stray_readme_is_refused(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "readme.md").write_text("#\n")  # two pre-tokens of one byte: nothing to merge
+    out = tmp_path / "out"
+    assert cli_main(["bpe_v7", str(out), "-d", str(data), "-v", "300", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "error: nothing to train on in " in err and "readme.md" in err and not out.exists()
+    # Asked for bytes and special tokens alone, it is what was asked for.
+    assert cli_main(["bpe_v7", str(out), "-d", str(data), "-v", "257", "-q"]) == 0
+
+
+# ---------------------------------------------------------------------------------------------
 # Item 9: what a directory walk finds is refused as when named directly
 
 
