@@ -30,6 +30,7 @@ from .contract import (
 )
 from .phases import CountParallelism, TrainerVersion
 from .progress import progress_bar
+from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
     from .word_counts import WordCounts
@@ -165,6 +166,8 @@ class TrainingResult:
     num_words: int = 0  # distinct pre-tokens
     peak_rss_bytes: int = 0
     special_tokens: list[str] = field(default_factory=list)
+    # Special tokens the training text never holds (see absent_special_tokens); noted on stderr.
+    absent_special_tokens: list[str] = field(default_factory=list)
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input. Each merge
@@ -242,7 +245,7 @@ def train(
     # The counts are this function's own: a version that can frees them once its merge loop has them.
     release_words = REGISTRY[name].merges_native_counts
     return _merge_phase(
-        name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started, release_words
+        name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started, release_words, size
     )
 
 
@@ -256,11 +259,16 @@ def _merge_phase(
     first_phase: str,
     started: float,
     release_words: bool = False,
+    source_bytes: int = 0,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
-    version's merge frees the counts once loaded (see Registered.merges_native_counts)."""
+    version's merge frees the counts once loaded (see Registered.merges_native_counts).
+    `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks."""
     num_words = len(word_counts)
+    absent = absent_special_tokens(word_counts, specials, source_bytes)
+    if absent:
+        print(f"note: {absent_tokens_note(absent)}", file=sys.stderr)
     merging = time.perf_counter()
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         if release_words:
@@ -276,7 +284,31 @@ def _merge_phase(
         num_words=num_words,
         peak_rss_bytes=peak_rss_bytes(),
         special_tokens=list(specials),
+        absent_special_tokens=absent,
     )
+
+
+def absent_special_tokens(word_counts: Sized, special_tokens: Sequence[str], source_bytes: int) -> list[str]:
+    """The special tokens that certainly never occur in the text of `source_bytes` bytes the counts
+    came from. Pre-tokens cover every byte between special tokens, so the text's bytes less the
+    words' bytes are the bytes of the special tokens split out: a token longer than that never
+    occurred (exact for one special token; with several, only those too long to fit are named). The
+    words' bytes are summed over the table, not the text: O(distinct words), under 0.1 s for 2.4M."""
+    if not special_tokens or source_bytes <= 0:
+        return []
+    split_out = source_bytes - counted_text_bytes(word_counts)
+    if split_out < 0:  # counts not of that text (a table made by hand): nothing is known
+        return []
+    return [token for token in special_tokens if len(token.encode("utf-8")) > split_out]
+
+
+def absent_tokens_note(tokens: Sequence[str]) -> str:
+    """The one-line note for special tokens the text never holds: almost always a typo."""
+    if len(tokens) == 1:
+        named = f"special token {tokens[0]!r} never occurs"
+    else:
+        named = f"special tokens {', '.join(map(repr, tokens))} never occur"
+    return f"{named} in the training text (a typo?)"
 
 
 def train_bpe(
@@ -348,7 +380,10 @@ def train_from_counts(
     word_counts = counts.native if native else counts.counts
     num_merges = vocab_size - 256 - len(specials)
 
-    return _merge_phase(name, version, word_counts, specials, num_merges, progress, "load counts", started)
+    source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
+    return _merge_phase(
+        name, version, word_counts, specials, num_merges, progress, "load counts", started, False, source_bytes
+    )
 
 
 def train_bpe_from_counts(

@@ -211,3 +211,61 @@ def test_a_special_file_in_a_directory_is_refused_as_when_named(tmp_path: Path, 
     finally:
         if held is not None:
             held.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 12: a special token the training text never holds is noted, once
+
+
+def note_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "never occur" in line]
+
+
+def test_a_special_token_the_text_lacks_is_noted_by_every_trainer(trainer: str, corpus: Path, capsys) -> None:
+    result = train(corpus, 300, ["<|eot|>"], trainer=trainer)
+    assert note_lines(capsys.readouterr().err) == [
+        "note: special token '<|eot|>' never occurs in the training text (a typo?)"
+    ]
+    assert result.absent_special_tokens == ["<|eot|>"]
+    assert train(corpus, 300, [ENDOFTEXT], trainer=trainer).absent_special_tokens == []
+    assert note_lines(capsys.readouterr().err) == []
+
+
+def test_the_note_on_every_route_of_the_cli(tmp_path: Path, corpus: Path, capsys) -> None:
+    records = tmp_path / "docs.jsonl"
+    records.write_text("".join(json.dumps({"text": document}) + "\n" for document in DOCUMENTS[:1]))
+    counts = tmp_path / "c.counts"
+    assert count_main([str(corpus), "-o", str(counts), "-q", "--special", "<|eot|>"]) == 0
+    (tmp_path / "c.txt.gz").write_bytes(gzip.compress(corpus.read_bytes()))
+    runs = {
+        "in place": ["-d", str(corpus)],
+        "several files": ["-d", str(corpus), str(corpus)],
+        "gzip": ["-d", str(tmp_path / "c.txt.gz")],
+        "one JSON-lines record": ["-d", str(records)],
+        "count file": ["--counts", str(counts)],
+    }
+    capsys.readouterr()
+    for name, source in runs.items():
+        out = tmp_path / name.replace(" ", "-")
+        assert cli_main(["bpe_v7", str(out), *source, "-v", "280", "-q", "--special", "<|eot|>"]) == 0, name
+        assert len(note_lines(capsys.readouterr().err)) == 1, name
+
+
+def test_no_note_when_the_token_is_there_or_cannot_be_told(corpus: Path, capsys) -> None:
+    train(corpus, 280, [ENDOFTEXT], trainer="bpe_v7")
+    # Two tokens, the text holding the longer: the shorter may hide in what was split out, so no claim.
+    train(corpus, 280, [ENDOFTEXT, "<|eot|>"], trainer="bpe_v7")
+    train_bpe_from_iterator(DOCUMENTS, 280, ["<|eot|>"])  # the documents are joined by it
+    assert note_lines(capsys.readouterr().err) == []
+
+
+def test_the_note_from_a_plain_count_table_and_counts_made_by_hand(capsys) -> None:
+    # A mapping carries no text size: nothing is claimed. Counts with the size of their text are judged.
+    from cs336_basics import train_bpe_from_counts
+
+    train_bpe_from_counts({b"hello": 3, b" world": 2}, 260, ["<|eot|>"])
+    assert note_lines(capsys.readouterr().err) == []
+    train_bpe_from_counts(WordCounts({b"hello": 3, b" world": 2}, ["<|eot|>"], source_bytes=27), 260)
+    assert len(note_lines(capsys.readouterr().err)) == 1
+    train_bpe_from_counts(WordCounts({b"hello": 3, b" world": 2}, ["<|eot|>"], source_bytes=34), 260)
+    assert note_lines(capsys.readouterr().err) == []
