@@ -47,6 +47,7 @@ from .formats import (
     BadRecords,
     InputFile,
     LaidOutDocuments,
+    check_path_argument,
     documents_of,
     encoded_documents,
     inspect_input,
@@ -401,9 +402,9 @@ def task_size(task: CountTask) -> int:
 
 
 def _as_path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(path) for path in paths]
+    if isinstance(paths, (str, os.PathLike, bytes, bytearray, memoryview)):  # bytes: one path, refused
+        return [check_path_argument(paths, "paths")]
+    return [check_path_argument(path, "paths") for path in paths]
 
 
 def count_words(

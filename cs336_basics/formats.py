@@ -114,6 +114,22 @@ def is_url(path: str) -> bool:
     return "://" in path
 
 
+def check_path_argument(path: object, name: str = "input_path") -> str:
+    """A path given as a str or an os.PathLike, as a str; bytes and anything else refused in one
+    line (bytes would otherwise meet a str test deep inside, as a misleading TypeError)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, str):
+        return path
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        shown = repr(bytes(path[:60]))
+        raise BPEInputError(
+            f"{name} must be a path as str or os.PathLike, not bytes ({shown}): decode it with os.fsdecode(), "
+            "or give documents to train_bpe_from_iterator"
+        )
+    raise BPEInputError(f"{name} must be a path as str or os.PathLike, not {type(path).__name__}")
+
+
 def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> tuple[Any, str]:
     """fsspec's file system and path for a URL."""
     try:
@@ -209,7 +225,7 @@ def inspect_input(
     name, a `.jsonl`/`.ndjson` name (compressed too), else text. A text file (by name) whose first
     non-empty line is a JSON object with a string `text_field` is refused, saying how to choose."""
     _check_format(format)
-    if is_url(os.fspath(path)):
+    if is_url(check_path_argument(path)):
         name = os.fspath(path)
         head = _url_head(name, storage_options, what)
     else:

@@ -269,3 +269,16 @@ def test_the_note_from_a_plain_count_table_and_counts_made_by_hand(capsys) -> No
     assert len(note_lines(capsys.readouterr().err)) == 1
     train_bpe_from_counts(WordCounts({b"hello": 3, b" world": 2}, ["<|eot|>"], source_bytes=34), 260)
     assert note_lines(capsys.readouterr().err) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 10 (parts): one line that names the argument or file and what was expected
+
+
+def test_a_bytes_path_names_the_argument(corpus: Path) -> None:
+    with pytest.raises(BPEInputError, match=r"input_path must be a path as str or os\.PathLike, not bytes"):
+        train_bpe(os.fsencode(corpus), 300, [ENDOFTEXT])
+    with pytest.raises(BPEInputError, match="not bytes"):
+        count_words(os.fsencode(corpus), [ENDOFTEXT])
+    with pytest.raises(BPEInputError, match="not int"):
+        train_bpe(7, 300, [ENDOFTEXT])  # type: ignore[arg-type]
