@@ -282,3 +282,26 @@ def test_a_bytes_path_names_the_argument(corpus: Path) -> None:
         count_words(os.fsencode(corpus), [ENDOFTEXT])
     with pytest.raises(BPEInputError, match="not int"):
         train_bpe(7, 300, [ENDOFTEXT])  # type: ignore[arg-type]
+
+
+def parquet_of(path: Path, documents: list[str], dictionary: bool = False) -> Path:
+    pyarrow = pytest.importorskip("pyarrow", reason="Parquet input needs the optional pyarrow package")
+    import pyarrow.parquet as parquet
+
+    column = pyarrow.array(documents)
+    parquet.write_table(pyarrow.table({"text": column.dictionary_encode() if dictionary else column}), path)
+    return path
+
+
+def test_a_corrupt_parquet_file_is_named(tmp_path: Path, capsys) -> None:
+    path = parquet_of(tmp_path / "bad.parquet", [f"{document} {index}" for index, document in enumerate(DOCUMENTS)])
+    data = bytearray(path.read_bytes())
+    for offset in range(100, 300):  # inside the column's data pages, not the footer
+        data[offset] ^= 0x5A
+    path.write_bytes(bytes(data))
+    with pytest.raises(BPEInputError, match=r"bad\.parquet: cannot read Parquet row group 0"):
+        train_bpe(path, 300, [ENDOFTEXT])
+    assert cli_main(["bpe_v7", str(tmp_path / "out"), "-d", str(path), "-v", "300", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: cannot read Parquet row group 0") and len(err.splitlines()) == 1
+    assert count_main([str(path), "-o", str(tmp_path / "c.counts"), "-q"]) == 2
