@@ -771,6 +771,7 @@ def _arrow_bytes(array: Any, what: str) -> Iterator[bytes]:
     place instead: `ArrowDocuments.chunks`.)"""
     import pyarrow
 
+    array = _plain_strings(array)
     _check_strings(array, what)
     binary = pyarrow.binary() if pyarrow.types.is_string(array.type) else pyarrow.large_binary()
     chunks = array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
@@ -778,6 +779,19 @@ def _arrow_bytes(array: Any, what: str) -> Iterator[bytes]:
         as_binary = chunk.view(binary)
         for start in range(0, len(chunk), ARROW_BATCH_ROWS):
             yield from as_binary.slice(start, ARROW_BATCH_ROWS).to_pylist()
+
+
+def _plain_strings(array: Any) -> Any:
+    """A dictionary-encoded string column (Parquet keeps them, pandas' categoricals make them) as plain
+    strings, which the counters read; any other array as it is."""
+    import pyarrow
+
+    kind = array.type
+    if pyarrow.types.is_dictionary(kind) and (
+        pyarrow.types.is_string(kind.value_type) or pyarrow.types.is_large_string(kind.value_type)
+    ):
+        return array.cast(kind.value_type)
+    return array
 
 
 def _check_strings(array: Any, what: str) -> None:
@@ -819,6 +833,7 @@ class ArrowDocuments:
         import pyarrow
 
         for array in self.arrays():
+            array = _plain_strings(array)
             _check_strings(array, self.what)
             yield from array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
 

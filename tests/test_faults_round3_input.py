@@ -305,3 +305,15 @@ def test_a_corrupt_parquet_file_is_named(tmp_path: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: cannot read Parquet row group 0") and len(err.splitlines()) == 1
     assert count_main([str(path), "-o", str(tmp_path / "c.counts"), "-q"]) == 2
+
+
+def test_a_dictionary_encoded_column_is_read_as_its_strings(tmp_path: Path, trainer: str) -> None:
+    plain = parquet_of(tmp_path / "plain.parquet", DOCUMENTS)
+    encoded = parquet_of(tmp_path / "dictionary.parquet", DOCUMENTS, dictionary=True)
+    expected = train_bpe(plain, 300, [ENDOFTEXT], trainer=trainer)
+    assert train_bpe(encoded, 300, [ENDOFTEXT], trainer=trainer) == expected
+    import pyarrow
+
+    table = pyarrow.table({"text": pyarrow.array(DOCUMENTS).dictionary_encode()})
+    assert train_bpe_from_iterator(table, 300, [ENDOFTEXT], trainer=trainer) == expected
+    assert train_bpe_from_iterator(table, 300, [], trainer=trainer) == train_bpe_from_iterator(DOCUMENTS, 300, [])
