@@ -140,8 +140,14 @@ def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> t
         return fsspec.core.url_to_fs(path, **(storage_options or {}))
     except ImportError as error:  # the protocol's package: "Install s3fs to access S3"
         raise MissingDependency(f"{path}: {error}") from None
-    except ValueError as error:  # an unknown protocol
-        raise BPEInputError(f"{path}: {error}") from None
+    except ValueError as error:  # an unknown protocol, or a URL its file system cannot take
+        protocol = path.split("://", 1)[0]
+        if protocol in fsspec.available_protocols():
+            raise BPEInputError(f"{path}: {_one_line(error)}") from None
+        raise BPEInputError(
+            f"{path}: unknown URL protocol {protocol!r}; give a local path or a URL fsspec reads "
+            "(file://, s3://, gs://, https://, memory://, ...)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -207,6 +213,8 @@ def _url_head(path: str, storage_options: Mapping[str, object] | None, what: str
     try:
         if not fs.exists(fs_path):
             raise BPEInputError(f"{what} not found: {path}")
+        if fs.isdir(fs_path):  # as for a local path (fsspec's own error names only the bare path)
+            raise BPEInputError(f"{what} path is a directory, not a file: {path}")
         with fs.open(fs_path, "rb") as file:
             return file.read(16)
     except OSError as error:

@@ -221,7 +221,7 @@ def train(
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
-    if not source.in_place:
+    if not source.in_place or is_url(source.path):  # a version reads only local files in place
 
         def count() -> WordCounts:
             return count_inputs(

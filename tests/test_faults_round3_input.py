@@ -317,3 +317,65 @@ def test_a_dictionary_encoded_column_is_read_as_its_strings(tmp_path: Path, trai
     table = pyarrow.table({"text": pyarrow.array(DOCUMENTS).dictionary_encode()})
     assert train_bpe_from_iterator(table, 300, [ENDOFTEXT], trainer=trainer) == expected
     assert train_bpe_from_iterator(table, 300, [], trainer=trainer) == train_bpe_from_iterator(DOCUMENTS, 300, [])
+
+
+# ---------------------------------------------------------------------------------------------
+# URL inputs (fsspec): memory:// works offline, in this process
+
+
+@pytest.fixture
+def memory_root(tmp_path: Path) -> Iterator[str]:
+    fsspec = pytest.importorskip("fsspec", reason="URL inputs need the optional fsspec package")
+    filesystem = fsspec.filesystem("memory")
+    root = f"/round3-{tmp_path.name}"
+    yield root
+    if filesystem.exists(root):
+        filesystem.rm(root, recursive=True)
+
+
+def put(url_path: str, data: bytes) -> str:
+    import fsspec
+
+    fsspec.filesystem("memory").pipe(url_path, data)
+    return f"memory://{url_path}"
+
+
+@pytest.mark.parametrize("name", ["c.txt", "c.txt.gz", "c.jsonl"])
+def test_a_url_trains_as_its_local_file(tmp_path: Path, corpus: Path, memory_root: str, name: str, capsys):
+    data = corpus.read_bytes()
+    if name.endswith(".gz"):
+        data = gzip.compress(data)
+    elif name.endswith(".jsonl"):
+        data = "".join(json.dumps({"text": document}) + "\n" for document in DOCUMENTS).encode()
+    local = tmp_path / name
+    local.write_bytes(data)
+    url = put(f"{memory_root}/{name}", data)
+    assert train_bpe(url, 300, [ENDOFTEXT]) == train_bpe(local, 300, [ENDOFTEXT])
+    assert count_words(url, [ENDOFTEXT]) == count_words(local, [ENDOFTEXT])
+    assert cli_main(["bpe_v7", str(tmp_path / "from-url"), "-d", url, "-v", "300", "-q"]) == 0
+    assert cli_main(["bpe_v7", str(tmp_path / "from-file"), "-d", str(local), "-v", "300", "-q"]) == 0
+    assert merges_of(tmp_path / "from-url") == merges_of(tmp_path / "from-file")
+
+
+def test_bad_urls_end_in_one_line(tmp_path: Path, memory_root: str, capsys) -> None:
+    put(f"{memory_root}/dir/a.txt", TEXT.encode())
+    empty = put(f"{memory_root}/empty.txt", b"")
+    cases = {
+        f"memory://{memory_root}/missing.txt": "training file not found: memory://",
+        "nosuchprotocol://bucket/a.txt": "unknown URL protocol 'nosuchprotocol'",
+        f"file://{tmp_path}/missing.txt": "training file not found: file://",
+        empty: "training file holds no text: memory://",
+        f"memory://{memory_root}/nothing-*.txt": "no file matches memory://",
+    }
+    for url, message in cases.items():
+        for command, argv in (
+            (cli_main, ["bpe_v7", str(tmp_path / "out"), "-d", url, "-v", "300", "-q"]),
+            (count_main, [url, "-o", str(tmp_path / "c.counts"), "-q"]),
+        ):
+            assert command(argv) == 2, url
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and message in err and len(err.splitlines()) == 1, (url, err)
+    with pytest.raises(BPEInputError, match="training file path is a directory, not a file: memory://"):
+        train_bpe(f"memory://{memory_root}/dir", 300, [ENDOFTEXT])
+    with pytest.raises(BPEInputError, match="unknown URL protocol"):
+        train_bpe("nosuchprotocol://bucket/a.txt", 300, [ENDOFTEXT])
