@@ -141,11 +141,10 @@ def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> t
     except ImportError as error:  # the protocol's package: "Install s3fs to access S3"
         raise MissingDependency(f"{path}: {error}") from None
     except ValueError as error:  # an unknown protocol, or a URL its file system cannot take
-        protocol = path.split("://", 1)[0]
-        if protocol in fsspec.available_protocols():
+        if path.split("://", 1)[0] in fsspec.available_protocols():
             raise BPEInputError(f"{path}: {_one_line(error)}") from None
         raise BPEInputError(
-            f"{path}: unknown URL protocol {protocol!r}; give a local path or a URL fsspec reads "
+            f"{path}: {_one_line(error)}; give a local path or a URL of a protocol fsspec reads "
             "(file://, s3://, gs://, https://, memory://, ...)"
         ) from None
 

@@ -362,7 +362,7 @@ def test_bad_urls_end_in_one_line(tmp_path: Path, memory_root: str, capsys) -> N
     empty = put(f"{memory_root}/empty.txt", b"")
     cases = {
         f"memory://{memory_root}/missing.txt": "training file not found: memory://",
-        "nosuchprotocol://bucket/a.txt": "unknown URL protocol 'nosuchprotocol'",
+        "nosuchprotocol://bucket/a.txt": "Protocol not known: nosuchprotocol; give a local path or a URL",
         f"file://{tmp_path}/missing.txt": "training file not found: file://",
         empty: "training file holds no text: memory://",
         f"memory://{memory_root}/nothing-*.txt": "no file matches memory://",
@@ -377,5 +377,5 @@ def test_bad_urls_end_in_one_line(tmp_path: Path, memory_root: str, capsys) -> N
             assert err.startswith("error: ") and message in err and len(err.splitlines()) == 1, (url, err)
     with pytest.raises(BPEInputError, match="training file path is a directory, not a file: memory://"):
         train_bpe(f"memory://{memory_root}/dir", 300, [ENDOFTEXT])
-    with pytest.raises(BPEInputError, match="unknown URL protocol"):
+    with pytest.raises(BPEInputError, match="Protocol not known: nosuchprotocol; give a local path"):
         train_bpe("nosuchprotocol://bucket/a.txt", 300, [ENDOFTEXT])
