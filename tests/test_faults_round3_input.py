@@ -124,7 +124,7 @@ def test_an_input_without_text_is_refused_by_both_commands(tmp_path: Path, case:
         pytest.skip("Parquet input needs the optional pyarrow package")
     paths, options = inputs[case]
     out = tmp_path / "out"
-    assert cli_main(["bpe_v7", str(out), "-d", *paths, "-v", "300", "-q", *options]) == 2
+    assert cli_main(["bpe_v2", str(out), "-d", *paths, "-v", "300", "-q", *options]) == 2
     err = capsys.readouterr().err
     assert "hold" in err and "no text" in err and paths[0] in err
     assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err
@@ -166,11 +166,11 @@ def test_a_directory_of_one_stray_readme_is_refused(tmp_path: Path, capsys) -> N
     data.mkdir()
     (data / "readme.md").write_text("#\n")  # two pre-tokens of one byte: nothing to merge
     out = tmp_path / "out"
-    assert cli_main(["bpe_v7", str(out), "-d", str(data), "-v", "300", "-q"]) == 2
+    assert cli_main(["bpe_v2", str(out), "-d", str(data), "-v", "300", "-q"]) == 2
     err = capsys.readouterr().err
     assert "error: nothing to train on in " in err and "readme.md" in err and not out.exists()
     # Asked for bytes and special tokens alone, it is what was asked for.
-    assert cli_main(["bpe_v7", str(out), "-d", str(data), "-v", "257", "-q"]) == 0
+    assert cli_main(["bpe_v2", str(out), "-d", str(data), "-v", "257", "-q"]) == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,14 +247,14 @@ def test_the_note_on_every_route_of_the_cli(tmp_path: Path, corpus: Path, capsys
     capsys.readouterr()
     for name, source in runs.items():
         out = tmp_path / name.replace(" ", "-")
-        assert cli_main(["bpe_v7", str(out), *source, "-v", "280", "-q", "--special", "<|eot|>"]) == 0, name
+        assert cli_main(["bpe_v2", str(out), *source, "-v", "280", "-q", "--special", "<|eot|>"]) == 0, name
         assert len(note_lines(capsys.readouterr().err)) == 1, name
 
 
 def test_no_note_when_the_token_is_there_or_cannot_be_told(corpus: Path, capsys) -> None:
-    train(corpus, 280, [ENDOFTEXT], trainer="bpe_v7")
+    train(corpus, 280, [ENDOFTEXT])
     # Two tokens, the text holding the longer: the shorter may hide in what was split out, so no claim.
-    train(corpus, 280, [ENDOFTEXT, "<|eot|>"], trainer="bpe_v7")
+    train(corpus, 280, [ENDOFTEXT, "<|eot|>"])
     train_bpe_from_iterator(DOCUMENTS, 280, ["<|eot|>"])  # the documents are joined by it
     assert note_lines(capsys.readouterr().err) == []
 
@@ -301,7 +301,7 @@ def test_a_corrupt_parquet_file_is_named(tmp_path: Path, capsys) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(BPEInputError, match=r"bad\.parquet: cannot read Parquet row group 0"):
         train_bpe(path, 300, [ENDOFTEXT])
-    assert cli_main(["bpe_v7", str(tmp_path / "out"), "-d", str(path), "-v", "300", "-q"]) == 2
+    assert cli_main(["bpe_v2", str(tmp_path / "out"), "-d", str(path), "-v", "300", "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}: cannot read Parquet row group 0") and len(err.splitlines()) == 1
     assert count_main([str(path), "-o", str(tmp_path / "c.counts"), "-q"]) == 2
@@ -352,8 +352,8 @@ def test_a_url_trains_as_its_local_file(tmp_path: Path, corpus: Path, memory_roo
     url = put(f"{memory_root}/{name}", data)
     assert train_bpe(url, 300, [ENDOFTEXT]) == train_bpe(local, 300, [ENDOFTEXT])
     assert count_words(url, [ENDOFTEXT]) == count_words(local, [ENDOFTEXT])
-    assert cli_main(["bpe_v7", str(tmp_path / "from-url"), "-d", url, "-v", "300", "-q"]) == 0
-    assert cli_main(["bpe_v7", str(tmp_path / "from-file"), "-d", str(local), "-v", "300", "-q"]) == 0
+    assert cli_main(["bpe_v2", str(tmp_path / "from-url"), "-d", url, "-v", "300", "-q"]) == 0
+    assert cli_main(["bpe_v2", str(tmp_path / "from-file"), "-d", str(local), "-v", "300", "-q"]) == 0
     assert merges_of(tmp_path / "from-url") == merges_of(tmp_path / "from-file")
 
 
@@ -369,7 +369,7 @@ def test_bad_urls_end_in_one_line(tmp_path: Path, memory_root: str, capsys) -> N
     }
     for url, message in cases.items():
         for command, argv in (
-            (cli_main, ["bpe_v7", str(tmp_path / "out"), "-d", url, "-v", "300", "-q"]),
+            (cli_main, ["bpe_v2", str(tmp_path / "out"), "-d", url, "-v", "300", "-q"]),
             (count_main, [url, "-o", str(tmp_path / "c.counts"), "-q"]),
         ):
             assert command(argv) == 2, url
