@@ -251,6 +251,13 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                     kind = inspect_input(data, args.format, args.text_field)
                     if not kind.in_place:  # the size on disk is not the text's
                         described = f"{data} ({human_bytes(data.stat().st_size)} of {kind.describe()})"
+            base = 256 + len(args.special)
+            if not result.merges and args.vocab_sizes[-1] > base:
+                # Text whose every pre-token is one byte (a stray 2-byte readme.md): a vocabulary of bytes alone.
+                raise BPEInputError(
+                    f"nothing to train on in {described}: no pre-token has two bytes to merge "
+                    f"(-v {base} makes the tokenizer of bytes and special tokens alone)"
+                )
             interrupts.check()
             # Each size's set is prepared (exports included) before any is written, so a failed export
             # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.

@@ -47,6 +47,7 @@ from .formats import (
     BadRecords,
     InputFile,
     LaidOutDocuments,
+    check_path_argument,
     documents_of,
     encoded_documents,
     inspect_input,
@@ -400,9 +401,9 @@ def task_size(task: CountTask) -> int:
 
 
 def _as_path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(path) for path in paths]
+    if isinstance(paths, (str, os.PathLike, bytes, bytearray, memoryview)):  # bytes: one path, refused
+        return [check_path_argument(paths, "paths")]
+    return [check_path_argument(path, "paths") for path in paths]
 
 
 def count_words(
@@ -427,7 +428,9 @@ def count_words(
     (`_StreamCounter`): a file of documents counts as its documents joined by the first special
     token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
     with one line naming `file:line`; with `skip_bad_records` such records are left out, counted,
-    and reported in one note on stderr (and in the result's `skipped_records`)."""
+    and reported in one note on stderr (and in the result's `skipped_records`). Inputs without any
+    text count as nothing here (a shard may be empty); the commands and `train` refuse them
+    (`trainers.count_inputs`)."""
     specials = check_special_tokens(special_tokens)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     path_list = _as_path_list(paths)
@@ -882,9 +885,31 @@ class CountedBehind:
             self._raise_failure()
 
 
-def _batches(documents: Iterable[Any], batch_bytes: int) -> Iterator[tuple[list[Any], int]]:
+def _received(document: Any, text_field: str, index: int) -> Any:
+    """A document that is not a str or bytes, as it is kept until counted: a record (a mapping, as
+    JSON lines hold them) gives its `text_field`; a mutable buffer is copied, since the caller may
+    refill it for the next document (`buf[:] = ...; yield buf`) before this one is counted. Anything
+    else is left for `encoded_documents` to refuse by its index."""
+    if isinstance(document, Mapping):
+        if text_field not in document:
+            fields = ", ".join(map(repr, list(document)[:10])) or "none"
+            raise BPEInputError(
+                f"document {index} is a record without the field {text_field!r} (fields: {fields}); "
+                "choose the field with text_field="
+            )
+        text = document[text_field]
+        if not isinstance(text, (str, bytes, bytearray, memoryview)):
+            raise BPEInputError(f"document {index}'s field {text_field!r} is a {type(text).__name__}, not a string")
+        document = text
+    if isinstance(document, (bytearray, memoryview)):
+        return bytes(document)
+    return document
+
+
+def _batches(documents: Iterable[Any], batch_bytes: int, text_field: str = "text") -> Iterator[tuple[list[Any], int]]:
     """(a list of documents of about `batch_bytes`, the index of its first) from any iterable; an
-    item without a length stops with the error `encoded_documents` gives it (naming its index)."""
+    item without a length stops with the error `encoded_documents` gives it (naming its index).
+    Items other than str and bytes are taken as `_received` says, when they are received."""
     batch: list[Any] = []
     size = start = 0
     iterator = iter(documents)
@@ -892,6 +917,9 @@ def _batches(documents: Iterable[Any], batch_bytes: int) -> Iterator[tuple[list[
         append = batch.append
         try:
             for document in iterator:
+                kind = type(document)
+                if kind is not str and kind is not bytes:
+                    document = _received(document, text_field, start + len(batch))
                 append(document)
                 size += len(document) + 1  # characters, not bytes: a batch may hold up to 4x as much
                 if size >= batch_bytes:
@@ -907,7 +935,12 @@ def _batches(documents: Iterable[Any], batch_bytes: int) -> Iterator[tuple[list[
 
 
 def _joined_batches(
-    documents: Iterable[Any], separator: bytes, batch_bytes: int = _DOCUMENT_BATCH_BYTES, *, checked: bool = True
+    documents: Iterable[Any],
+    separator: bytes,
+    batch_bytes: int = _DOCUMENT_BATCH_BYTES,
+    *,
+    checked: bool = True,
+    text_field: str = "text",
 ) -> Iterator[tuple[bytes, int]]:
     """Documents joined by `separator` in batches of about `batch_bytes`, with how many each holds:
     the counter then takes one buffer per batch, not one Python call per document. Items that are
@@ -918,7 +951,7 @@ def _joined_batches(
         yield from documents.joined(separator)
         return
     encode = str.encode
-    for batch, start in _batches(documents, batch_bytes):
+    for batch, start in _batches(documents, batch_bytes, text_field):
         try:
             # Each document encoded on its own: an ASCII one is copied as it is, where joining the str
             # first would widen the whole batch to its widest character (2.2x slower on real_mix).
@@ -941,16 +974,17 @@ class DocumentBatch:
 
 
 def _document_items(
-    counter: _StreamCounter, documents: Iterable[Any], batch_bytes: int, checked: bool
+    counter: _StreamCounter, documents: Iterable[Any], batch_bytes: int, checked: bool, text_field: str = "text"
 ) -> Iterator[Any]:
     """What `_feed` takes from `documents`. Where the separator keeps documents apart, the native
     counter reads them in place: Arrow string arrays as they are, other documents in batches
-    (`DocumentBatch`); else (documents joined by the separator, how many), in batches."""
+    (`DocumentBatch`); else (documents joined by the separator, how many), in batches. Records
+    (mappings) give their `text_field`."""
     if counter.apart and isinstance(documents, ArrowDocuments):
         return documents.chunks()
     if counter.apart:
-        return (DocumentBatch(batch, start) for batch, start in _batches(documents, batch_bytes))
-    return _joined_batches(documents, counter.separator, batch_bytes, checked=checked)
+        return (DocumentBatch(batch, start) for batch, start in _batches(documents, batch_bytes, text_field))
+    return _joined_batches(documents, counter.separator, batch_bytes, checked=checked, text_field=text_field)
 
 
 def _documents_in(item: Any) -> int:
@@ -1042,8 +1076,11 @@ def count_words_from_iterator(
     token. With no special token, each document is counted on its own (the sum of the counts of each
     document), never across a boundary.
 
-    `texts`: any iterable of `str` (or UTF-8 `bytes`), a pyarrow `Table` (its `text_field` column),
-    `ChunkedArray` or string `Array`, or a Hugging Face `datasets.Dataset` / `IterableDataset`.
+    `texts`: any iterable of `str` (or UTF-8 `bytes`; a `bytearray` or `memoryview` is copied when
+    received, so one buffer may be refilled for every document) or of records (mappings, their
+    `text_field`), a pyarrow `Table` (its `text_field` column), `ChunkedArray` or string `Array`
+    (dictionary-encoded strings too), or a Hugging Face `datasets.Dataset` / `IterableDataset`.
+    Documents without any text count as nothing (training refuses them: `trainers.train_from_iterator`).
     `length`: the number of documents, for the progress bar's total (taken from `len(texts)` when
     it has one). Documents are counted in batches of about `batch_bytes` of text."""
     specials = check_special_tokens(special_tokens)
@@ -1064,7 +1101,7 @@ def count_words_from_iterator(
     arrow = isinstance(documents, ArrowDocuments)
     with progress_bar(progress, total, "count", "doc", unit_scale=True) as report:
         counter.label = "documents"
-        items = _document_items(counter, documents, batch_bytes, checked=arrow)
+        items = _document_items(counter, documents, batch_bytes, checked=arrow, text_field=text_field)
         if counter.native:
             with CountedBehind(counter) as behind:
                 for item in items:

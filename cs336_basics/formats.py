@@ -114,6 +114,22 @@ def is_url(path: str) -> bool:
     return "://" in path
 
 
+def check_path_argument(path: object, name: str = "input_path") -> str:
+    """A path given as a str or an os.PathLike, as a str; bytes and anything else refused in one
+    line (bytes would otherwise meet a str test deep inside, as a misleading TypeError)."""
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, str):
+        return path
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        shown = repr(bytes(path[:60]))
+        raise BPEInputError(
+            f"{name} must be a path as str or os.PathLike, not bytes ({shown}): decode it with os.fsdecode(), "
+            "or give documents to train_bpe_from_iterator"
+        )
+    raise BPEInputError(f"{name} must be a path as str or os.PathLike, not {type(path).__name__}")
+
+
 def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> tuple[Any, str]:
     """fsspec's file system and path for a URL."""
     try:
@@ -124,8 +140,13 @@ def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> t
         return fsspec.core.url_to_fs(path, **(storage_options or {}))
     except ImportError as error:  # the protocol's package: "Install s3fs to access S3"
         raise MissingDependency(f"{path}: {error}") from None
-    except ValueError as error:  # an unknown protocol
-        raise BPEInputError(f"{path}: {error}") from None
+    except ValueError as error:  # an unknown protocol, or a URL its file system cannot take
+        if path.split("://", 1)[0] in fsspec.available_protocols():
+            raise BPEInputError(f"{path}: {_one_line(error)}") from None
+        raise BPEInputError(
+            f"{path}: {_one_line(error)}; give a local path or a URL of a protocol fsspec reads "
+            "(file://, s3://, gs://, https://, memory://, ...)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -191,6 +212,8 @@ def _url_head(path: str, storage_options: Mapping[str, object] | None, what: str
     try:
         if not fs.exists(fs_path):
             raise BPEInputError(f"{what} not found: {path}")
+        if fs.isdir(fs_path):  # as for a local path (fsspec's own error names only the bare path)
+            raise BPEInputError(f"{what} path is a directory, not a file: {path}")
         with fs.open(fs_path, "rb") as file:
             return file.read(16)
     except OSError as error:
@@ -209,7 +232,7 @@ def inspect_input(
     name, a `.jsonl`/`.ndjson` name (compressed too), else text. A text file (by name) whose first
     non-empty line is a JSON object with a string `text_field` is refused, saying how to choose."""
     _check_format(format)
-    if is_url(os.fspath(path)):
+    if is_url(check_path_argument(path)):
         name = os.fspath(path)
         head = _url_head(name, storage_options, what)
     else:
@@ -284,7 +307,8 @@ def expand_inputs(
     """Each input as given, a directory as the files under it (recursively) and a glob pattern as
     the files it matches, each expansion in sorted order (the order counting reads them in); URLs
     too, through fsspec (with `storage_options`). A pattern that matches nothing, or an empty
-    directory, is refused."""
+    directory, is refused. Everything found that is not a directory is kept, a FIFO, socket, device
+    or broken link too, so that reading it refuses it as naming it directly does, never silently."""
     expanded: list[str] = []
     for item in inputs:
         text = os.fspath(item)
@@ -295,13 +319,13 @@ def expand_inputs(
             files = sorted(
                 str(path)
                 for path in Path(text).rglob("*")
-                if path.is_file() and not any(part.startswith(".") for part in path.relative_to(text).parts)
+                if not path.is_dir() and not any(part.startswith(".") for part in path.relative_to(text).parts)
             )
             if not files:
                 raise BPEInputError(f"directory {text} holds no files")
             expanded += files
         elif glob.has_magic(text) and not Path(text).exists():
-            files = sorted(path for path in glob.glob(text, recursive=True) if Path(path).is_file())
+            files = sorted(path for path in glob.glob(text, recursive=True) if not Path(path).is_dir())
             if not files:
                 raise BPEInputError(f"no file matches {text}")
             expanded += files
@@ -698,8 +722,15 @@ def _parquet_documents(
         pool = pyarrow.default_memory_pool()
         with parquet_file(source) as file:
             for group in groups:
-                # One thread: the counter has the cores (pyarrow's own pool would take them from it).
-                yield file.read_row_group(group, columns=[text_field], use_threads=False).column(0)
+                try:
+                    # One thread: the counter has the cores (pyarrow's own pool would take them from it).
+                    column = file.read_row_group(group, columns=[text_field], use_threads=False).column(0)
+                except (OSError, pyarrow.ArrowException) as error:  # pyarrow's own message names no file
+                    raise BPEInputError(
+                        f"{source.path}: cannot read Parquet row group {group} (column {text_field!r}): "
+                        f"{_one_line(error)}"
+                    ) from None
+                yield column
                 # mimalloc, pyarrow's default allocator, keeps freed pages: a row group's worth each time
                 # (measured: +129 MB peak counting real_mix's Parquet, +82 MB with this).
                 pool.release_unused()
@@ -747,6 +778,7 @@ def _arrow_bytes(array: Any, what: str) -> Iterator[bytes]:
     place instead: `ArrowDocuments.chunks`.)"""
     import pyarrow
 
+    array = _plain_strings(array)
     _check_strings(array, what)
     binary = pyarrow.binary() if pyarrow.types.is_string(array.type) else pyarrow.large_binary()
     chunks = array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
@@ -754,6 +786,19 @@ def _arrow_bytes(array: Any, what: str) -> Iterator[bytes]:
         as_binary = chunk.view(binary)
         for start in range(0, len(chunk), ARROW_BATCH_ROWS):
             yield from as_binary.slice(start, ARROW_BATCH_ROWS).to_pylist()
+
+
+def _plain_strings(array: Any) -> Any:
+    """A dictionary-encoded string column (Parquet keeps them, pandas' categoricals make them) as plain
+    strings, which the counters read; any other array as it is."""
+    import pyarrow
+
+    kind = array.type
+    if pyarrow.types.is_dictionary(kind) and (
+        pyarrow.types.is_string(kind.value_type) or pyarrow.types.is_large_string(kind.value_type)
+    ):
+        return array.cast(kind.value_type)
+    return array
 
 
 def _check_strings(array: Any, what: str) -> None:
@@ -795,6 +840,7 @@ class ArrowDocuments:
         import pyarrow
 
         for array in self.arrays():
+            array = _plain_strings(array)
             _check_strings(array, self.what)
             yield from array.chunks if isinstance(array, pyarrow.ChunkedArray) else [array]
 

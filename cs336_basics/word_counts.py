@@ -39,6 +39,7 @@ arrays are read straight into a C++ table (`NativeWordCounts`), no Python object
 
 from __future__ import annotations
 
+import operator
 import os
 import struct
 import sys
@@ -66,6 +67,7 @@ __all__ = [
     "add_count_tables",
     "add_tables",
     "concatenate_slices",
+    "counted_text_bytes",
     "split_table",
 ]
 
@@ -127,6 +129,17 @@ def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
     for word, count in table.items():
         slices[zlib.crc32(word) % num_slices][word] = count
     return slices
+
+
+def counted_text_bytes(table: CountTable) -> int:
+    """The bytes of the text a count table holds: each word's length times its count. A native table
+    is read as its length and count arrays (12 bytes a word, in C), no Python object per word."""
+    if isinstance(table, Mapping):
+        return sum(len(word) * count for word, count in table.items())
+    _, lengths, counts = table.to_arrays()
+    with memoryview(lengths) as raw_lengths, memoryview(counts) as raw_counts:
+        with raw_lengths.cast("I") as word_lengths, raw_counts.cast("Q") as word_counts:
+            return sum(map(operator.mul, word_lengths, word_counts))
 
 
 class TableArrays:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import importlib.util
 import json
 import os
 import pickle
@@ -208,6 +209,146 @@ def python_api(statement: str) -> list[str]:
     code = f"import sys\nfrom cs336_basics import BPEInputError\ntry:\n    {statement}\n"
     code += "except BPEInputError as error:\n    print(error, file=sys.stderr)\n    sys.exit(1)"
     return ["-c", code]
+
+
+def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Third hardening round, reading input (issue 40 items 4, 5, 9, 10, 12, and URL inputs): no text is
+    refused alike everywhere, a FIFO in a directory as when named, a reused buffer or a record is read
+    right, a missing special token is noted, bad paths, Parquet files and URLs are named in one line."""
+    root = work / "round3-input"
+    root.mkdir()
+    corpus = root / "corpus.txt"
+    corpus.write_text("hello world, the cat sat on the mat<|endoftext|>low lower lowest\n" * 200)
+    count_words = ["-m", "cs336_basics.count_cli"]
+
+    def cli(out: str, *data: Path | str, options: tuple[str, ...] = ()) -> list[str]:
+        return ["-c", CLI, "bpe_v2", str(root / out), "-d", *map(str, data), "-v", "300", "-q", *options]
+
+    def script(code: str) -> list[str]:
+        return ["-c", textwrap.dedent(code)]
+
+    # Item 5: no text at all, in every format and command
+    (root / "empty.jsonl").write_bytes(b"")
+    (root / "blank.jsonl").write_bytes(b"\n \n\t\n")
+    (root / "bad.jsonl").write_bytes(b'{"body": "elsewhere"}\nnot json\n')
+    (root / "a.txt").write_bytes(b"")
+    (root / "b.txt").write_bytes(b"")
+    no_text = r"\A(note: .*\n)?error: .*hold(s)? no text: .*{}"
+    yield Case("round3: empty .jsonl", cli("o1", root / "empty.jsonl"), (2,), no_text.format(r"empty\.jsonl"))
+    yield Case("round3: blank-lines .jsonl", cli("o2", root / "blank.jsonl"), (2,), no_text.format(r"blank\.jsonl"))
+    yield Case("round3: every record skipped", cli("o3", root / "bad.jsonl", options=("--skip-bad-records",)), (2,),
+               no_text.format(r"bad\.jsonl \(every record was skipped: 2 bad records\)"))  # fmt: skip
+    yield Case("round3: two empty .txt", cli("o4", root / "a.txt", root / "b.txt"), (2,), no_text.format(r"a\.txt"))
+    yield Case("round3: count-words on an empty .jsonl", [*count_words, str(root / "empty.jsonl"), "-o",
+               str(root / "c1.counts"), "-q"], (2,), no_text.format(r"empty\.jsonl"))  # fmt: skip
+    yield Case("round3: no documents (Python)", python_api("from cs336_basics import train_bpe_from_iterator; "
+               "train_bpe_from_iterator(['', ''], 300, [])"), (1,), r"\Athe documents hold no text")  # fmt: skip
+    stray = root / "stray"
+    stray.mkdir()
+    (stray / "readme.md").write_text("#\n")
+    yield Case("round3: a directory of one 2-byte readme.md", cli("o5", stray), (2,),
+               r"\A(note: .*\n)?error: nothing to train on in .*readme\.md",
+               check=lambda: "wrote an output set" if (root / "o5").exists() else None)  # fmt: skip
+    parquet = importlib.util.find_spec("pyarrow") is not None
+    if parquet:
+        subprocess.run([sys.executable, "-c", textwrap.dedent(
+            """
+            import sys, pyarrow, pyarrow.parquet as parquet
+            documents = [f"hello world {index}, the cat sat on the mat" for index in range(3000)]
+            no_rows = pyarrow.table({"text": pyarrow.array([], pyarrow.string())})
+            parquet.write_table(no_rows, sys.argv[1] + "/zero.parquet")
+            parquet.write_table(pyarrow.table({"text": documents}), sys.argv[1] + "/plain.parquet")
+            column = pyarrow.array(documents).dictionary_encode()
+            parquet.write_table(pyarrow.table({"text": column}), sys.argv[1] + "/dictionary.parquet")
+            data = bytearray(open(sys.argv[1] + "/plain.parquet", "rb").read())
+            data[100:300] = bytes(byte ^ 0x5A for byte in data[100:300])
+            open(sys.argv[1] + "/corrupt.parquet", "wb").write(bytes(data))
+            """), str(root)], check=True)  # fmt: skip
+        yield Case("round3: zero-row Parquet", cli("o6", root / "zero.parquet"), (2,),
+                   no_text.format(r"zero\.parquet"), memory_mb=4096)  # fmt: skip
+
+    # Item 9: a FIFO in a -d directory is refused as when named
+    with_fifo = root / "with-fifo"
+    with_fifo.mkdir()
+    (with_fifo / "a.txt").write_text("hello world\n")
+    os.mkfifo(with_fifo / "pipe")
+    fifo = r"\Aerror: training file .*with-fifo/pipe is not a regular file \(a FIFO, device or socket\)"
+    yield Case("round3: FIFO inside a -d directory", cli("o7", with_fifo), (2,), fifo)
+    yield Case("round3: FIFO matched by a -d glob", cli("o8", f"{with_fifo}/*"), (2,), fifo)
+    yield Case("round3: count-words, FIFO inside a directory", [*count_words, str(with_fifo), "-o",
+               str(root / "c2.counts"), "-q"], (2,), fifo)  # fmt: skip
+
+    # Item 12: a special token the text never holds, noted once
+    noted = r"\Anote: special token '<\|eot\|>' never occurs in the training text \(a typo\?\)\Z"
+    yield Case("round3: --special '<|eot|>' on text of <|endoftext|>",
+               cli("o9", corpus, options=("--special", "<|eot|>")), (0,), noted)  # fmt: skip
+
+    # Item 4 and 10: reused buffers, records, bytes paths, Parquet
+    yield Case("round3: one bytearray refilled for every document (every trainer)", script(
+        """
+        import sys
+        from cs336_basics import TRAINERS, train_bpe_from_iterator, trainer_status
+        documents = ["hello world, the cat sat", "on the mat with a hat", "low lower lowest newest"] * 40
+        def refilled():
+            buffer = bytearray()
+            for document in documents:
+                buffer[:] = document.encode()
+                yield buffer
+        for name in TRAINERS:
+            if trainer_status()[name].available:
+                for specials in (["<|endoftext|>"], []):
+                    expected = train_bpe_from_iterator(documents, 300, specials, trainer=name)
+                    if train_bpe_from_iterator(refilled(), 300, specials, trainer=name) != expected:
+                        sys.exit(f"{name} {specials}: other merges from the reused buffer")
+        """), (0,), r"\A\Z")  # fmt: skip
+    yield Case("round3: records with text_field (Python)", script(
+        """
+        import sys
+        from cs336_basics import train_bpe_from_iterator
+        documents = ["hello world, the cat sat", "on the mat with a hat"] * 40
+        records = [{"id": index, "text": document} for index, document in enumerate(documents)]
+        same = train_bpe_from_iterator(records, 280, ["<|endoftext|>"], text_field="text") == \\
+            train_bpe_from_iterator(documents, 280, ["<|endoftext|>"])
+        sys.exit(0 if same else "records give other merges")
+        """), (0,), r"\A\Z")  # fmt: skip
+    yield Case("round3: train_bpe(b'/path') (Python)", python_api(f"from cs336_basics import train_bpe; "
+               f"train_bpe({os.fsencode(corpus)!r}, 300, ['<|endoftext|>'])"), (1,),
+               r"\Ainput_path must be a path as str or os\.PathLike, not bytes")  # fmt: skip
+    if parquet:
+        yield Case("round3: corrupt Parquet", cli("o10", root / "corrupt.parquet"), (2,),
+                   r"\Aerror: .*corrupt\.parquet: cannot read Parquet row group 0 \(column 'text'\): \S",
+                   memory_mb=4096)  # fmt: skip
+        yield Case("round3: dictionary-encoded Parquet column", script(
+            f"""
+            import sys
+            from cs336_basics import train_bpe
+            same = train_bpe({str(root / "dictionary.parquet")!r}, 300, ["<|endoftext|>"]) == \\
+                train_bpe({str(root / "plain.parquet")!r}, 300, ["<|endoftext|>"])
+            sys.exit(0 if same else "the dictionary-encoded column gives other merges")
+            """), (0,), r"\A\Z", memory_mb=4096)  # fmt: skip
+
+    # URL inputs: missing, unknown protocol, empty, and memory:// as the local file (in one process)
+    yield Case("round3: URL that does not exist", cli("o11", f"file://{root}/missing.txt"), (2,),
+               r"\Aerror: training file not found: file://.*missing\.txt\Z")  # fmt: skip
+    unknown = r"\Aerror: .*Protocol not known: nosuchprotocol; give a local path or a URL"
+    yield Case("round3: URL of an unknown protocol", [*count_words, "nosuchprotocol://bucket/a.txt", "-o",
+               str(root / "c3.counts"), "-q"], (2,), unknown)  # fmt: skip
+    if importlib.util.find_spec("fsspec") is not None:
+        yield Case("round3: memory:// URL trains as the local file", script(
+            f"""
+            import sys, fsspec
+            from cs336_basics.cli import main
+            data = open({str(corpus)!r}, "rb").read()
+            fsspec.filesystem("memory").pipe("/round3/corpus.txt", data)
+            fsspec.filesystem("memory").pipe("/round3/empty.txt", b"")
+            for name, source in (("url", "memory:///round3/corpus.txt"), ("file", {str(corpus)!r})):
+                if main(["bpe_v2", {str(root)!r} + "/o12-" + name, "-d", source, "-v", "300", "-q"]) != 0:
+                    sys.exit(name + " failed")
+            read = lambda name: open({str(root)!r} + "/o12-" + name + "/merges.txt").read()
+            if read("url") != read("file"):
+                sys.exit("the URL gives other merges")
+            sys.exit(main(["bpe_v2", {str(root)!r} + "/o13", "-d", "memory:///round3/empty.txt", "-q"]))
+            """), (2,), r"\Aerror: training file holds no text: memory:///round3/empty\.txt")  # fmt: skip
 
 
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
@@ -433,6 +574,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
                 needs="bpe_v7",
                 notes="native: the lead's integration (ThreadCounts::add, libgomp)",
             )
+    yield from round3_input_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:
