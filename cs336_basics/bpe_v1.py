@@ -2,8 +2,9 @@
 
 Read the whole file, split it on special tokens, pre-tokenize with the GPT-2 pattern, count words.
 Then, for every merge, count every adjacent pair in every word from scratch, take the most frequent
-(ties: the greatest `(left_bytes, right_bytes)`), and rewrite every word. Each merge costs a pass
-over the whole corpus's unique words, so it is slow, and obviously right.
+(ties: the greatest `(left_bytes, right_bytes)`, or another rule of `tie_break.py`), and rewrite
+every word. Each merge costs a pass over the whole corpus's unique words, so it is slow, and
+obviously right.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from os import PathLike
 
 from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .tie_break import CS336, token_key
 
 
 def pretokenize_and_count(
@@ -28,8 +30,11 @@ def pretokenize_and_count(
     return counts
 
 
-def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
+def merge(
+    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+) -> Merges:
     token_bytes = [bytes([byte]) for byte in range(256)]
+    key = token_key(tie_break)
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [list(word) for word in live]
@@ -42,7 +47,14 @@ def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_p
                 pair_counts[pair] += count
         if not pair_counts:
             break
-        best = max(pair_counts, key=lambda pair: (pair_counts[pair], token_bytes[pair[0]], token_bytes[pair[1]]))
+        best = max(
+            pair_counts,
+            key=lambda pair: (
+                pair_counts[pair],
+                key(pair[0], token_bytes[pair[0]]),
+                key(pair[1], token_bytes[pair[1]]),
+            ),
+        )
         new_token = len(token_bytes)
         token_bytes.append(token_bytes[best[0]] + token_bytes[best[1]])
         merges.append((token_bytes[best[0]], token_bytes[best[1]]))

@@ -18,9 +18,9 @@ from pathlib import Path
 import regex
 
 from .backend import resolve_parallelism, usable_cores
+from .pattern import GPT2_SPLIT_PATTERN
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
-GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_REGEX = regex.compile(GPT2_SPLIT_PATTERN)
 
 # A version's word counts in Python, {word bytes: count}; the artifact with its file is word_counts.WordCounts.

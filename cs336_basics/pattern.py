@@ -1,0 +1,94 @@
+"""What a pre-tokenizer is: a name, or any regular expression for the `regex` package. The one place
+that spells a pattern; counting, training, saving and encoding take a `Pattern` from `resolve_pattern`.
+
+Named patterns:
+- `gpt2`: the assignment's (`../shared/DESIGN.md`), GPT-2's (r50k) but for tiktoken's `\\s++$`
+  alternative, which only decides where whitespace at the very end of a text splits.
+- `cl100k`: GPT-4's, tiktoken's `cl100k_base` `pat_str` (case-insensitive contractions, numbers of
+  one to three digits, possessive quantifiers); rustbpe (nanochat) trains with the same matches.
+- `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
+  contractions after either, `[\\r\\n/]*` after punctuation).
+
+The native scanner (`cpp/pretokenize.hpp`) runs `gpt2`; every other pattern counts through `regex`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import regex
+
+GPT2 = "gpt2"
+CL100K = "cl100k"
+O200K = "o200k"
+
+# The assignment's pattern, exactly as it specifies it.
+GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+_CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_UPPER = r"""[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"""
+_O200K_LOWER = r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}]"""
+_O200K_CONTRACTION = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+_O200K_PATTERN = "|".join(
+    [
+        rf"""[^\r\n\p{{L}}\p{{N}}]?{_O200K_UPPER}*{_O200K_LOWER}+{_O200K_CONTRACTION}""",
+        rf"""[^\r\n\p{{L}}\p{{N}}]?{_O200K_UPPER}+{_O200K_LOWER}*{_O200K_CONTRACTION}""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+NAMED_PATTERNS: dict[str, str] = {GPT2: GPT2_SPLIT_PATTERN, CL100K: _CL100K_PATTERN, O200K: _O200K_PATTERN}
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A pre-tokenizer: `regex` is what it matches; `name` is set for the named ones."""
+
+    regex: str
+    name: str | None = None
+
+    @cached_property
+    def compiled(self) -> regex.Pattern:
+        return regex.compile(self.regex)
+
+    @property
+    def native(self) -> bool:
+        """Whether the native scanner runs it (else counting and encoding go through `regex`)."""
+        return self.name == GPT2
+
+    @property
+    def label(self) -> str:
+        """How messages and files name it: its name, else the expression itself."""
+        return self.name or self.regex
+
+
+def resolve_pattern(pattern: str | Pattern | None) -> Pattern:
+    """`None` is `gpt2`; a name is that pattern; any other string a regular expression (the text of a
+    named one is that named pattern). Refuses an expression that does not compile, naming it."""
+    from .contract import BPEInputError
+
+    if isinstance(pattern, Pattern):
+        return pattern
+    if pattern is None:
+        return Pattern(GPT2_SPLIT_PATTERN, GPT2)
+    if not isinstance(pattern, str):
+        raise BPEInputError(f"pattern must be a name ({', '.join(NAMED_PATTERNS)}) or a regex string, got {pattern!r}")
+    if pattern in NAMED_PATTERNS:
+        return Pattern(NAMED_PATTERNS[pattern], pattern)
+    for name, expression in NAMED_PATTERNS.items():
+        if pattern == expression:
+            return Pattern(expression, name)
+    if not pattern:
+        raise BPEInputError("pattern must not be empty")
+    try:
+        regex.compile(pattern)
+    except regex.error as error:
+        raise BPEInputError(f"pattern {pattern!r} is not a valid regular expression: {error}") from None
+    return Pattern(pattern)
