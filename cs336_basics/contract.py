@@ -327,21 +327,54 @@ def initial_vocab(special_tokens: Iterable[str]) -> Vocab:
     return vocab
 
 
-def assemble_vocab(special_tokens: Iterable[str], merges: Merges) -> Vocab:
-    """The initial vocabulary followed by one token per merge, in creation order."""
-    vocab = initial_vocab(special_tokens)
-    # A long token that later merges name is the very object they hold, not an equal copy made
-    # first: one long word makes tokens of megabytes, and the vocabulary would hold each twice.
+# How a vocabulary numbers its tokens (see assemble_vocab).
+CS336_LAYOUT = "cs336"
+RUSTBPE_LAYOUT = "rustbpe"
+HF_LAYOUT = "hf"
+VOCAB_LAYOUTS = (CS336_LAYOUT, RUSTBPE_LAYOUT, HF_LAYOUT)
+
+
+def assemble_vocab(special_tokens: Iterable[str], merges: Merges, layout: str = CS336_LAYOUT) -> Vocab:
+    """The 256 bytes, the special tokens in the order given and one token per merge in creation
+    order, numbered as `layout` numbers them:
+
+    - `cs336`: the bytes (ids 0-255), the special tokens, the merges;
+    - `rustbpe`: the bytes, the merges, the special tokens (rustbpe's ranks hold none; nanochat
+      adds them after the ranks);
+    - `hf`: the special tokens, the bytes in the code-point order of their byte-level characters
+      (GPT-2's byte-to-unicode map), the merges (HF tokenizers' `BpeTrainer`)."""
+    if layout not in VOCAB_LAYOUTS:
+        raise BPEInputError(f"layout must be one of {', '.join(VOCAB_LAYOUTS)}, got {layout!r}")
+    specials = [token.encode("utf-8") for token in special_tokens]
+    byte_tokens = [bytes([byte]) for byte in range(256)]
+    merged = _merged_tokens(merges)
+    if layout == CS336_LAYOUT:
+        order = [*byte_tokens, *specials, *merged]
+    elif layout == RUSTBPE_LAYOUT:
+        order = [*byte_tokens, *merged, *specials]
+    else:
+        from .serialization import gpt2_bytes_to_unicode
+
+        characters = gpt2_bytes_to_unicode()
+        byte_tokens.sort(key=lambda token: characters[token[0]])
+        order = [*specials, *byte_tokens, *merged]
+    return dict(enumerate(order))
+
+
+def _merged_tokens(merges: Merges) -> list[bytes]:
+    """One token per merge. A long token that later merges name is the very object they hold, not
+    an equal copy made first: one long word makes tokens of megabytes, which would be held twice."""
     long_parts: dict[int, dict[int, bytes]] = {}  # length -> id -> part
     for pair in merges:
         for part in pair:
             if len(part) >= _SHARED_TOKEN_BYTES:
                 long_parts.setdefault(len(part), {})[id(part)] = part
+    tokens = []
     for left, right in merges:
         candidates = long_parts.get(len(left) + len(right), {}).values()
         held = next((part for part in candidates if part.startswith(left) and part.endswith(right)), None)
-        vocab[len(vocab)] = left + right if held is None else held
-    return vocab
+        tokens.append(left + right if held is None else held)
+    return tokens
 
 
 def special_token_ids(vocab: Vocab, special_tokens: Iterable[str]) -> dict[str, int]:

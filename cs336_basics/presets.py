@@ -1,0 +1,40 @@
+"""Presets that reproduce another trainer's output byte for byte: its pre-tokenizer pattern
+(`pattern.py`), its tie-break (`tie_break.py`) and how its vocabulary numbers tokens
+(`contract.assemble_vocab`). `like="rustbpe"` trains what rustbpe's `train_from_iterator` trains.
+
+- `cs336`: the assignment (the default).
+- `rustbpe`: rustbpe 0.1.0 (nanochat's trainer): the GPT-4 pattern, ties to the smallest ids, ids
+  as its mergeable ranks give them (bytes, then merges), special tokens after the merges.
+- `hf`: HF tokenizers 0.23 `BpeTrainer` with `ByteLevel(add_prefix_space=False)`, its full byte
+  alphabet as `initial_alphabet`, `min_frequency=0`, fed the documents (`train_from_iterator`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .contract import CS336_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
+from .pattern import CL100K, GPT2
+from .tie_break import CS336, HF, SMALLEST_ID
+
+
+@dataclass(frozen=True)
+class Preset:
+    pattern: str
+    tie_break: str
+    layout: str
+
+
+PRESETS: dict[str, Preset] = {
+    "cs336": Preset(GPT2, CS336, CS336_LAYOUT),
+    "rustbpe": Preset(CL100K, SMALLEST_ID, RUSTBPE_LAYOUT),
+    "hf": Preset(GPT2, HF, HF_LAYOUT),
+}
+
+
+def resolve_preset(like: object) -> Preset:
+    if like is None:
+        return PRESETS["cs336"]
+    if like not in PRESETS:
+        raise BPEInputError(f"like must be one of {', '.join(PRESETS)}, got {like!r}")
+    return PRESETS[str(like)]
