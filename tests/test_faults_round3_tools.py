@@ -8,18 +8,27 @@ the call runs in a child whose time and address-space limits only keep such a re
 
 from __future__ import annotations
 
+import gzip
 import os
 import resource
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
 
-from cs336_basics import WordCounts, count_words
+from cs336_basics import BPEInputError, WordCounts, count_words
+from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.count_cli import main as count_main
+from cs336_basics.trainers import (
+    train_bpe,
+    train_bpe_from_counts,
+    train_bpe_from_iterator,
+    trainer_status,
+)
 from tests.support import REPO_ROOT
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -76,3 +85,102 @@ def test_task_mb_within_range_counts_as_the_default(corpus: Path, tmp_path: Path
     out = tmp_path / "counts.bin"
     assert count_main([str(corpus), "-o", str(out), "-q", "--task-mb", task_mb]) == 0
     assert WordCounts.load(out) == count_words([corpus], [ENDOFTEXT])
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 11: --workers / num_workers reach bpe_v7's merge loop on every path
+
+needs_v7 = pytest.mark.skipif(not trainer_status()["bpe_v7"].available, reason="bpe_v7 is not built here")
+
+
+class MergeThreads:
+    """The threads each bpe_v7 merge loop ran on: a native table's own (its merge runs on the threads
+    it was made with), or the `num_threads` given to `_merge_cpp.merge` (a dict, or a table handed over
+    through its arrays)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from cs336_basics import bpe_v7
+
+        self.seen: list[int] = []
+        real_merge, real_cpp = bpe_v7.merge, bpe_v7._merge_cpp
+        current: list[int] = []
+
+        def merge(word_counts, *args, **kwargs):
+            current[:] = [] if isinstance(word_counts, dict) else [word_counts.num_threads]
+            merges = real_merge(word_counts, *args, **kwargs)
+            self.seen.append(current[-1])
+            return merges
+
+        def cpp_merge(*args, num_threads: int = 1, **kwargs):
+            current.append(num_threads)
+            return real_cpp.merge(*args, num_threads=num_threads, **kwargs)
+
+        monkeypatch.setattr(bpe_v7, "merge", merge)
+        monkeypatch.setattr(bpe_v7, "_merge_cpp", types.SimpleNamespace(merge=cpp_merge))
+
+
+@pytest.fixture
+def wanted() -> int:
+    """A thread count other than the one tables made without one get (OpenMP's default)."""
+    from cs336_basics import _count_cpp
+
+    if not _count_cpp.openmp_enabled():
+        pytest.skip("built without OpenMP: every merge loop runs on one thread")
+    return 1 if _count_cpp.omp_default_threads() > 1 else 2
+
+
+@needs_v7
+@pytest.mark.parametrize(
+    "source", ["counts", "several counts", "two files", "gz", "one file", "several sizes from counts"]
+)
+def test_workers_reach_the_merge_loop_from_the_command_line(
+    corpus: Path, tmp_path: Path, monkeypatch, capsys, wanted: int, source: str
+) -> None:
+    counts = tmp_path / "corpus.counts"
+    WordCounts.load(count_words([corpus], [ENDOFTEXT]).save(counts))
+    other = tmp_path / "other.txt"
+    other.write_text("more text, more words\n" * 20, encoding="utf-8")
+    packed = tmp_path / "corpus.txt.gz"
+    packed.write_bytes(gzip.compress(corpus.read_bytes()))
+    data = {
+        "counts": ["--counts", str(counts)],
+        "several counts": ["--counts", str(counts), str(counts)],
+        "two files": ["-d", str(corpus), str(other)],
+        "gz": ["-d", str(packed)],
+        "one file": ["-d", str(corpus)],
+        "several sizes from counts": ["--counts", str(counts), "-v", "280,300"],
+    }[source]
+    spy = MergeThreads(monkeypatch)
+    argv = ["bpe_v7", str(tmp_path / "out"), *data, "-q", "--workers", str(wanted)]
+    assert cli_main(["-v", "300", *argv] if "-v" not in data else argv) == 0, capsys.readouterr().err
+    assert spy.seen == [wanted]
+
+
+@needs_v7
+def test_workers_reach_the_merge_loop_after_a_cluster_counted(
+    corpus: Path, tmp_path: Path, monkeypatch, capsys, wanted: int
+) -> None:
+    pytest.importorskip("distributed")
+    spy = MergeThreads(monkeypatch)
+    argv = ["bpe_v7", str(tmp_path / "out"), "-d", str(corpus), "--cluster", "local:1", "-v", "300", "-q"]
+    assert cli_main([*argv, "--workers", str(wanted)]) == 0, capsys.readouterr().err
+    assert spy.seen == [wanted]
+
+
+@needs_v7
+def test_num_workers_reaches_the_merge_loop_from_python(corpus: Path, monkeypatch, wanted: int) -> None:
+    spy = MergeThreads(monkeypatch)
+    counts = count_words([corpus], [ENDOFTEXT])
+    expected = train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v1")
+    assert train_bpe_from_counts(counts, 300, trainer="bpe_v7", num_workers=wanted) == expected
+    assert train_bpe_from_counts(counts.counts, 300, [ENDOFTEXT], trainer="bpe_v7", num_workers=wanted) == expected
+    documents = corpus.read_text(encoding="utf-8").split(ENDOFTEXT)
+    assert train_bpe_from_iterator(documents, 300, [ENDOFTEXT], trainer="bpe_v7", num_workers=wanted) == expected
+    assert train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v7", num_workers=wanted) == expected
+    assert spy.seen == [wanted] * 4
+
+
+@needs_v7
+def test_num_workers_keeps_refusing_what_workers_refuses(corpus: Path) -> None:
+    with pytest.raises(BPEInputError, match="must not be 0"):
+        train_bpe_from_counts(count_words([corpus], [ENDOFTEXT]), 300, trainer="bpe_v7", num_workers=0)
