@@ -9,17 +9,21 @@ the call runs in a child whose time and address-space limits only keep such a re
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import resource
 import subprocess
 import sys
 import textwrap
 import types
+from array import array
 from pathlib import Path
 
 import pytest
 
-from cs336_basics import BPEInputError, WordCounts, count_words
+import cs336_basics.serialization as serialization
+from cs336_basics import BPEInputError, Tokenizer, WordCounts, count_words
+from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.count_cli import main as count_main
@@ -184,3 +188,128 @@ def test_num_workers_reaches_the_merge_loop_from_python(corpus: Path, monkeypatc
 def test_num_workers_keeps_refusing_what_workers_refuses(corpus: Path) -> None:
     with pytest.raises(BPEInputError, match="must not be 0"):
         train_bpe_from_counts(count_words([corpus], [ENDOFTEXT]), 300, trainer="bpe_v7", num_workers=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 10 (parts): the tokenizer's messages
+
+
+@pytest.fixture
+def tokenizer(corpus: Path) -> Tokenizer:
+    vocab, merges = train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v1")
+    return Tokenizer(vocab, merges, [ENDOFTEXT])
+
+
+def test_encode_file_to_a_path_writes_the_ids(tokenizer: Tokenizer, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ids.bin"
+    out.write_bytes(b"an older file")
+    count = tokenizer.encode_file_to(corpus, out)
+    ids = array(tokenizer.id_typecode, out.read_bytes())
+    assert count == len(ids) and ids == tokenizer.encode_file(corpus)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "ids.bin"]  # no temporary left
+
+
+def test_encode_file_to_a_path_keeps_the_old_file_when_encoding_fails(
+    tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine text " * 50_000 + b"\xff")
+    out = tmp_path / "ids.bin"
+    out.write_bytes(b"an older file")
+    with pytest.raises(BPEInputError, match="UTF-8"):
+        tokenizer.encode_file_to(bad, out, chunk_bytes=4096)
+    assert out.read_bytes() == b"an older file"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad.txt", "corpus.txt", "ids.bin"]
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("text mode", "open it with open(path, 'wb')"),
+        ("an int", "a binary file or a path"),
+        ("a directory", "it is a directory"),
+        ("the input", "it is the input file"),
+        ("a missing folder", "cannot write the ids to"),
+    ],
+)
+def test_encode_file_to_refuses_what_it_cannot_write_to(
+    tokenizer: Tokenizer, corpus: Path, tmp_path: Path, target: str, message: str
+) -> None:
+    before = corpus.read_bytes()
+    with open(tmp_path / "text.out", "w", encoding="utf-8") as text_file:
+        out = {
+            "text mode": text_file,
+            "an int": 7,
+            "a directory": tmp_path,
+            "the input": corpus,
+            "a missing folder": tmp_path / "nowhere" / "ids.bin",
+        }[target]
+        with pytest.raises(BPEInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            tokenizer.encode_file_to(corpus, out)  # type: ignore[arg-type]
+    assert corpus.read_bytes() == before
+
+
+def test_encode_file_to_names_what_a_file_without_a_descriptor_lacks(tokenizer: Tokenizer, corpus: Path) -> None:
+    if not tokenizer.native:
+        pytest.skip("the pure path writes to any binary file")
+    with pytest.raises(BPEInputError, match="file descriptor, which a BytesIO lacks"):
+        tokenizer.encode_file_to(corpus, io.BytesIO())
+
+
+LOAD_CHILD = """
+    import sys
+    from cs336_basics import BPEInputError, Tokenizer
+    try:
+        Tokenizer.from_files(sys.argv[1], sys.argv[2])
+    except BPEInputError as error:
+        print(error, file=sys.stderr)
+        sys.exit(1)
+"""
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "FIFO", "over 256 MiB"])
+def test_from_files_refuses_what_cannot_be_a_tokenizer_file(tmp_path: Path, kind: str) -> None:
+    merges = tmp_path / "merges.txt"
+    merges.write_text("")
+    if kind == "/dev/zero":
+        vocab = Path("/dev/zero")
+        expected = "/dev/zero is not a regular file"
+    elif kind == "FIFO":
+        vocab = tmp_path / "vocab.json"
+        os.mkfifo(vocab)
+        expected = "vocab.json is not a regular file"
+    else:
+        vocab = tmp_path / "vocab.json"
+        with open(vocab, "wb") as file:
+            file.truncate(serialization.MAX_TOKENIZER_FILE_BYTES + 1)  # sparse: no disk, no reading
+        expected = "larger than a tokenizer file may be (256 MiB)"
+    result = run_child(LOAD_CHILD, str(vocab), str(merges))
+    assert result.returncode == 1 and expected in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_native_cache_slots_past_the_maximum_is_refused_before_any_memory() -> None:
+    vocab = {index: bytes([index]) for index in range(256)}
+    for native in (None, False):
+        with pytest.raises(ValueError, match=r"native_cache_slots must be at most 67,108,864 \(2\*\*26"):
+            Tokenizer(vocab, [], native=native, native_cache_slots=2**62)
+
+
+@pytest.mark.parametrize("native", [None, False])
+@pytest.mark.parametrize("method", ["encode_batch", "encode_file", "encode_file_to"])
+def test_num_threads_follows_the_workers_rule(
+    tokenizer: Tokenizer, corpus: Path, tmp_path: Path, native: bool | None, method: str
+) -> None:
+    tokenizer = Tokenizer(tokenizer.vocab, tokenizer.merges, [ENDOFTEXT], native=native)
+    calls = {
+        "encode_batch": lambda threads: tokenizer.encode_batch(["a b c"], num_threads=threads),
+        "encode_file": lambda threads: tokenizer.encode_file(corpus, num_threads=threads),
+        "encode_file_to": lambda threads: tokenizer.encode_file_to(corpus, tmp_path / "ids.bin", num_threads=threads),
+    }
+    call = calls[method]
+    too_many = -(usable_cores() + 5)
+    with pytest.raises(BPEInputError, match=f"num_threads={too_many} leaves no core"):
+        call(too_many)
+    with pytest.raises(BPEInputError, match="num_threads must not be 0"):
+        call(0)
+    assert call(-1) == call(1)
