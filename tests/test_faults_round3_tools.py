@@ -27,6 +27,7 @@ from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.count_cli import main as count_main
+from cs336_basics.serialization import EXPORT_FILES, OUTPUT_FILES, RUN_FILE
 from cs336_basics.trainers import (
     train_bpe,
     train_bpe_from_counts,
@@ -313,3 +314,71 @@ def test_num_threads_follows_the_workers_rule(
     with pytest.raises(BPEInputError, match="num_threads must not be 0"):
         call(0)
     assert call(-1) == call(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# --export: bad names, targets that cannot be written; never a half-written set
+
+
+@pytest.fixture
+def exported(corpus: Path, tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    out = tmp_path / "out"
+    assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "300", "-q", "--export", "hf,tiktoken"]) == 0
+    return out, {path.name: path.read_bytes() for path in out.iterdir()}
+
+
+def files_of(out: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in out.iterdir() if path.is_file()}
+
+
+@pytest.mark.parametrize("formats", ["hf,bogus", "HF", "tiktoken,hf,json"])
+def test_export_names_an_unknown_format(exported, corpus: Path, capsys, formats: str) -> None:
+    out, before = exported
+    with pytest.raises(SystemExit) as stopped:
+        cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "280", "-q", "--export", formats])
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--export: unknown format(s)" in message and message.endswith("choose from hf, tiktoken")
+    assert files_of(out) == before
+
+
+@pytest.mark.parametrize("occupant", ["directory", "FIFO"])
+@pytest.mark.parametrize("name", EXPORT_FILES)
+def test_export_target_taken_by_a_non_file_is_refused_before_training(
+    exported, corpus: Path, capsys, occupant: str, name: str
+) -> None:
+    out, before = exported
+    (out / name).unlink()
+    del before[name]
+    (out / name).mkdir() if occupant == "directory" else os.mkfifo(out / name)
+    assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "280", "-q", "--export", "hf,tiktoken"]) == 2
+    one_error_line(capsys.readouterr(), f"cannot write {out / name}: a directory or special file has that name")
+    assert files_of(out) == before
+
+
+def test_export_through_a_symbolic_link_replaces_the_link_not_its_target(exported, corpus: Path, tmp_path) -> None:
+    out, _ = exported
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / "tokenizer.json").unlink()
+    (out / "tokenizer.json").symlink_to(victim)
+    assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "280", "-q", "--export", "hf"]) == 0
+    assert victim.read_text() == "precious\n" and not (out / "tokenizer.json").is_symlink()
+    Tokenizer.from_files(out / "vocab.json", out / "merges.txt")  # the set is whole and its own
+
+
+def test_an_export_that_cannot_be_written_leaves_the_old_set(exported, corpus: Path, monkeypatch, capsys) -> None:
+    out, before = exported
+    real_write = serialization._write_file
+
+    def write_file(path: Path, fill):
+        if path.name == "tokenizer.json":
+            raise OSError(28, "No space left on device", str(path))
+        return real_write(path, fill)
+
+    monkeypatch.setattr(serialization, "_write_file", write_file)
+    assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "280", "-q", "--export", "hf"]) == 1
+    one_error_line(capsys.readouterr(), "tokenizer.json: No space left on device")
+    assert files_of(out) == before  # the old set, exports included, and nothing staged left
+    assert sorted(path.name for path in out.iterdir()) == sorted(before)
+    assert set(before) == {*OUTPUT_FILES, *EXPORT_FILES, RUN_FILE}
