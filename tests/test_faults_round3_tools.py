@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import cs336_basics.serialization as serialization
-from cs336_basics import BPEInputError, Tokenizer, WordCounts, count_words
+from cs336_basics import BPEInputError, Tokenizer, WordCounts, count_words, swap_in
 from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
@@ -382,3 +382,82 @@ def test_an_export_that_cannot_be_written_leaves_the_old_set(exported, corpus: P
     assert files_of(out) == before  # the old set, exports included, and nothing staged left
     assert sorted(path.name for path in out.iterdir()) == sorted(before)
     assert set(before) == {*OUTPUT_FILES, *EXPORT_FILES, RUN_FILE}
+
+
+# ---------------------------------------------------------------------------------------------
+# cs336-swap-in on hostile files
+
+
+def swap_refusal(capsys, argv: list[str], *expected: str) -> None:
+    assert swap_in.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    one_error_line(captured, *expected)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("huge", "too large for the handout's adapters.py"),
+        ("binary", "is not Python source text"),
+        ("latin-1 without a cookie", "is not Python source text"),
+        ("nested too deeply", "nested too deeply for Python's parser"),
+        ("not-not chain", "nested too deeply for Python's parser"),
+        ("a dangling symbolic link", "is a symbolic link to"),
+        ("a symbolic link loop", "symbolic link loop"),
+        ("a directory", "is a directory"),
+    ],
+)
+def test_swap_in_refuses_hostile_files_writing_nothing(tmp_path: Path, capsys, kind: str, expected: str) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    path = tests / "adapters.py"
+    if kind == "huge":
+        with open(path, "wb") as file:
+            file.truncate(swap_in.MAX_SOURCE_BYTES + 1)
+    elif kind == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif kind == "latin-1 without a cookie":
+        path.write_bytes("# Café\ndef run_train_bpe():\n    raise NotImplementedError\n".encode("latin-1"))
+    elif kind == "nested too deeply":
+        path.write_text("x = " + " + ".join(["a"] * 200_000) + "\n")
+    elif kind == "not-not chain":
+        path.write_text("x = " + "not " * 100_000 + "a\n")
+    elif kind == "a dangling symbolic link":
+        path.symlink_to(tmp_path / "gone.py")
+    elif kind == "a symbolic link loop":
+        path.symlink_to(path)
+    else:
+        path.mkdir()
+    before = {entry: (entry.read_bytes() if entry.is_file() and entry.stat().st_size < 1 << 20 else None)
+              for entry in tmp_path.rglob("*") if not entry.is_symlink()}  # fmt: skip
+    swap_refusal(capsys, [str(tmp_path)], str(path), expected)
+    after = {entry: (entry.read_bytes() if entry.is_file() and entry.stat().st_size < 1 << 20 else None)
+             for entry in tmp_path.rglob("*") if not entry.is_symlink()}  # fmt: skip
+    assert after == before  # no backup, no temporary file, nothing changed
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "symbolic link to /dev/zero"])
+def test_swap_in_never_reads_a_fifo_or_device(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "adapters.py"
+    os.mkfifo(path) if kind == "FIFO" else path.symlink_to("/dev/zero")
+    code = "import sys; from cs336_basics.swap_in import main; sys.exit(main(sys.argv[1:]))"
+    result = run_child(code, str(path))
+    assert result.returncode == 1 and result.stdout == "", result.stderr
+    assert result.stderr.strip() == (
+        f"error: {path} is not a regular file (a FIFO, device or socket); give the assignment checkout or its "
+        "tests/adapters.py"
+    )
+
+
+def test_swap_in_runs_as_a_module_of_the_checkout(tmp_path: Path) -> None:
+    # Through the checkout's name the module has no __file__ of its own (before: a TypeError traceback).
+    result = subprocess.run(
+        [sys.executable, "-m", "cs336_basics.swap_in", str(tmp_path / "nowhere")],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=CHILD_ENV,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().startswith("error: ") and "not found" in result.stderr
