@@ -23,6 +23,7 @@ import pytest
 
 import cs336_basics.serialization as serialization
 from cs336_basics import BPEInputError, Tokenizer, WordCounts, count_words, swap_in
+from cs336_basics import report as report_module
 from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
@@ -461,3 +462,70 @@ def test_swap_in_runs_as_a_module_of_the_checkout(tmp_path: Path) -> None:
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().startswith("error: ") and "not found" in result.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# cs336-bpe-report on a bad directory: one line, exit 2, nothing written
+
+
+@pytest.fixture
+def run_dir(corpus: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-v", "300", "-q"]) == 0
+    return out
+
+
+def damage(directory: Path, how: str) -> str:
+    """Damages a run directory; returns what the refusal must say."""
+    if how == "bpe_run.json not JSON":
+        (directory / RUN_FILE).write_bytes(b"\xff\xfe not json")
+        return "bpe_run.json is not UTF-8 text"
+    if how == "bpe_run.json of another shape":
+        (directory / RUN_FILE).write_text("[1, 2]")
+        return "bpe_run.json is not a usable"
+    if how == "vocab.json cut short":
+        (directory / "vocab.json").write_bytes((directory / "vocab.json").read_bytes()[:40])
+        return "vocab.json is shorter than the file the run"
+    if how == "vocab.json a FIFO, pickles gone":
+        for name in ("vocab.json", "vocab.pkl"):
+            (directory / name).unlink()
+        os.mkfifo(directory / "vocab.json")
+        return "holds no tokenizer"
+    if how == "vocab.json over 256 MiB":
+        with open(directory / "vocab.json", "wb") as file:
+            file.truncate(serialization.MAX_TOKENIZER_FILE_BYTES + 1)
+        return "vocab.json is larger than a tokenizer file may be"
+    raise AssertionError(how)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "missing",
+        "empty",
+        "a file",
+        "bpe_run.json not JSON",
+        "bpe_run.json of another shape",
+        "vocab.json cut short",
+        "vocab.json a FIFO, pickles gone",
+        "vocab.json over 256 MiB",
+    ],
+)
+def test_report_on_a_bad_directory_is_one_line_and_exit_2(
+    run_dir: Path, corpus: Path, tmp_path: Path, capsys, how: str
+) -> None:
+    if how == "missing":
+        directory, expected = tmp_path / "nowhere", "tokenizer directory not found"
+    elif how == "empty":
+        directory, expected = tmp_path / "empty", "holds no tokenizer"
+        directory.mkdir()
+    elif how == "a file":
+        directory, expected = corpus, "not a directory"
+    else:
+        directory, expected = run_dir, damage(run_dir, how)
+    listing = sorted(path.name for path in tmp_path.rglob("*"))
+    assert report_module.main([str(directory), "--text", str(corpus), "-q"]) == 2
+    captured = capsys.readouterr()
+    one_error_line(captured, expected)
+    assert captured.out == ""
+    assert sorted(path.name for path in tmp_path.rglob("*")) == listing  # no report, nothing else
