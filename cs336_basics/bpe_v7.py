@@ -66,17 +66,18 @@ def merge(
     release_words: bool = False,
     num_threads: int | None = None,
 ) -> Merges:
-    """The C++ merge loop on `num_threads` threads (None: the threads the native counts were counted
-    on, every core for a dict; -1, -2, ... as for counting), fed directly from the native word counts
-    (a dict is converted first). `release_words`: free the native counts once the loop has loaded
+    """The C++ merge loop, fed directly from the native word counts (a dict is converted first), on
+    the threads they were counted on and at most `num_threads` (None: no limit, every core for a dict;
+    -1, -2, ... as for counting). `release_words`: free the native counts once the loop has loaded
     them (they can do nothing after that), so that its peak memory does not hold them too."""
     if isinstance(word_counts, dict):
         return _merge_cpp.merge(word_counts, num_merges, report, num_threads=effective_num_threads(num_threads))
     if num_threads is not None:
         threads = effective_num_threads(num_threads)
-        if threads != word_counts.num_threads:
-            # The table's merge runs on the threads it was made with (loaded, summed, counted on Dask or
-            # beside a reader): its words go to the loop through its arrays instead, about 0.16 us a word.
+        if word_counts.num_threads > threads:
+            # A table's merge runs on the threads it was made with (every core when loaded, summed or
+            # counted on Dask): its words go to the loop through its arrays instead, about 0.16 us a word.
+            # Fewer than asked (counted beside a reader) it keeps: those threads exist, and the copy costs.
             return _merge_cpp.merge(_WordsOf(word_counts), num_merges, report, num_threads=threads)
     return word_counts.merge(num_merges, report, release_words=release_words)
 

@@ -334,8 +334,8 @@ def train_from_counts(
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
     the table held in C++ that counting and loading make), so the result equals training that
-    version on the text the counts came from. `num_workers`: bpe_v7's merge threads, as in `train`
-    (None: every core).
+    version on the text the counts came from. `num_workers`: at most this many bpe_v7 merge threads,
+    as in `train` (None: every core).
 
     `special_tokens` default to the ones the counts were made with; other ones are refused, since
     the counts would not be those of the text split on them (a plain mapping carries none, so any

@@ -127,12 +127,12 @@ class MergeThreads:
 
 @pytest.fixture
 def wanted() -> int:
-    """A thread count other than the one tables made without one get (OpenMP's default)."""
+    """One thread: fewer than the tables made without a count get (OpenMP's default, every core)."""
     from cs336_basics import _count_cpp
 
-    if not _count_cpp.openmp_enabled():
-        pytest.skip("built without OpenMP: every merge loop runs on one thread")
-    return 1 if _count_cpp.omp_default_threads() > 1 else 2
+    if not _count_cpp.openmp_enabled() or _count_cpp.omp_default_threads() < 2:
+        pytest.skip("one thread is all OpenMP runs here: no merge loop can run on more")
+    return 1
 
 
 @needs_v7
@@ -184,6 +184,18 @@ def test_num_workers_reaches_the_merge_loop_from_python(corpus: Path, monkeypatc
     assert train_bpe_from_iterator(documents, 300, [ENDOFTEXT], trainer="bpe_v7", num_workers=wanted) == expected
     assert train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v7", num_workers=wanted) == expected
     assert spy.seen == [wanted] * 4
+
+
+@needs_v7
+def test_more_workers_than_a_table_was_made_on_keep_its_own_threads(corpus: Path, monkeypatch, wanted: int) -> None:
+    # Its threads exist already; handing the words over through arrays would only cost time and memory.
+    from cs336_basics import _count_cpp
+
+    spy = MergeThreads(monkeypatch)
+    counts = count_words([corpus], [ENDOFTEXT])
+    default = _count_cpp.omp_default_threads()
+    train_bpe_from_counts(WordCounts.from_bytes(counts.to_bytes()), 300, trainer="bpe_v7", num_workers=2 * default)
+    assert spy.seen == [default]
 
 
 @needs_v7
