@@ -365,7 +365,7 @@ class Tokenizer:
     def encode_file_to(
         self,
         path: str | os.PathLike,
-        out: BinaryIO,
+        out: BinaryIO | str | os.PathLike,
         *,
         num_threads: int | None = None,
         chunk_bytes: int | None = None,
