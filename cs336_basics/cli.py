@@ -167,6 +167,7 @@ def train_from_sources(
         trainer=trainer,
         progress=not args.quiet,
         first_phase="read counts" if args.counts else "count",
+        num_workers=num_workers,
     )
     if args.counts:
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"

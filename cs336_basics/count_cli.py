@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cluster import ClusterTaskError
+from .cluster import MAX_TASK_BYTES, ClusterTaskError
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -48,6 +48,17 @@ def _check_output(output: Path) -> None:
     check_output_dir(output.parent)
 
 
+def task_bytes_option(task_mb: int | None) -> int | None:
+    """`--task-mb` as bytes, None for the default; refused (bad input) outside 1 ... MAX_TASK_BYTES, as
+    --help says, rather than 0 silently meaning the default or 99999 a task no worker should hold."""
+    if task_mb is None:
+        return None
+    limit = MAX_TASK_BYTES >> 20
+    if not 1 <= task_mb <= limit:
+        raise BPEInputError(f"--task-mb must be from 1 to {limit} (MiB per counting task), got {task_mb}")
+    return task_mb << 20
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="cs336-count-words",
@@ -64,7 +75,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_special_tokens_argument(parser)
     add_cluster_argument(parser)
     parser.add_argument(
-        "--task-mb", type=int, default=None, help="MiB per counting task (Dask: a worker's share, at most 4096)"
+        "--task-mb",
+        type=int,
+        default=None,
+        help=f"MiB per counting task, 1 to {MAX_TASK_BYTES >> 20} (Dask default: a worker's share, at most that)",
     )
     parser.add_argument("--workers", type=int, default=None, help="threads on this machine; -1 = all (default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -84,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 def _count(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
+        task_bytes = task_bytes_option(args.task_mb)
         _check_output(args.output)
         args.data = expand_inputs(args.data)
         counts = count_inputs(
@@ -92,7 +107,7 @@ def _count(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             cluster_timeout=args.cluster_timeout,
             num_threads=check_num_workers(args.workers, "--workers"),
-            task_bytes=args.task_mb << 20 if args.task_mb else None,
+            task_bytes=task_bytes,
             progress=not args.quiet,
             format=args.format,
             text_field=args.text_field,

@@ -32,7 +32,8 @@ def ignore_progress(done: int) -> None:
 class CountParallelism:
     """How to parallelize pre-tokenization; no option changes the result.
 
-    `num_workers`: processes (bpe_v3 ... bpe_v6) or threads (bpe_v7), scikit-learn's convention:
+    `num_workers`: processes (bpe_v3 ... bpe_v6) or threads (bpe_v7: its merge loop's too, on every
+    path: text, documents, count files, Dask's counts), scikit-learn's convention:
     None = every core, -1 = every core, -2 = all but one. bpe_v1 and bpe_v2 count in-process.
     `num_chunks`: how many pieces the file is cut into (None: a few per worker).
     """

@@ -38,8 +38,10 @@ never the file, and the sample depends only on the file, N, the separator and S 
 size or the tokenizers): every tokenizer encodes the same documents. The same pass validates UTF-8,
 so bad input is refused before any encoding; without sampling it counts the documents.
 
-Exit status: 0 done; 1 an error (missing or unreadable directory or text, text not UTF-8, a report
-that cannot be written), one line on stderr; 2 bad arguments; 130/143 interrupted (SIGINT/SIGTERM).
+Exit status, as for the other commands: 0 done; 2 bad arguments or input (a missing directory, a file
+in its place, one holding no tokenizer or damaged files; a missing or unreadable text, text not
+UTF-8, an output directory that cannot be written); 1 the run failed (a report that could not be
+written, out of memory); one line on stderr; 130/143 interrupted (SIGINT/SIGTERM).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import effective_num_threads
-from .command_line import InterruptHandling
+from .command_line import EXIT_BAD_INPUT, EXIT_FAILED, InterruptHandling
 from .contract import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from .progress import progress_bar
 from .serialization import check_output_dir, read_run_info, write_atomically
@@ -573,13 +575,13 @@ def _run(args: argparse.Namespace) -> int:
                 written.append(picture)
     except BPEInputError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
     except MemoryError:
         print("error: out of memory (try --sample-docs N)", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except OSError as error:
         print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
 
     print(format_table(entries))
     for entry in entries:

@@ -528,15 +528,45 @@ class _RestrictedUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("it uses persistent ids")
 
 
+# The most a vocabulary, merges or run file may hold: GPT-2's vocab.json is 1 MB, and a file of
+# millions of tokens some tens of MB; anything larger is some other file (a corpus named by mistake)
+# that parsing would turn into many times its size in memory.
+MAX_TOKENIZER_FILE_BYTES = 256 << 20
+
+
 def _read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_TOKENIZER_FILE_BYTES; anything else is refused before
+    it is read (a FIFO would wait for a writer, /dev/zero never ends)."""
     try:
-        return path.read_bytes()
+        # Not blocking: opening a FIFO for reading would wait for a writer before fstat could refuse it.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise BPEInputError(f"file not found: {path}") from None
     except IsADirectoryError:
         raise BPEInputError(f"{path} is a directory, not a file") from None
     except OSError as error:
         raise BPEInputError(f"cannot read {path}: {error.strerror or error}") from None
+    limit = MAX_TOKENIZER_FILE_BYTES
+    too_large = f"{path} is larger than a tokenizer file may be ({limit >> 20} MiB); is it the right file?"
+    try:
+        status = os.fstat(descriptor)
+        if stat.S_ISDIR(status.st_mode):
+            raise BPEInputError(f"{path} is a directory, not a file")
+        if not stat.S_ISREG(status.st_mode):
+            raise BPEInputError(f"{path} is not a regular file (a FIFO, device or socket); give a tokenizer file")
+        if status.st_size > limit:
+            raise BPEInputError(too_large)
+        chunks, size, step = [], 0, max(status.st_size + 1, 1 << 16)  # one read unless the file grows
+        while size <= limit and (chunk := os.read(descriptor, min(step, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise BPEInputError(f"cannot read {path}: {error.strerror or error}") from None
+    finally:
+        os.close(descriptor)
+    if size > limit:
+        raise BPEInputError(too_large)
+    return b"".join(chunks)
 
 
 def _unpickle(path: Path, data: bytes) -> object:

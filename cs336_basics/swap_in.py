@@ -23,7 +23,9 @@ The file is the student's, so:
 - Both are written to a temporary file in the same folder and renamed over the target, so a crash or
   a full disk leaves the old file or the new one, never half of one.
 - Anything unexpected (no file, a syntax error, a missing or duplicated function) is refused before
-  anything is written, with one line on stderr and exit status 1.
+  anything is written, with one line on stderr and exit status 1; so is what cannot be the handout's
+  file: a FIFO or device (never opened to wait or read forever), a broken symbolic link, a file over
+  MAX_SOURCE_BYTES, source nested too deeply for Python's parser.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ import argparse
 import ast
 import contextlib
 import difflib
+import errno
 import io
 import itertools
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import tokenize
@@ -46,7 +50,10 @@ from pathlib import Path
 def _adapter_functions() -> dict[str, str]:
     """The source of each function of adapters.py (this package's copy of the two adapters, the file a
     student pastes from by hand), so a pasted copy and a swapped-in one are the same text."""
-    source = Path(__file__).with_name("adapters.py").read_text(encoding="utf-8")
+    # Run as `python -m cs336_basics.swap_in` from a checkout, this module comes through the package's
+    # alias and has no __file__ of its own; the package has one.
+    here = __file__ or sys.modules[__package__].__file__
+    source = Path(here).with_name("adapters.py").read_text(encoding="utf-8")
     lines = source.splitlines(keepends=True)
     return {
         node.name: "".join(lines[node.lineno - 1 : node.end_lineno])
@@ -60,6 +67,9 @@ RUN_TRAIN_BPE = FUNCTIONS["run_train_bpe"]
 GET_TOKENIZER = FUNCTIONS["get_tokenizer"]
 PACKAGE = "cs336_bpe"
 BACKUP_SUFFIX = ".orig"
+# The handout's adapters.py is about 25 KB; a file many times larger is something else, and parsing it
+# would take gigabytes.
+MAX_SOURCE_BYTES = 4 << 20
 
 # Lines as Python numbers them: \r\n, \r and \n end a line; str.splitlines would also split at form
 # feeds and Unicode separators, which Python's tokenizer does not, and the ast line numbers would
@@ -144,6 +154,41 @@ def backup_path(path: Path, data: bytes) -> tuple[Path, bool]:
     raise AssertionError("unreachable")
 
 
+def read_source(path: Path) -> bytes:
+    """The bytes of the adapters file at `path`, refused (SwapError) unless it is a regular file of at
+    most MAX_SOURCE_BYTES; a FIFO or device is never read (it could wait, or never end)."""
+    try:
+        # Not blocking: opening a FIFO for reading would wait for a writer before fstat could refuse it.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise SwapError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist") from None
+        raise SwapError(f"{path} not found; give the assignment checkout (the folder with tests/)") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SwapError(f"{path} is a symbolic link loop (it leads back to itself); point it at the file") from None
+        raise SwapError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            kind = "a directory" if stat.S_ISDIR(status.st_mode) else "not a regular file (a FIFO, device or socket)"
+            raise SwapError(f"{path} is {kind}; give the assignment checkout or its tests/adapters.py")
+        if status.st_size > MAX_SOURCE_BYTES:
+            raise SwapError(
+                f"{path} is {status.st_size:,} bytes, too large for the handout's adapters.py (about 25 KB; "
+                f"at most {MAX_SOURCE_BYTES >> 20} MiB here); is it the right file?"
+            )
+        with os.fdopen(os.dup(descriptor), "rb") as file:
+            data = file.read(MAX_SOURCE_BYTES + 1)  # a file growing meanwhile stops here too
+    except OSError as error:
+        raise SwapError(f"cannot read {path}: {error.strerror or error}") from None
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise SwapError(f"{path} grew past {MAX_SOURCE_BYTES >> 20} MiB while it was read; is it the right file?")
+    return data
+
+
 def replace_file_contents(path: Path, data: bytes, mode_from: Path | None = None) -> None:
     """Write `data` to `path` through a temporary file in the same folder (os.replace is atomic only
     within one file system), with the permissions of `mode_from` rather than mkstemp's 0600."""
@@ -177,10 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
     path = adapters_path(args.assignment)
     try:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise SwapError(f"{path} not found; give the assignment checkout (the folder with tests/)") from None
+        data = read_source(path)
         encoding, text = _decode(data, str(path))
         new_text = swap_source(text, force=args.force, label=str(path))
         if new_text == text:
@@ -213,6 +255,8 @@ def _parse(text: str, label: str) -> ast.Module:
         raise SwapError(f"{label} does not parse ({error.msg}, line {error.lineno}); fix it first") from None
     except ValueError as error:  # null bytes, before Python 3.12 made that a SyntaxError
         raise SwapError(f"{label} does not parse ({error})") from None
+    except (RecursionError, MemoryError):  # e.g. `x = a + a + ... + a` of 200,000 terms
+        raise SwapError(f"{label} does not parse: it is nested too deeply for Python's parser") from None
 
 
 def _decode(data: bytes, label: str) -> tuple[str, str]:

@@ -24,8 +24,11 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import io
 import operator
 import os
+import stat
+import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -39,6 +42,7 @@ from .contract import (
     BPEInputError,
     Merges,
     Vocab,
+    check_num_workers,
     check_special_tokens,
     check_text_file,
     invalid_utf8_error,
@@ -46,7 +50,7 @@ from .contract import (
     special_token_ids,
     special_token_regex,
 )
-from .serialization import load_tokenizer_files
+from .serialization import _current_umask, load_tokenizer_files
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
@@ -55,6 +59,8 @@ DEFAULT_CACHE_SIZE = 1 << 12
 # address space, resident as used. Half as many missed a fifth of the pre-tokens of 10 MB of mixed
 # text again on a second pass (docs/PERFORMANCE.md, "Encoder").
 DEFAULT_NATIVE_CACHE_SLOTS = 1 << 19
+# At most 3 GiB of address space per thread: more would fail in C++ as std::bad_alloc, not here.
+MAX_NATIVE_CACHE_SLOTS = 1 << 26
 # encode_file's pure path reads the file in blocks of this many bytes.
 _FILE_BLOCK_BYTES = 1 << 22
 
@@ -180,6 +186,11 @@ class Tokenizer:
         for name, value in (("cache_size", cache_size), ("native_cache_slots", native_cache_slots)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise BPEInputError(f"{name} must be a non-negative integer, got {value!r}")
+        if native_cache_slots > MAX_NATIVE_CACHE_SLOTS:
+            raise BPEInputError(
+                f"native_cache_slots must be at most {MAX_NATIVE_CACHE_SLOTS:,} (2**26; a slot reserves 48 bytes "
+                f"a thread), got {native_cache_slots:,}"
+            )
         self._cache_size = cache_size
         self._cache: dict[str, list[int]] = {}
         self._native_option = native
@@ -317,9 +328,9 @@ class Tokenizer:
         for text in texts:
             if not isinstance(text, str):
                 raise BPEInputError(f"encode_batch expects strings, got {type(text).__name__}; decode bytes first")
+        threads = _threads(num_threads)
         if self._native is None:
             return [array("I", self.encode(text)) for text in texts]
-        threads = effective_num_threads(num_threads)
         try:
             return self._native.encode_batch(texts, threads)
         except UnicodeEncodeError:
@@ -354,7 +365,7 @@ class Tokenizer:
     def encode_file_to(
         self,
         path: str | os.PathLike,
-        out: BinaryIO,
+        out: BinaryIO | str | os.PathLike,
         *,
         num_threads: int | None = None,
         chunk_bytes: int | None = None,
@@ -363,8 +374,16 @@ class Tokenizer:
         """Write the ids of the file at `path` to the binary file `out` (at its position) as
         `id_typecode` ints in the machine's byte order, as `array.tofile` writes them, holding only a
         few chunks' ids in memory; return how many. `progress`, if given, is called now and then with
-        the input bytes encoded since its previous call. The rest as encode_file."""
+        the input bytes encoded since its previous call. The rest as encode_file.
+
+        `out` may also be a path: the ids go to a new file there, which replaces the old one only once
+        they are all written (a FIFO or device is written to as it is)."""
         path, threads, chunk = self._file_arguments(path, num_threads, chunk_bytes)
+        if isinstance(out, (str, os.PathLike)):
+            with _output_file(out, path) as file:
+                options = {"num_threads": threads, "chunk_bytes": chunk or None, "progress": progress}
+                return self.encode_file_to(path, file, **options)  # type: ignore[arg-type]
+        self._check_output(out)
         out.flush()  # the compiled path writes to the file descriptor, after what is buffered
         if self._native is None:
             count = 0
@@ -383,8 +402,24 @@ class Tokenizer:
         bad_chunk = isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes < 1
         if chunk_bytes is not None and bad_chunk:
             raise BPEInputError(f"chunk_bytes must be a positive integer or None, got {chunk_bytes!r}")
-        threads = effective_num_threads(num_threads) if self._native is not None else 1
-        return path, threads, chunk_bytes or 0
+        threads = _threads(num_threads)  # checked on both paths; the pure one encodes on this thread
+        return path, threads if self._native is not None else 1, chunk_bytes or 0
+
+    def _check_output(self, out: object) -> None:
+        """`out` as encode_file_to writes to it: a binary file, with a file descriptor for the compiled path."""
+        kind = type(out).__name__
+        if isinstance(out, io.TextIOBase) or not callable(getattr(out, "write", None)):
+            raise BPEInputError(
+                f"encode_file_to writes to a binary file or a path, got {kind}: open it with open(path, 'wb')"
+            )
+        if self._native is not None:
+            try:
+                out.fileno()  # type: ignore[attr-defined]
+            except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both
+                raise BPEInputError(
+                    f"encode_file_to writes through a file descriptor, which a {kind} lacks: give a path or a file "
+                    "opened with open(path, 'wb'), or use encode_file for the ids in memory"
+                ) from None
 
     def _pieces_of_file(
         self, path: Path, block_bytes: int, progress: Callable[[int], object] | None = None
@@ -528,6 +563,47 @@ def _blocks(texts: Iterable[str]) -> Iterator[str]:
                 yield text[start : start + _READ_BLOCK_CHARS]
         else:
             yield text
+
+
+def _threads(num_threads: object) -> int:
+    """The encoder's threads by --workers' rule: 0 and counts that leave no core refused, the rest
+    as effective_num_threads resolves them (None and -1: every core)."""
+    return effective_num_threads(check_num_workers(num_threads, "num_threads"))
+
+
+@contextlib.contextmanager
+def _output_file(target: str | os.PathLike, source: Path) -> Iterator[BinaryIO]:
+    """A binary file for encode_file_to's ids at the path `target`: a temporary file beside it, moved
+    onto it once written and removed if not, so a failed run leaves what was there; a FIFO or device
+    (/dev/null, a pipe) is opened as it is."""
+    target = Path(os.path.realpath(target))  # through a symbolic link: its file is replaced, not the link
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        status = None
+    except OSError as error:
+        raise BPEInputError(f"cannot write the ids to {target}: {error.strerror or error}") from None
+    if status is not None and stat.S_ISDIR(status.st_mode):
+        raise BPEInputError(f"cannot write the ids to {target}: it is a directory")
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        with open(target, "wb") as file:
+            yield file
+        return
+    if status is not None and os.path.samefile(target, source):
+        raise BPEInputError(f"cannot write the ids to {target}: it is the input file")
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as error:
+        raise BPEInputError(f"cannot write the ids to {target}: {error.strerror or error}") from None
+    try:
+        with open(descriptor, "wb") as file:
+            os.fchmod(descriptor, 0o666 & ~_current_umask())  # as open() would create it, not mkstemp's 0600
+            yield file
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _id_bytes(typecode: str) -> int:

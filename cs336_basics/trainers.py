@@ -25,6 +25,7 @@ from .contract import (
     Vocab,
     assemble_vocab,
     check_input_file,
+    check_num_workers,
     check_special_tokens,
     check_vocab_size,
 )
@@ -67,6 +68,8 @@ class Registered:
     # Its merge takes counts held in C++ as they are, not a dict, and frees them once loaded when
     # given release_words=True.
     merges_native_counts: bool = False
+    # Its merge loop runs on threads: it takes num_threads= (num_workers), which the others need not.
+    merges_on_threads: bool = False
 
 
 # Every version, oldest first; the last one that can run here is the default.
@@ -77,7 +80,7 @@ REGISTRY: dict[str, Registered] = {
     "bpe_v4": Registered(lambda: bpe_v4),
     "bpe_v5": Registered(_load_bpe_v5, ("_merge_cy",)),
     "bpe_v6": Registered(_load_bpe_v6, ("_merge_cpp",)),
-    "bpe_v7": Registered(_load_bpe_v7, ("_count_cpp", "_merge_cpp"), merges_native_counts=True),
+    "bpe_v7": Registered(_load_bpe_v7, ("_count_cpp", "_merge_cpp"), merges_native_counts=True, merges_on_threads=True),
 }
 TRAINERS = tuple(REGISTRY)
 COMPILED_TRAINERS = frozenset(name for name, entry in REGISTRY.items() if entry.native_modules)
@@ -234,7 +237,9 @@ def train(
                 skip_bad_records=skip_bad_records,
             )
 
-        return train_after_counting(count, vocab_size, specials, trainer=name, progress=progress)[0]
+        return train_after_counting(
+            count, vocab_size, specials, trainer=name, progress=progress, num_workers=count_options.num_workers
+        )[0]
     path = check_input_file(input_path)
     num_merges = vocab_size - 256 - len(specials)
 
@@ -245,7 +250,17 @@ def train(
     # The counts are this function's own: a version that can frees them once its merge loop has them.
     release_words = REGISTRY[name].merges_native_counts
     return _merge_phase(
-        name, version, word_counts, specials, num_merges, progress, "pre-tokenize", started, release_words, size
+        name,
+        version,
+        word_counts,
+        specials,
+        num_merges,
+        progress,
+        "pre-tokenize",
+        started,
+        release_words,
+        size,
+        count_options.num_workers,
     )
 
 
@@ -260,21 +275,25 @@ def _merge_phase(
     started: float,
     release_words: bool = False,
     source_bytes: int = 0,
+    num_workers: int | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
     version's merge frees the counts once loaded (see Registered.merges_native_counts).
-    `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks."""
+    `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks.
+    `num_workers`: the threads of a version whose merge loop has threads (checked already)."""
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
     if absent:
         print(f"note: {absent_tokens_note(absent)}", file=sys.stderr)
     merging = time.perf_counter()
+    options: dict[str, object] = {}
+    if release_words:
+        options["release_words"] = True
+    if REGISTRY[name].merges_on_threads and num_workers is not None:
+        options["num_threads"] = num_workers
     with progress_bar(progress, num_merges, "merges", "merge") as report:
-        if release_words:
-            merges = version.merge(word_counts, num_merges, report, release_words=True)  # type: ignore[call-arg]
-        else:
-            merges = version.merge(word_counts, num_merges, report)
+        merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
     return TrainingResult(
         vocab=assemble_vocab(specials, merges),
@@ -343,11 +362,13 @@ def train_from_counts(
     *,
     trainer: str | None = None,
     progress: bool = False,
+    num_workers: int | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
     the table held in C++ that counting and loading make), so the result equals training that
-    version on the text the counts came from.
+    version on the text the counts came from. `num_workers`: at most this many bpe_v7 merge threads,
+    as in `train` (None: every core).
 
     `special_tokens` default to the ones the counts were made with; other ones are refused, since
     the counts would not be those of the text split on them (a plain mapping carries none, so any
@@ -355,6 +376,7 @@ def train_from_counts(
     from .word_counts import WordCounts
 
     started = time.perf_counter()
+    num_workers = check_num_workers(num_workers)
     if isinstance(counts, (str, PathLike)):
         counts = WordCounts.load(counts)
     elif isinstance(counts, Sequence):
@@ -382,7 +404,17 @@ def train_from_counts(
 
     source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
     return _merge_phase(
-        name, version, word_counts, specials, num_merges, progress, "load counts", started, False, source_bytes
+        name,
+        version,
+        word_counts,
+        specials,
+        num_merges,
+        progress,
+        "load counts",
+        started,
+        False,
+        source_bytes,
+        num_workers=num_workers,
     )
 
 
@@ -393,13 +425,22 @@ def train_bpe_from_counts(
     *,
     trainer: str | None = None,
     vocab_sizes: Iterable[int] | None = None,
+    num_workers: int | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
-    """`train_bpe` from word counts instead of text (`vocab_sizes` as there); see `train_from_counts`."""
+    """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers` as there); see
+    `train_from_counts`."""
     if vocab_sizes is None:
-        result = train_from_counts(counts, vocab_size, special_tokens, trainer=trainer)  # type: ignore[arg-type]
+        result = train_from_counts(
+            counts,
+            vocab_size,  # type: ignore[arg-type]
+            special_tokens,
+            trainer=trainer,
+            num_workers=num_workers,
+        )
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
-    return tokenizers_by_size(train_from_counts(counts, sizes[-1], special_tokens, trainer=trainer), sizes)
+    result = train_from_counts(counts, sizes[-1], special_tokens, trainer=trainer, num_workers=num_workers)
+    return tokenizers_by_size(result, sizes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,13 +455,17 @@ def train_after_counting(
     trainer: str | None = None,
     progress: bool = False,
     first_phase: str = "pre-tokenize",
+    num_workers: int | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
-    the counts; the result's phases are `first_phase` (what `count` did) and the merging."""
+    the counts, on `num_workers` threads; the result's phases are `first_phase` (what `count` did)
+    and the merging."""
     started = time.perf_counter()
     counts = count()
     counted = time.perf_counter()
-    result = train_from_counts(counts, vocab_size, special_tokens, trainer=trainer, progress=progress)
+    result = train_from_counts(
+        counts, vocab_size, special_tokens, trainer=trainer, progress=progress, num_workers=num_workers
+    )
     result.seconds = {
         first_phase: counted - started,
         "merge": result.seconds["merge"],
@@ -445,7 +490,7 @@ def train_from_iterator(
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
-    (counting threads)."""
+    (counting and merging threads)."""
     from .counting import count_words_from_iterator
 
     specials = check_special_tokens(special_tokens)
@@ -463,7 +508,9 @@ def train_from_iterator(
             raise BPEInputError("the documents hold no text: none were given, or every one is empty")
         return counts
 
-    return train_after_counting(count, vocab_size, specials, trainer=name, progress=progress)[0]
+    return train_after_counting(
+        count, vocab_size, specials, trainer=name, progress=progress, num_workers=count_options.num_workers
+    )[0]
 
 
 def train_bpe_from_iterator(

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from cs336_basics import bpe_v7
 from cs336_basics.cluster import count_words_on_cluster
+from cs336_basics.contract import BPEInputError
+from cs336_basics.count_cli import task_bytes_option
 from cs336_basics.counting import count_words
 from cs336_basics.phases import CountParallelism
 
@@ -68,6 +70,10 @@ def main() -> None:
     parser.add_argument("--task-mb", type=int, default=None)
     parser.add_argument("--special", default="<|endoftext|>")
     args = parser.parse_args()
+    try:
+        task_bytes = task_bytes_option(args.task_mb)  # cs336-count-words' rule: 1 to 4096
+    except BPEInputError as error:
+        parser.error(str(error))
     specials = [args.special]
     options = CountParallelism(num_workers=args.workers)
     size = args.corpus.stat().st_size
@@ -88,7 +94,6 @@ def main() -> None:
                 # The client's process (first) also runs the LocalCluster's scheduler.
                 return [cpu_seconds(), *client.run(cpu_seconds).values()]
 
-            task_bytes = args.task_mb << 20 if args.task_mb else None
             dask_split: list[float] = []  # the CPU seconds of the Dask round that used least
 
             def on_dask():

@@ -351,6 +351,172 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
             """), (2,), r"\Aerror: training file holds no text: memory:///round3/empty\.txt")  # fmt: skip
 
 
+def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Issue 40, items 8, 11 and parts of 10, and the commands the first sweep did not reach: --export,
+    cs336-swap-in and cs336-bpe-report on hostile input."""
+    small = words_corpus(work / "r3-small.txt", 20_000, seed=3)
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+    def train(out: Path, *options: str) -> dict[str, bytes]:
+        command = [sys.executable, "-c", CLI, "bpe_v2", str(out), "-d", str(small), "-v", "400", "-q", *options]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=environment)
+        return outputs(out)
+
+    def cli_args(out: Path, data: Path, *options: str) -> list[str]:
+        return ["-c", CLI, "bpe_v2", str(out), "-d", str(data), "-v", "300", "-q", *options]
+
+    # Item 8: --task-mb within what --help says (0 meant the default, 99999 was taken)
+    count_words = ["-m", "cs336_basics.count_cli", str(small), "-q"]
+    for task_mb in ("0", "99999", "-3"):
+        yield Case(f"count-words --task-mb {task_mb}", [*count_words, "-o", str(work / "r3.counts"), "--task-mb",
+                   task_mb], (2,), r"\Aerror: --task-mb must be from 1 to 4096")  # fmt: skip
+
+    # Item 11: --workers reaches the merge loop; the child exits 3 when a loop ran on other threads
+    counts = work / "r3-small.counts"
+    subprocess.run([sys.executable, *count_words, "-o", str(counts)], check=True, stdout=subprocess.DEVNULL,
+                   env=environment)  # fmt: skip
+    merge_threads = textwrap.dedent(
+        """
+        import sys, types
+        from cs336_basics import bpe_v7
+        from cs336_basics.cli import main
+        seen, real_merge, real_cpp = [], bpe_v7.merge, bpe_v7._merge_cpp
+        def merge(word_counts, *args, **kwargs):
+            seen.append(None if isinstance(word_counts, dict) else word_counts.num_threads)
+            return real_merge(word_counts, *args, **kwargs)
+        def cpp_merge(*args, num_threads=1, **kwargs):
+            seen[-1] = num_threads
+            return real_cpp.merge(*args, num_threads=num_threads, **kwargs)
+        bpe_v7.merge, bpe_v7._merge_cpp = merge, types.SimpleNamespace(merge=cpp_merge)
+        status = main(sys.argv[1:])
+        if status == 0 and seen != [1]:
+            print(f"merge loops ran on {seen} threads, not [1]", file=sys.stderr)
+            sys.exit(3)
+        sys.exit(status)
+        """
+    )
+    yield Case("--counts --workers 1: one merge thread", ["-c", merge_threads, "bpe_v7", str(work / "r3-o1"),
+               "--counts", str(counts), "-v", "300", "-q", "--workers", "1"], (0,), needs="bpe_v7")  # fmt: skip
+    yield Case("--cluster local:1 --workers 1: one merge thread", ["-c", merge_threads, "bpe_v7", str(work / "r3-o2"),
+               "-d", str(small), "--cluster", "local:1", "-v", "300", "-q", "--workers", "1"], (0,), fast=False,
+               needs="bpe_v7", memory_mb=4096)  # fmt: skip
+
+    # Item 10 (parts): the tokenizer's messages
+    base = work / "r3-base"
+    train(base)
+    vocab, merges = str(base / "vocab.json"), str(base / "merges.txt")
+    fifo = work / "r3-vocab-fifo.json"
+    os.mkfifo(fifo)
+    oversized = work / "r3-oversized-vocab.json"
+    with open(oversized, "wb") as file:
+        file.truncate((256 << 20) + 1)  # sparse
+    for name, path, message in (
+        ("/dev/zero", "/dev/zero", "not a regular file"),
+        ("a FIFO", str(fifo), "not a regular file"),
+        ("a file over 256 MiB", str(oversized), "larger than a tokenizer file may be"),
+    ):
+        load = f"from cs336_basics import Tokenizer; Tokenizer.from_files({path!r}, {merges!r})"
+        yield Case(f"Tokenizer.from_files of {name} (Python)", python_api(load), (1,), message)
+    tokenizer = f"from cs336_basics import Tokenizer; t = Tokenizer.from_files({vocab!r}, {merges!r})"
+    yield Case("native_cache_slots=2**62 (Python)", python_api(f"{tokenizer}; Tokenizer(t.vocab, t.merges, "
+               "native_cache_slots=2**62)"), (1,), r"native_cache_slots must be at most")  # fmt: skip
+    yield Case("encode_batch(num_threads=-99) (Python)", python_api(f"{tokenizer}; t.encode_batch(['a'], "
+               "num_threads=-99)"), (1,), "num_threads=-99 leaves no core")  # fmt: skip
+    ids = work / "r3-ids.bin"
+    wrote_ids = lambda: None if ids.is_file() and ids.stat().st_size > 0 else "no ids written"  # noqa: E731
+    yield Case("encode_file_to a path (Python)", python_api(f"{tokenizer}; t.encode_file_to({str(small)!r}, "
+               f"{str(ids)!r})"), (0,), check=wrote_ids)  # fmt: skip
+    text_out = f"open({str(work / 'r3-ids.txt')!r}, 'w')"
+    yield Case("encode_file_to a text-mode file (Python)", python_api(f"{tokenizer}; t.encode_file_to("
+               f"{str(small)!r}, {text_out})"), (1,), r"open it with open\(path, 'wb'\)")  # fmt: skip
+
+    # --export: bad names, a taken target, a write that fails; never a half-written set
+    exported = work / "r3-export"
+    before = train(exported, "--export", "hf,tiktoken")
+    yield Case("--export hf,bogus", cli_args(exported, small, "--export", "hf,bogus"), (2,),
+               r"--export: unknown format\(s\) \['bogus'\]", check=unchanged(exported, before))  # fmt: skip
+    taken = work / "r3-export-taken"
+    taken_files = train(taken, "--export", "hf")
+    (taken / "tokenizer.json").unlink()
+    del taken_files["tokenizer.json"]
+    (taken / "tokenizer.json").mkdir()
+    yield Case("--export into a directory named tokenizer.json", cli_args(taken, small, "--export", "hf"), (2,),
+               "a directory or special file has that name", check=unchanged(taken, taken_files))  # fmt: skip
+    # The same run again: its core files fit under the limit, its tokenizer.json (vocabulary and merges) does not.
+    largest_core = max(len(before[name]) for name in ("vocab.json", "merges.txt", "vocab.pkl", "merges.pkl"))
+    limit = (largest_core + len(before["tokenizer.json"])) // 2
+    if len(before["tokenizer.json"]) > largest_core + 64:
+        yield Case("--export write failure (--fsize)", cli_args(exported, small, "--export", "hf", "-v", "400"), (1,),
+                   r"\Aerror: File too large", file_size_bytes=limit,
+                   check=unchanged(exported, before))  # fmt: skip
+
+    # cs336-swap-in on hostile files: one line, exit 1, the student's file as it was
+    swap = ["-m", "cs336_basics.swap_in"]
+    stub = '    """A stub."""\n    raise NotImplementedError\n'
+    handout = (f"from __future__ import annotations\n\nimport os\n\n\ndef get_tokenizer(vocab, merges, "
+               f"special_tokens=None):\n{stub}\n\ndef run_train_bpe(input_path, vocab_size, special_tokens, "
+               f"**kwargs):\n{stub}")  # fmt: skip
+    hostile: dict[str, tuple[Callable[[Path], None], str]] = {
+        "over 4 MiB": (lambda path: os.truncate(path, (4 << 20) + 1), "too large for the handout's adapters.py"),
+        "binary": (lambda path: path.write_bytes(bytes(range(256)) * 64), "not Python source text"),
+        "not UTF-8": (lambda path: path.write_bytes(handout.replace("stub", "café").encode("latin-1")),
+                      "not Python source text"),
+        "nested 200,000 deep": (lambda path: path.write_text("x = " + "+".join(["a"] * 200_000) + "\n"),
+                                "nested too deeply"),
+        "a FIFO": (lambda path: os.mkfifo(path), "not a regular file"),
+        "a link to /dev/zero": (lambda path: path.symlink_to("/dev/zero"), "not a regular file"),
+        "a dangling link": (lambda path: path.symlink_to(path.parent / "gone.py"), "is a symbolic link to"),
+        "code of your own": (lambda path: path.write_text(handout.replace("raise NotImplementedError", "return 1")),
+                             "--force"),
+    }  # fmt: skip
+    for index, (name, (make, message)) in enumerate(hostile.items()):
+        checkout = work / f"r3-swap-{index}"
+        (checkout / "tests").mkdir(parents=True)
+        path = checkout / "tests" / "adapters.py"
+        if name == "over 4 MiB":
+            path.write_bytes(b"")
+        make(path)
+        kept = outputs(checkout / "tests")
+        yield Case(f"swap-in: adapters.py {name}", [*swap, str(checkout)], (1,), rf"\Aerror: .*{message}",
+                   check=unchanged(checkout / "tests", kept))  # fmt: skip
+    linked = work / "r3-swap-linked"
+    (linked / "tests").mkdir(parents=True)
+    (linked / "elsewhere.py").write_text(handout)
+    (linked / "tests" / "adapters.py").symlink_to(linked / "elsewhere.py")
+
+    def swapped_where_it_lives() -> str | None:
+        if not (linked / "tests" / "adapters.py").is_symlink():
+            return "the link was replaced by a file"
+        swapped = "cs336_bpe" in (linked / "elsewhere.py").read_text()
+        if not swapped or (linked / "elsewhere.py.orig").read_text() != handout:
+            return "the linked file was not swapped in with its backup beside it"
+        return None
+
+    yield Case("swap-in: a symlinked adapters.py", [*swap, str(linked)], (0,), check=swapped_where_it_lives)
+
+    # cs336-bpe-report on a bad directory: one line, exit 2
+    report = ["-m", "cs336_basics.report"]
+    empty = work / "r3-report-empty"
+    empty.mkdir()
+    corrupt_run = work / "r3-report-corrupt-run"
+    train(corrupt_run)
+    (corrupt_run / "bpe_run.json").write_bytes(b"\xff not json")
+    cut_vocab = work / "r3-report-cut-vocab"
+    train(cut_vocab)
+    (cut_vocab / "vocab.json").write_bytes((cut_vocab / "vocab.json").read_bytes()[:100])
+    for name, directory, message in (
+        ("missing", work / "r3-report-nowhere", "tokenizer directory not found"),
+        ("empty", empty, "holds no tokenizer"),
+        ("a file", small, "not a directory"),
+        ("bpe_run.json corrupt", corrupt_run, r"bpe_run\.json is not UTF-8"),
+        ("vocab.json cut short", cut_vocab, r"vocab\.json is shorter than"),
+    ):
+        kept = outputs(directory) if directory.is_dir() else {}
+        check = unchanged(directory, kept) if directory.is_dir() else None
+        yield Case(f"bpe-report on a directory {name}", [*report, str(directory), "--text", str(small), "-q"], (2,),
+                   rf"\Aerror: .*{message}", check=check)  # fmt: skip
+
+
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
@@ -575,6 +741,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
                 notes="native: the lead's integration (ThreadCounts::add, libgomp)",
             )
     yield from round3_input_cases(work, full)
+    yield from round3_tool_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -295,11 +295,11 @@ def bad_inputs(workspace: dict[str, Path], tmp_path: Path) -> dict[str, tuple[li
         "output is a file",
     ],
 )
-def test_errors_are_one_line_and_exit_1_before_any_report(
+def test_errors_are_one_line_and_exit_2_before_any_report(
     workspace: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
 ) -> None:
     argv, expected = bad_inputs(workspace, tmp_path)[case]
-    assert main([*argv, "-q"]) == 1
+    assert main([*argv, "-q"]) == 2
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], captured.err
@@ -316,7 +316,7 @@ def test_errors_as_a_program_print_no_traceback(workspace: dict[str, Path], tmp_
         text=True,
         cwd=REPO_ROOT,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
 
