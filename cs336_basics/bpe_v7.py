@@ -22,6 +22,7 @@ from . import _count_cpp, _merge_cpp
 from .backend import effective_num_threads, openmp_enabled
 from .contract import Merges, WordCountDict, check_input_file
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .tie_break import CS336
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -63,10 +64,14 @@ def merge(
     report: Report = ignore_progress,
     *,
     release_words: bool = False,
+    tie_break: str = CS336,
 ) -> Merges:
     """The C++ merge loop on every thread, fed directly from the native word counts (a dict is
     converted first). `release_words`: free the native counts once the loop has loaded them (they
-    can do nothing after that), so that its peak memory does not hold them too."""
+    can do nothing after that), so that its peak memory does not hold them too. `tie_break` (a rule
+    of `tie_break.py`) is checked by the binding."""
     if isinstance(word_counts, dict):
-        return _merge_cpp.merge(word_counts, num_merges, report, num_threads=effective_num_threads())
-    return word_counts.merge(num_merges, report, release_words=release_words)
+        return _merge_cpp.merge(
+            word_counts, num_merges, report, num_threads=effective_num_threads(), tie_break=tie_break
+        )
+    return word_counts.merge(num_merges, report, release_words=release_words, tie_break=tie_break)
