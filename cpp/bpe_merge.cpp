@@ -228,8 +228,9 @@ constexpr size_t kCompactionSlack = 1 << 16;
 template <typename Symbol>
 class Trainer {
 public:
-    Trainer(int num_threads, size_t parallel_words, size_t prune_limit)
-        : workers_(size_t(std::max(1, num_threads))),
+    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break)
+        : tokens_(tie_break),
+          workers_(size_t(std::max(1, num_threads))),
           parallel_choice_(workers_.size(), parallel_words),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {
@@ -1042,8 +1043,9 @@ private:
 // `release`: the words to free once loaded (the caller's `words`), or null.
 template <typename Symbol>
 std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
-                              void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
-    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs);
+                              void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
+                              TieBreak tie_break) {
+    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break);
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
 #endif
@@ -1061,7 +1063,7 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
     std::vector<Merge> merges;
     merges.reserve(std::min<size_t>(num_merges, 1 << 16));
     while (merges.size() < num_merges) {
-        const PairId best = trainer.pop_best();  // highest count, ties to the greatest bytes
+        const PairId best = trainer.pop_best();  // highest count, ties by the rule (TokenTable)
         if (best == PairIdMap::kMissing) break;  // no pair left anywhere
         merges.push_back(trainer.add_token(best));
         trainer.apply_merge(best);               // only the words holding the pair change
@@ -1076,7 +1078,11 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
 namespace {
 
 std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
-                         void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
+                         void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
+                         TieBreak tie_break) {
+    if (tie_break != TieBreak::kCs336 && tie_break != TieBreak::kSmallestId && tie_break != TieBreak::kHf) {
+        throw std::invalid_argument("train_merges: unknown tie_break");
+    }
     if (num_merges == 0) {
         if (release != nullptr) *release = WordCounts();
         return {};
@@ -1084,23 +1090,26 @@ std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t nu
     // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
     if (num_merges <= (size_t(1) << 16) - 256) {
         return run_merges<uint16_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                    parallel_words);
+                                    parallel_words, tie_break);
     }
     return run_merges<uint32_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                parallel_words);
+                                parallel_words, tie_break);
 }
 
 }  // namespace
 
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
-                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words) {
-    return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
+                                void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
+                                TieBreak tie_break) {
+    return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
+                 tie_break);
 }
 
 std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges, MergeProgress progress,
                                                 void* context, int num_threads, size_t prune_pairs,
-                                                size_t parallel_words) {
-    return train(words, &words, num_merges, progress, context, num_threads, prune_pairs, parallel_words);
+                                                size_t parallel_words, TieBreak tie_break) {
+    return train(words, &words, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
+                 tie_break);
 }
 
 }  // namespace bpe

@@ -21,6 +21,14 @@ struct Merge {
 };
 constexpr uint32_t kFirstMergedToken = 256;
 
+// Which pair wins among pairs of equal count (cs336_basics/tie_break.py; the Python binding
+// relies on this order of the values):
+// kCs336: the greatest (left bytes, right bytes), the assignment's rule;
+// kSmallestId: the smallest (left id, right id), ids as in Merge (rustbpe);
+// kHf: the smallest ids in HF tokenizers' order: the 256 byte-level characters (GPT-2's
+// byte-to-unicode map) by code point, then the merges in order (BpeTrainer).
+enum class TieBreak : int { kCs336 = 0, kSmallestId = 1, kHf = 2 };
+
 // Called after every merge with the number of merges done so far, so it should be cheap (the Python
 // binding only takes the GIL every hundred merges). Returns true to stop (an interrupt): the merges
 // so far are returned. May be null.
@@ -28,8 +36,9 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 
 // Up to `num_merges` merges in creation order, with the exact CS336 semantics: every word starts as
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
-// greatest (left bytes, right bytes)) at every non-overlapping occurrence, left to right. Returns
-// fewer merges when no pair is left. Throws std::invalid_argument on malformed `words`.
+// greatest (left bytes, right bytes), or the rule `tie_break` names) at every non-overlapping
+// occurrence, left to right. Returns fewer merges when no pair is left. Throws
+// std::invalid_argument on malformed `words`.
 // `num_threads` threads (when built with OpenMP) load the words, count the initial pairs, and
 // rewrite the words of a merge that touches at least `parallel_words` words and apply its count
 // changes, each thread those of the pairs it owns, while that proves faster than one thread (timed
@@ -41,13 +50,15 @@ constexpr size_t kDefaultParallelWords = 256;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
-                                size_t parallel_words = kDefaultParallelWords);
+                                size_t parallel_words = kDefaultParallelWords,
+                                TieBreak tie_break = TieBreak::kCs336);
 
 // The same, for a caller that needs the counts no more: `words` is emptied, its memory freed, once
 // the loop has loaded them, so that the loop's peak holds them no longer (a count file's size).
 std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges,
                                                 MergeProgress progress = nullptr, void* context = nullptr,
                                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
-                                                size_t parallel_words = kDefaultParallelWords);
+                                                size_t parallel_words = kDefaultParallelWords,
+                                                TieBreak tie_break = TieBreak::kCs336);
 
 }  // namespace bpe

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "bpe_merge.hpp"
 #include "integer_map.hpp"
 
 // Inlining the merge loop's hot paths should not depend on a compiler's heuristics: GCC 13 left
@@ -30,12 +31,24 @@ using TokenId = int32_t;
 using PairId = int32_t;
 using WordId = int32_t;
 
+// Each byte's place among HF tokenizers' 256 initial tokens: GPT-2's byte-level characters by code
+// point. The printable bytes (33-126, 161-172, 174-255) are their own characters and come first, in
+// byte order; the other 68 map to 256 + n in byte order, so they follow in byte order.
+inline uint32_t hf_byte_rank(int byte) {
+    const auto printable = [](int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; };
+    uint32_t rank = 0;
+    for (int other = 0; other < byte; ++other) rank += printable(other) == printable(byte);
+    return printable(byte) ? rank : 188 + rank;  // 188 printable bytes
+}
+
 // The bytes of every token, so comparing two tokens allocates nothing. Stored in blocks that never
 // move: a token is written once, where it stays (a growing string copied every token at each
 // doubling, seconds and twice the memory when one long word makes tokens of many megabytes).
+// The tie-break rules by id rank each token by one integer, its prefix (see add), so they compare
+// no bytes and keep none.
 class TokenTable {
 public:
-    TokenTable() {
+    explicit TokenTable(TieBreak tie_break = TieBreak::kCs336) : tie_break_(tie_break) {
         for (int byte = 0; byte < 256; ++byte) {
             char* symbol = reserve(1);
             *symbol = static_cast<char>(byte);
@@ -44,6 +57,10 @@ public:
     }
 
     TokenId add_merge(TokenId left, TokenId right) {
+        if (tie_break_ != TieBreak::kCs336) {
+            add(nullptr, 0);
+            return static_cast<TokenId>(tokens_.size() - 1);
+        }
         const Token x = tokens_[left];
         const Token y = tokens_[right];
         const size_t length = size_t(x.length) + y.length;
@@ -61,6 +78,7 @@ public:
     // Perf: heap pushes compare many tied pairs (most pairs have tiny counts), so each token keeps
     // its first 8 bytes as a big-endian integer, zero-padded; differing prefixes decide in one
     // integer compare (a zero pad only ties with a real zero byte, which the memcmp then settles).
+    // By id (kSmallestId, kHf) the prefix is unique to its token, so the memcmp is never reached.
     int compare(TokenId x, TokenId y) const {
         const Token& a = tokens_[x];
         const Token& b = tokens_[y];
@@ -100,12 +118,21 @@ private:
 
     void add(const char* data, size_t length) {
         uint64_t prefix = 0;
-        for (size_t at = 0; at < 8; ++at) {
-            prefix = (prefix << 8) | (at < length ? static_cast<unsigned char>(data[at]) : 0u);
+        if (tie_break_ == TieBreak::kCs336) {
+            for (size_t at = 0; at < 8; ++at) {
+                prefix = (prefix << 8) | (at < length ? static_cast<unsigned char>(data[at]) : 0u);
+            }
+        } else {
+            // The smallest rank wins a tie, the greatest prefix does: a merged token ranks by its
+            // id, a byte by its value or (kHf) by hf_byte_rank.
+            const size_t id = tokens_.size();
+            const bool hf_byte = tie_break_ == TieBreak::kHf && id < 256;
+            prefix = UINT64_MAX - (hf_byte ? hf_byte_rank(int(id)) : id);
         }
         tokens_.push_back({prefix, data, static_cast<uint32_t>(length)});
     }
 
+    TieBreak tie_break_;
     std::vector<std::unique_ptr<char[]>> blocks_;
     char* block_free_ = nullptr;  // the shared block's unused tail
     size_t block_left_ = 0;
@@ -113,7 +140,8 @@ private:
 };
 
 // The CS336 tie-break: among pairs with equal counts the merge goes to the lexicographically
-// GREATEST (left_bytes, right_bytes), compared as Python compares a tuple of two bytes objects.
+// GREATEST (left_bytes, right_bytes), compared as Python compares a tuple of two bytes objects
+// (the rules by id through the same compare: TokenTable ranks their tokens).
 // True when pair x = (x_left, x_right) ranks below pair y.
 inline bool pair_bytes_less(const TokenTable& tokens, TokenId x_left, TokenId x_right, TokenId y_left,
                      TokenId y_right) {

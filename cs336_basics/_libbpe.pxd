@@ -36,14 +36,16 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
     size_t kDefaultPrunePairs
     size_t kDefaultParallelWords
     ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop
+    enum class TieBreak:  # tie_break.TIE_BREAKS, in this order
+        pass
 
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-        int num_threads, size_t prune_pairs, size_t parallel_words
+        int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break
     ) except +
     vector[Merge] train_merges_releasing_words(
         WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-        int num_threads, size_t prune_pairs, size_t parallel_words
+        int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break
     ) except +
 
 

@@ -9,6 +9,8 @@ the dicts, sets and lists become unordered_map and vector, so the loop runs with
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
+from .tie_break import CS336, check_tie_break, token_rank
+
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libcpp.string cimport string
@@ -142,7 +144,8 @@ cdef struct HeapEntry:
 
 
 cdef class PairHeap:
-    """Max-heap of pairs in the CS336 order, with lazy deletion and compaction (bpe_v4.PairHeap).
+    """Max-heap of pairs in the CS336 order, or a rule by id, with lazy deletion and compaction
+    (bpe_v4.PairHeap).
 
     heapq is a min-heap over Python tuples, so bpe_v4 negates counts and complements bytes; here the
     heap is written out with the order itself, `ranks_above`.
@@ -150,18 +153,32 @@ cdef class PairHeap:
 
     cdef PairIndex index
     cdef vector[HeapEntry] heap
+    # A rule by id (tie_break.token_rank): each byte's rank, a merged token's being its id; empty
+    # for cs336, which compares bytes.
+    cdef vector[int32_t] byte_ranks
 
-    def __cinit__(self, PairIndex index) -> None:
+    def __cinit__(self, PairIndex index, str tie_break) -> None:
         self.index = index
+        if tie_break != CS336:
+            for byte in range(256):
+                self.byte_ranks.push_back(token_rank(tie_break, byte))
         self.rebuild()
+
+    cdef inline int32_t rank(self, int32_t token) noexcept:
+        return self.byte_ranks[token] if token < 256 else token
 
     cdef bint ranks_above(self, const HeapEntry& x, const HeapEntry& y) noexcept:
         """The CS336 order: the higher count first; ties go to the lexicographically greatest
         (left_bytes, right_bytes), compared as Python compares a tuple of two bytes objects.
         std::string::compare compares as unsigned char, and a proper prefix sorts first, as bytes do.
+        A rule by id gives ties to the smallest (left rank, right rank) instead.
         """
         if x.count != y.count:
             return x.count > y.count
+        if not self.byte_ranks.empty():  # by id: the smallest (left rank, right rank)
+            if left_of(x.pair) != left_of(y.pair):
+                return self.rank(left_of(x.pair)) < self.rank(left_of(y.pair))
+            return self.rank(right_of(x.pair)) < self.rank(right_of(y.pair))
         cdef vector[string]* tokens = &self.index.token_bytes
         cdef int order = deref(tokens)[left_of(x.pair)].compare(deref(tokens)[left_of(y.pair)])
         if order != 0:
@@ -238,17 +255,21 @@ def merge(
     word_counts: Mapping[bytes, int],
     num_merges: int,
     progress: Callable[[int], None] | None = None,
+    *,
+    tie_break: str = CS336,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
     `word_counts` maps each pre-token's UTF-8 bytes to how often it occurs (words seen 0 times are
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
+    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
     """
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
+    rule = check_tie_break(tie_break)
     cdef PairIndex index = PairIndex(word_counts)
-    cdef PairHeap heap = PairHeap(index)
+    cdef PairHeap heap = PairHeap(index, rule)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0
     merges = []

@@ -19,15 +19,23 @@ cdef inline size_t size_or_default(object value, str name, size_t default) excep
     return value
 
 
+# The rule a tie_break names (refused unless it names one), as bpe::TieBreak.
+cdef inline lib.TieBreak tie_break_rule(object tie_break) except *:
+    from .tie_break import TIE_BREAKS, check_tie_break
+
+    return <lib.TieBreak><int>TIE_BREAKS.index(check_tie_break(tie_break))
+
+
 # release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
 cdef inline list train_merges(
     lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
-    object parallel_words, bint release_words
+    object parallel_words, bint release_words, object tie_break
 ):
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     cdef size_t prune_limit = size_or_default(prune_pairs, "prune_pairs", lib.kDefaultPrunePairs)
     cdef size_t parallel_limit = size_or_default(parallel_words, "parallel_words", lib.kDefaultParallelWords)
+    cdef lib.TieBreak rule = tie_break_rule(tie_break)
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, PROGRESS_EVERY_MERGES)
@@ -39,11 +47,11 @@ cdef inline list train_merges(
     with nogil:
         if release_words:
             merges = lib.train_merges_releasing_words(
-                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule
             )
         else:
             merges = lib.train_merges(
-                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule
             )
     flush_progress(&relay, merges.size())
     if errors:

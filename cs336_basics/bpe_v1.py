@@ -14,7 +14,7 @@ from os import PathLike
 
 from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
-from .tie_break import CS336, token_key
+from .tie_break import CS336, check_tie_break, token_key
 
 
 def pretokenize_and_count(
@@ -34,7 +34,7 @@ def merge(
     word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
 ) -> Merges:
     token_bytes = [bytes([byte]) for byte in range(256)]
-    key = token_key(tie_break)
+    key = token_key(check_tie_break(tie_break))
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [list(word) for word in live]

@@ -15,6 +15,7 @@ from collections import defaultdict
 from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict, merge_word
 from .phases import Report, ignore_progress
+from .tie_break import CS336, check_tie_break, token_key
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
 
@@ -24,8 +25,11 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(self, word_counts: WordCountDict) -> None:
+    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
+        # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
+        self.tie_key = token_key(tie_break)
+        self.tie_keys = [self.tie_key(token_id, token) for token_id, token in enumerate(self.token_bytes)]
         live = {word: count for word, count in word_counts.items() if count > 0}  # as bpe_v1: absent words add nothing
         self.words = [list(word) for word in live]
         self.counts = list(live.values())
@@ -36,12 +40,13 @@ class PairIndex:
                 self.pair_counts[pair] += count
                 self.words_with[pair].add(index)
 
-    def rank(self, pair: Pair) -> tuple[int, bytes, bytes]:
-        """The CS336 order: higher count first, ties to the greatest (left bytes, right bytes)."""
-        return self.pair_counts[pair], self.token_bytes[pair[0]], self.token_bytes[pair[1]]
+    def rank(self, pair: Pair) -> tuple[int, object, object]:
+        """Higher count first, ties to the greatest (left key, right key): with CS336's keys, the
+        greatest (left bytes, right bytes)."""
+        return self.pair_counts[pair], self.tie_keys[pair[0]], self.tie_keys[pair[1]]
 
     def best_pair(self) -> Pair:
-        """A linear scan: the top count at C speed first, then the CS336 tie-break among its pairs."""
+        """A linear scan: the top count at C speed first, then the tie-break among its pairs."""
         top = max(self.pair_counts.values())
         return max((pair for pair, count in self.pair_counts.items() if count == top), key=self.rank)
 
@@ -50,6 +55,7 @@ class PairIndex:
         left, right = pair
         new_token = len(self.token_bytes)
         self.token_bytes.append(self.token_bytes[left] + self.token_bytes[right])
+        self.tie_keys.append(self.tie_key(new_token, self.token_bytes[new_token]))
         changed: set[Pair] = set()
         # The index may name words that no longer hold the pair; merge_word leaves those unchanged.
         for index in self.words_with.pop(pair):
@@ -72,8 +78,10 @@ class PairIndex:
         return (self.token_bytes[left], self.token_bytes[right]), changed
 
 
-def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
-    index = PairIndex(word_counts)
+def merge(
+    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+) -> Merges:
+    index = PairIndex(word_counts, check_tie_break(tie_break))
     merges: Merges = []
     for _ in range(num_merges):
         if not index.pair_counts:

@@ -11,11 +11,13 @@ O(log pairs) amortized; the incremental updates are v2's `PairIndex`.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
 from .phases import Report, ignore_progress
+from .tie_break import CS336, check_tie_break, token_rank
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -32,16 +34,26 @@ def descending(token: bytes) -> tuple[int, ...]:
     return (*(255 - byte for byte in token), 256)
 
 
-class PairHeap:
-    """Max-heap of (count, left bytes, right bytes) with lazy deletion and compaction."""
+def heap_key(tie_break: str) -> Callable[[int, bytes], object]:
+    """A token's key in the min-heap: `descending` bytes for CS336, else its rank (tie_break.token_rank)."""
+    if tie_break == CS336:
+        return lambda token_id, token: descending(token)
+    return lambda token_id, token: token_rank(tie_break, token_id)
 
-    def __init__(self, index: PairIndex) -> None:
+
+class PairHeap:
+    """Max-heap of (count, left bytes, right bytes), or of (count, left rank, right rank) for a rule by
+    id, with lazy deletion and compaction."""
+
+    def __init__(self, index: PairIndex, tie_break: str = CS336) -> None:
         self.index = index
-        self.keys = [descending(token) for token in index.token_bytes]
+        # Each token's heap key, chosen once: the min-heap pops the smallest rank first as it is.
+        self.heap_key = heap_key(tie_break)
+        self.keys = [self.heap_key(token_id, token) for token_id, token in enumerate(index.token_bytes)]
         self.heap = [self._entry(pair) for pair in index.pair_counts]
         heapq.heapify(self.heap)
 
-    def _entry(self, pair: Pair) -> tuple[int, tuple[int, ...], tuple[int, ...], Pair]:
+    def _entry(self, pair: Pair) -> tuple[int, object, object, Pair]:
         return -self.index.pair_counts[pair], self.keys[pair[0]], self.keys[pair[1]], pair
 
     def pop_best(self) -> Pair | None:
@@ -54,8 +66,8 @@ class PairHeap:
         return None
 
     def update(self, changed: set[Pair]) -> None:
-        for token in self.index.token_bytes[len(self.keys) :]:
-            self.keys.append(descending(token))
+        for token_id in range(len(self.keys), len(self.index.token_bytes)):
+            self.keys.append(self.heap_key(token_id, self.index.token_bytes[token_id]))
         counts = self.index.pair_counts
         for pair in changed:
             if pair in counts:
@@ -65,9 +77,12 @@ class PairHeap:
             heapq.heapify(self.heap)
 
 
-def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
-    index = PairIndex(word_counts)
-    heap = PairHeap(index)
+def merge(
+    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+) -> Merges:
+    tie_break = check_tie_break(tie_break)
+    index = PairIndex(word_counts, tie_break)
+    heap = PairHeap(index, tie_break)
     merges: Merges = []
     for _ in range(num_merges):
         best = heap.pop_best()

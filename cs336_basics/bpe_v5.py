@@ -13,9 +13,12 @@ from . import _merge_cy
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
 from .phases import Report, ignore_progress
+from .tie_break import CS336
 
 __all__ = ["merge", "pretokenize_and_count"]
 
 
-def merge(word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress) -> Merges:
-    return _merge_cy.merge(word_counts, num_merges, report)
+def merge(
+    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+) -> Merges:
+    return _merge_cy.merge(word_counts, num_merges, report, tie_break=tie_break)  # which checks tie_break

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
 from os import PathLike
 
 from . import _count_cpp, _merge_cpp
 from .backend import effective_num_threads, openmp_enabled
 from .contract import Merges, WordCountDict, check_input_file
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .tie_break import CS336
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -65,37 +65,18 @@ def merge(
     *,
     release_words: bool = False,
     num_threads: int | None = None,
+    tie_break: str = CS336,
 ) -> Merges:
     """The C++ merge loop, fed directly from the native word counts (a dict is converted first), on
     the threads they were counted on and at most `num_threads` (None: no limit, every core for a dict;
     -1, -2, ... as for counting). `release_words`: free the native counts once the loop has loaded
-    them (they can do nothing after that), so that its peak memory does not hold them too."""
+    them (they can do nothing after that), so that its peak memory does not hold them too.
+    `tie_break` (a rule of `tie_break.py`) is checked by the binding."""
+    threads = None if num_threads is None else effective_num_threads(num_threads)
     if isinstance(word_counts, dict):
-        return _merge_cpp.merge(word_counts, num_merges, report, num_threads=effective_num_threads(num_threads))
-    if num_threads is not None:
-        threads = effective_num_threads(num_threads)
-        if word_counts.num_threads > threads:
-            # A table's merge runs on the threads it was made with (every core when loaded, summed or
-            # counted on Dask): its words go to the loop through its arrays instead, about 0.16 us a word.
-            # Fewer than asked (counted beside a reader) it keeps: those threads exist, and the copy costs.
-            return _merge_cpp.merge(_WordsOf(word_counts), num_merges, report, num_threads=threads)
-    return word_counts.merge(num_merges, report, release_words=release_words)
-
-
-class _WordsOf:
-    """A native table's words and counts, one pair at a time (for `_merge_cpp.merge`'s loader): no
-    Python object per word is kept, unlike `to_dict`."""
-
-    def __init__(self, table: _count_cpp.NativeWordCounts) -> None:
-        self._words, lengths, counts = table.to_arrays()
-        self._lengths = memoryview(lengths).cast("I")
-        self._counts = memoryview(counts).cast("Q")
-
-    def __len__(self) -> int:
-        return len(self._lengths)
-
-    def items(self) -> Iterator[tuple[bytes, int]]:
-        words, start = self._words, 0
-        for length, count in zip(self._lengths, self._counts):
-            yield words[start : start + length], count
-            start += length
+        return _merge_cpp.merge(
+            word_counts, num_merges, report, num_threads=effective_num_threads(threads), tie_break=tie_break
+        )
+    return word_counts.merge(
+        num_merges, report, release_words=release_words, tie_break=tie_break, num_threads=threads
+    )

@@ -5,15 +5,16 @@
 // Make the count file once (cs336-count-words, or python -m cs336_basics.count_cli):
 //   python -m cs336_basics.count_cli corpus.txt -o counts.bin
 // Run:
-//   ./bench_merge counts.bin [vocab=32000] [threads=1] [repeats=1] [parallel_words]
+//   ./bench_merge counts.bin [vocab=32000] [threads=1] [repeats=1] [parallel_words=256] [tie_break=cs336]
 // Prints, per repeat, the wall and CPU seconds of train_merges, then the number of merges and a
 // 64-bit FNV-1a digest of them (equal digests: equal merges). vocab counts 256 byte tokens and one
 // special token, as the trainers do. `parallel_words` overrides the merge loop's threshold for
-// rewriting a merge's words on the threads. Under `perf stat` or `valgrind --tool=callgrind` use
+// rewriting a merge's words on the threads; `tie_break` is cs336, smallest-id or hf. Under `perf stat` or `valgrind --tool=callgrind` use
 // repeats=1; reading the file is a small, fixed part. Built with -DBPE_MERGE_PROFILE, the loop also
 // prints where its time went: loading, the initial pairs, merges on one thread and on the threads.
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -84,21 +85,30 @@ uint64_t fnv1a(uint64_t hash, const std::string& bytes) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s COUNTS [vocab=32000] [threads=1] [repeats=1] [parallel_words]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s COUNTS [vocab=32000] [threads=1] [repeats=1] [parallel_words=256] "
+                     "[tie_break=cs336]\n", argv[0]);
         return 2;
     }
     const size_t vocab = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 32000;
     const int threads = argc > 3 ? std::atoi(argv[3]) : 1;
     const int repeats = argc > 4 ? std::atoi(argv[4]) : 1;
     const size_t parallel_words = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : bpe::kDefaultParallelWords;
+    const std::string rule = argc > 6 ? argv[6] : "cs336";
+    const char* const rules[] = {"cs336", "smallest-id", "hf"};  // bpe::TieBreak's order
+    const auto found = std::find(std::begin(rules), std::end(rules), rule);
+    if (found == std::end(rules)) {
+        std::fprintf(stderr, "tie_break must be cs336, smallest-id or hf, got %s\n", rule.c_str());
+        return 2;
+    }
+    const auto tie_break = static_cast<bpe::TieBreak>(found - std::begin(rules));
     const bpe::WordCounts words = load_count_file(argv[1]);
-    std::printf("%zu distinct words, vocab %zu, %d thread(s)\n", words.size(), vocab, threads);
+    std::printf("%zu distinct words, vocab %zu, %d thread(s), ties %s\n", words.size(), vocab, threads, rule.c_str());
     std::vector<bpe::Merge> merges;
     for (int repeat = 0; repeat < repeats; ++repeat) {
         const auto start = std::chrono::steady_clock::now();
         const double cpu_start = process_cpu_seconds();
         merges = bpe::train_merges(words, vocab - 257, nullptr, nullptr, threads, bpe::kDefaultPrunePairs,
-                                    parallel_words);
+                                    parallel_words, tie_break);
         const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
         std::printf("merge: %.3f s wall, %.3f s CPU\n", took.count(), process_cpu_seconds() - cpu_start);
     }

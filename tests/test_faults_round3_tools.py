@@ -100,9 +100,8 @@ needs_v7 = pytest.mark.skipif(not trainer_status()["bpe_v7"].available, reason="
 
 
 class MergeThreads:
-    """The threads each bpe_v7 merge loop ran on: a native table's own (its merge runs on the threads
-    it was made with), or the `num_threads` given to `_merge_cpp.merge` (a dict, or a table handed over
-    through its arrays)."""
+    """The threads each bpe_v7 merge loop ran on: the `num_threads` given to `_merge_cpp.merge` (a
+    dict), or for a native table its own threads capped by the `num_threads` its merge was given."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from cs336_basics import bpe_v7
@@ -111,9 +110,18 @@ class MergeThreads:
         real_merge, real_cpp = bpe_v7.merge, bpe_v7._merge_cpp
         current: list[int] = []
 
+        class Table:
+            def __init__(self, table) -> None:
+                self.table = table
+
+            def merge(self, *args, num_threads: int | None = None, **kwargs):
+                own = self.table.num_threads
+                current.append(own if num_threads is None else min(own, num_threads))
+                return self.table.merge(*args, num_threads=num_threads, **kwargs)
+
         def merge(word_counts, *args, **kwargs):
-            current[:] = [] if isinstance(word_counts, dict) else [word_counts.num_threads]
-            merges = real_merge(word_counts, *args, **kwargs)
+            current[:] = []
+            merges = real_merge(word_counts if isinstance(word_counts, dict) else Table(word_counts), *args, **kwargs)
             self.seen.append(current[-1])
             return merges
 
