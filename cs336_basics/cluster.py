@@ -403,10 +403,11 @@ def count_words_on_cluster(
     if slices is None:
         slices = num_workers
     topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
-    other = None if pattern.native else pattern  # GPT-2's goes as before: `count` need not take it
+    # GPT-2's pattern is not sent: `count` need not take one, and the tasks stay as they were.
+    other = () if pattern.native else (pattern,)
     counted = [
         client.submit(
-            count_sliced, count, slices, batch, specials, options, topic, index, other, pure=True, retries=retries
+            count_sliced, count, slices, batch, specials, options, topic, index, *other, pure=True, retries=retries
         )
         for index, batch in enumerate(batches)
     ]
@@ -643,7 +644,7 @@ def _count_streamed_on_cluster(
             skip_bad_records,
             topic,
             index,
-            pattern,
+            *(() if pattern.native else (pattern,)),
             pure=True,
             retries=retries,
         )
