@@ -1,10 +1,10 @@
 """bpe_v1 — the naive trainer and the oracle every other version is tested against.
 
-Read the whole file, split it on special tokens, pre-tokenize with the GPT-2 pattern, count words.
-Then, for every merge, count every adjacent pair in every word from scratch, take the most frequent
-(ties: the greatest `(left_bytes, right_bytes)`, or another rule of `tie_break.py`), and rewrite
-every word. Each merge costs a pass over the whole corpus's unique words, so it is slow, and
-obviously right.
+Read the whole file, split it on special tokens, pre-tokenize with the pattern (GPT-2's unless
+another is given, `pattern.py`), count words. Then, for every merge, count every adjacent pair in
+every word from scratch, take the most frequent (ties: the greatest `(left_bytes, right_bytes)`, or
+another rule of `tie_break.py`), and rewrite every word. Each merge costs a pass over the whole
+corpus's unique words, so it is slow, and obviously right.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import defaultdict
 from os import PathLike
 
 from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
+from .pattern import Pattern
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 from .tie_break import CS336, check_tie_break, token_key
 
@@ -22,10 +23,12 @@ def pretokenize_and_count(
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
+    *,
+    pattern: Pattern | None = None,
 ) -> WordCountDict:
     """Word counts of the whole file, counted in this process (`options` do not apply)."""
     text = read_corpus(input_path)
-    counts = dict(count_words_in_text(text, special_tokens))
+    counts = dict(count_words_in_text(text, special_tokens, pattern))
     report(len(text.encode("utf-8")))
     return counts
 

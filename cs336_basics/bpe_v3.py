@@ -2,9 +2,9 @@
 
 Once merges are incremental, pre-tokenization dominates: the `regex` package manages a few MB/s per
 core. v3 cuts the file into chunks at special-token starts (or, where a region has none, at
-whitespace boundaries that split no pre-token, see `contract.find_chunk_boundaries`), lets a pool
-of processes count each chunk, and adds the counters. The result does not depend on the number of
-workers or chunks; the merge loop is v2's.
+whitespace boundaries that split no pre-token of a named pattern, see
+`contract.find_chunk_boundaries`), lets a pool of processes count each chunk, and adds the
+counters. The result does not depend on the number of workers or chunks; the merge loop is v2's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .contract import (
     decode_utf8,
     find_chunk_boundaries,
 )
+from .pattern import Pattern, resolve_pattern
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -35,13 +36,13 @@ CHUNKS_PER_WORKER = 4
 PARALLEL_MIN_BYTES = 1 << 20
 
 
-def _count_chunk(path: str, start: int, end: int, special_tokens: list[str]) -> Counter[bytes]:
+def _count_chunk(path: str, start: int, end: int, special_tokens: list[str], pattern: Pattern) -> Counter[bytes]:
     with open(path, "rb") as file:
         file.seek(start)
         data = file.read(end - start)
     if len(data) != end - start:  # the file shrank since its chunks were planned
         raise BPEInputError(f"{path} changed while it was read")
-    return count_words_in_text(decode_utf8(data, offset=start), special_tokens)
+    return count_words_in_text(decode_utf8(data, offset=start), special_tokens, pattern)
 
 
 def pretokenize_and_count(
@@ -49,23 +50,30 @@ def pretokenize_and_count(
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
+    *,
+    pattern: Pattern | None = None,
 ) -> WordCountDict:
+    """Word counts of the file, its chunks counted by `pattern` (None: GPT-2's) in worker processes.
+    A pattern that `whitespace_cuts_safe` does not cover is cut only at special tokens."""
+    pattern = resolve_pattern(pattern)
     path = check_input_file(input_path)
     workers = resolve_parallelism(options.num_workers)
     if options.num_workers is None and path.stat().st_size < PARALLEL_MIN_BYTES:
         workers = 1
     chunks = options.num_chunks or workers * CHUNKS_PER_WORKER
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        boundaries = find_chunk_boundaries(data, chunks, special_tokens)
+        boundaries = find_chunk_boundaries(data, chunks, special_tokens, whitespace=pattern.whitespace_cuts_safe)
     spans = list(zip(boundaries[:-1], boundaries[1:]))
     total: Counter[bytes] = Counter()
     if workers == 1 or len(spans) == 1:
         for start, end in spans:
-            total.update(_count_chunk(str(path), start, end, special_tokens))
+            total.update(_count_chunk(str(path), start, end, special_tokens, pattern))
             report(end - start)
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(spans))) as pool:
-            futures = [pool.submit(_count_chunk, str(path), start, end, special_tokens) for start, end in spans]
+            futures = [
+                pool.submit(_count_chunk, str(path), start, end, special_tokens, pattern) for start, end in spans
+            ]
             try:
                 # Collect in submission order: the first error raised is the one at the lowest offset.
                 for future, (start, end) in zip(futures, spans):

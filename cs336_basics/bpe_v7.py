@@ -9,18 +9,21 @@ after one table of words they share) that are merged at the end. The word counts
 objects: they go straight to the C++ merge loop, which v7 runs on the same threads: a merge that
 touches many words has them rewritten by every thread, and its count changes applied side by side
 (`cpp/bpe_merge.cpp`; bpe_v6 runs the loop on one thread).
-Without OpenMP in the build it runs the same code on one thread, and says so once.
+Without OpenMP in the build it runs the same code on one thread, and says so once. Another pattern
+than GPT-2's is counted as bpe_v3 counts it (`regex`, worker processes), and merged here.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from os import PathLike
 
-from . import _count_cpp, _merge_cpp
+from . import _count_cpp, _merge_cpp, bpe_v3
 from .backend import effective_num_threads, openmp_enabled
 from .contract import Merges, WordCountDict, check_input_file
+from .pattern import GPT2, Pattern, pattern_label, resolve_pattern
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 from .tie_break import CS336
 
@@ -46,9 +49,21 @@ def pretokenize_and_count(
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
     report: Report = ignore_progress,
-) -> _count_cpp.NativeWordCounts:
+    *,
+    pattern: Pattern | None = None,
+) -> _count_cpp.NativeWordCounts | WordCountDict:
     """Word counts held in C++, counted on `options.num_workers` threads in chunks of about
-    size / `options.num_chunks` bytes (None: automatic)."""
+    size / `options.num_chunks` bytes (None: automatic). A pattern the native scanner does not run
+    is counted by bpe_v3's worker processes with `regex` instead, into a dict, said in one line."""
+    pattern = resolve_pattern(pattern)
+    if not pattern.native:
+        named = pattern_label(pattern.regex)
+        print(
+            f"note: the pattern {named} runs through the regex module on worker processes, the slower path "
+            f"(the native scanner runs {GPT2})",
+            file=sys.stderr,
+        )
+        return bpe_v3.pretokenize_and_count(input_path, special_tokens, options, report, pattern=pattern)
     path = check_input_file(input_path)
     _warn_once_without_openmp()
     threads = effective_num_threads(options.num_workers)

@@ -38,17 +38,21 @@ from .command_line import (
     InterruptHandling,
     add_cluster_argument,
     add_format_arguments,
+    add_rule_arguments,
     add_special_tokens_argument,
     broken_link_message,
     how_invoked,
     human_bytes,
 )
-from .contract import MAX_WORKERS_PER_CORE, check_num_workers
+from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, inspect_input, is_url
-from .serialization import OutputDirectory
-from .trainers import TrainingResult, peak_rss_bytes
+from .pattern import GPT2, pattern_label
+from .presets import TrainingRules, resolve_rules
+from .serialization import OutputDirectory, run_rules
+from .tie_break import CS336
+from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
 
 MISSING_DATA_HELP = """\
 error: the training file {path} does not exist{where}.
@@ -111,6 +115,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(tokenizer.tiktoken), comma-separated",
     )
     add_special_tokens_argument(parser)
+    add_rule_arguments(parser)
     parser.add_argument("--demo", action="store_true", help="train on the built-in demo corpus (made in OUT_DIR)")
     parser.add_argument(
         "--workers",
@@ -138,10 +143,10 @@ EXPORTS = EXPORT_FORMATS
 
 
 def train_from_sources(
-    args: argparse.Namespace, trainer: str | None, data: list[str], num_workers: int | None
+    args: argparse.Namespace, trainer: str | None, data: list[str], num_workers: int | None, rules: TrainingRules
 ) -> tuple[TrainingResult, str]:
-    """Training on count files, or on several files / a cluster by counting first; returns the
-    result and a description of the data."""
+    """Training on count files, or on several files / a cluster by counting first, by `rules`;
+    returns the result and a description of the data."""
     from .trainers import count_inputs, train_after_counting
     from .word_counts import WordCounts
 
@@ -158,6 +163,7 @@ def train_from_sources(
             format=args.format,
             text_field=args.text_field,
             skip_bad_records=args.skip_bad_records,
+            pattern=rules.pattern,
         )
 
     result, counts = train_after_counting(
@@ -168,6 +174,8 @@ def train_from_sources(
         progress=not args.quiet,
         first_phase="read counts" if args.counts else "count",
         num_workers=num_workers,
+        # Count files keep their own pattern unless one is asked for (then it must be theirs).
+        **rules_keywords(rules, args.like, explicit=args.pattern is not None),
     )
     if args.counts:
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
@@ -179,6 +187,18 @@ def train_from_sources(
             where = where or ", read as concatenated"
             described = f"{len(data)} files, {human_bytes(counts.source_bytes)} of text{where}"
     return result, described
+
+
+def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str]]:
+    """The summary's rows for the rules a run trained by, where they are not CS336's."""
+    rows = []
+    if result.pattern.name != GPT2:
+        rows.append(("pattern", pattern_label(result.pattern.regex)))
+    if result.tie_break != CS336:
+        rows.append(("tie-break", result.tie_break))
+    if result.layout != CS336_LAYOUT:
+        rows.append(("ids", f"{result.layout}'s layout" + (f" (--like {like})" if like else "")))
+    return rows
 
 
 def _workers_option(requested: int | None) -> dict[str, int]:
@@ -209,6 +229,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     data: Path | None = None
     try:
         options = _workers_option(args.workers)
+        rules = resolve_rules(args.pattern, args.tie_break, args.like)
         with contextlib.ExitStack() as held:
             # Every output directory is checked and locked before training, not after.
             outputs = [
@@ -236,7 +257,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             urls = any(is_url(source) for source in args.data or [])
             if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
                 sources = args.data or ([str(data)] if data else [])
-                result, described = train_from_sources(args, trainer, sources, options.get("num_workers"))
+                result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules)
             else:
                 largest = args.vocab_sizes[-1]
                 formats = {
@@ -245,7 +266,14 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                     "skip_bad_records": args.skip_bad_records,
                 }
                 result = train(
-                    data, largest, args.special, trainer=trainer, progress=not args.quiet, **formats, **options
+                    data,
+                    largest,
+                    args.special,
+                    trainer=trainer,
+                    progress=not args.quiet,
+                    **rules_keywords(rules, args.like),
+                    **formats,
+                    **options,
                 )
                 described = f"{data} ({human_bytes(data.stat().st_size)})"
                 if not args.demo:
@@ -262,7 +290,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             interrupts.check()
             # Each size's set is prepared (exports included) before any is written, so a failed export
             # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.
-            details = {"trainer": result.trainer}
+            details = {"trainer": result.trainer, **run_rules(result.pattern, result.tie_break, result.layout)}
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
@@ -291,6 +319,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         ("data", described),
         ("vocab", f"{len(result.vocab):,} ({len(result.merges):,} merges)"),
         ("words", f"{result.num_words:,} distinct pre-tokens"),
+        *_rules_rows(result, args.like),
         *(
             [("note", f"stopped early: no pair left to merge after {len(result.merges):,} merges")]
             if len(result.vocab) < args.vocab_sizes[-1]

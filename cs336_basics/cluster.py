@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from .backend import usable_cores
-from .contract import GPT2_SPLIT_PATTERN, MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
+from .contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .counting import (
     DOCUMENT_SEPARATOR,
     CountTask,
@@ -69,6 +69,7 @@ from .formats import (
     parquet_file,
     read_blocks,
 )
+from .pattern import Pattern, resolve_pattern
 from .phases import Report
 from .progress import progress_bar
 from .word_counts import (
@@ -291,11 +292,13 @@ def count_sliced(
     storage_options: Mapping[str, object] | None,
     progress_topic: str | None,
     batch: int,
+    pattern: Pattern | None = None,
 ) -> tuple:
     """One counting task on a worker: `count(tasks, ...)` (one table for all of them, see
     `counting.count_tasks`) in `num_slices` slices by word (see `word_counts.split_table`), each
     packed. With a `progress_topic`, the bytes counted so far go to the client as events
-    `(batch, bytes)` (a retried task starts again from 0; the client keeps each batch's largest)."""
+    `(batch, bytes)` (a retried task starts again from 0; the client keeps each batch's largest).
+    `pattern`: the pre-tokenizer, passed on to `count` when it is not GPT-2's (None)."""
     report = None
     if progress_topic is not None:
         worker = _import_distributed().get_worker()
@@ -306,7 +309,8 @@ def count_sliced(
             done += size
             worker.log_event(progress_topic, (batch, done))
 
-    slices = count(tasks, special_tokens, 1, storage_options, progress=report, num_slices=num_slices)
+    rules = {} if pattern is None else {"pattern": pattern}
+    slices = count(tasks, special_tokens, 1, storage_options, progress=report, num_slices=num_slices, **rules)
     return tuple(pack_table(table) for table in slices)
 
 
@@ -340,9 +344,11 @@ def count_words_on_cluster(
     format: str | None = None,
     text_field: str = "text",
     skip_bad_records: bool = False,
+    pattern: str | Pattern | None = None,
 ) -> WordCounts:
     """Count the inputs, read as if concatenated, on the cluster behind `client`; equal to
-    `counting.count_words(paths, special_tokens)`.
+    `counting.count_words(paths, special_tokens, pattern=pattern)`. A `pattern` the native scanner
+    does not run (`pattern.py`) is counted with `regex` on the workers, one thread each.
 
     The inputs are cut into ranges of about `range_bytes` (None: a 32nd of a task, at most
     RANGE_BYTES) and the ranges grouped into tasks of about `task_bytes` (None: one task per
@@ -358,6 +364,7 @@ def count_words_on_cluster(
     JSON lines (cut at newlines) are tasks; a compressed file is one task (a compressed stream cannot
     be split)."""
     specials = check_special_tokens(special_tokens)
+    pattern = resolve_pattern(pattern)
     if fan_in < 2:
         raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
     if slices is not None and slices < 1:
@@ -369,32 +376,44 @@ def count_words_on_cluster(
     sources = [inspect_input(path, format, text_field, storage_options=storage_options) for path in paths]
     if not all(source.in_place for source in sources):
         return _count_streamed_on_cluster(
-            client, sources, specials, text_field, skip_bad_records, range_bytes, progress, retries, fan_in, slices
+            client,
+            sources,
+            specials,
+            text_field,
+            skip_bad_records,
+            range_bytes,
+            progress,
+            retries,
+            fan_in,
+            slices,
+            pattern,
         )
     total_bytes = input_bytes(paths, storage_options)
     if total_bytes == 0:
-        return WordCounts({}, specials, GPT2_SPLIT_PATTERN, 0)
+        return WordCounts({}, specials, pattern.regex, 0)
     distributed = _import_distributed()
     num_workers = max(1, len(client.scheduler_info().get("workers", {})))
     num_tasks = _task_count(total_bytes, num_workers, task_bytes)
     if range_bytes is None:
         range_bytes = max(1, min(RANGE_BYTES, total_bytes // (32 * num_tasks)))
-    ranges = plan_count_tasks(paths, specials, task_bytes=range_bytes, storage_options=storage_options)
+    ranges = plan_count_tasks(paths, specials, task_bytes=range_bytes, storage_options=storage_options, pattern=pattern)
     batches = group_into_batches(ranges, num_tasks)
 
     options = dict(storage_options) if storage_options else None
     if slices is None:
         slices = num_workers
     topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
+    # GPT-2's pattern is not sent: `count` need not take one, and the tasks stay as they were.
+    other = () if pattern.native else (pattern,)
     counted = [
         client.submit(
-            count_sliced, count, slices, batch, specials, options, topic, index, pure=True, retries=retries
+            count_sliced, count, slices, batch, specials, options, topic, index, *other, pure=True, retries=retries
         )
         for index, batch in enumerate(batches)
     ]
     sizes = [sum(map(task_size, batch)) for batch in batches]
     table = _add_up_slices(client, distributed, counted, slices, sizes, fan_in, retries, topic)
-    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, total_bytes)
+    return WordCounts(table, specials, pattern.regex, total_bytes)
 
 
 def _add_up_slices(
@@ -534,12 +553,15 @@ def count_stream_part(
     skip_bad_records: bool,
     progress_topic: str | None,
     batch: int,
+    pattern: Pattern | None = None,
 ) -> tuple:
     """One task of `_count_streamed_on_cluster` on a worker: its part of the stream counted by a
-    `_StreamCounter` (on one thread) that starts after a separator unless it is the first, in
+    `_StreamCounter` (on one thread, by `pattern`) that starts after a separator unless it is the first, in
     `num_slices` packed slices, then `(documents fed, text bytes fed, bad records, first bad record,
     its own source bytes)` for the client to reckon the separators and the report."""
-    counter = _StreamCounter(special_tokens, 1, documents=documents, started=batch > 0, after_document=batch > 0)
+    counter = _StreamCounter(
+        special_tokens, 1, documents=documents, started=batch > 0, after_document=batch > 0, pattern=pattern
+    )
     skipped = BadRecords() if skip_bad_records else None
     for source in part.sources:
         counter.label = source.path
@@ -592,6 +614,7 @@ def _count_streamed_on_cluster(
     retries: int,
     fan_in: int,
     slices: int | None,
+    pattern: Pattern,
 ) -> WordCounts:
     """Local streamed inputs counted on the cluster, equal to `counting.count_words` of them."""
     distributed = _import_distributed()
@@ -606,7 +629,7 @@ def _count_streamed_on_cluster(
         range_bytes = max(1 << 20, min(RANGE_BYTES, total // (4 * num_workers) + 1))
     parts = _plan_stream_parts(sources, range_bytes, single)
     if not parts:  # Parquet files without row groups
-        return WordCounts({}, specials, GPT2_SPLIT_PATTERN, 0)
+        return WordCounts({}, specials, pattern.regex, 0)
     if slices is None:
         slices = num_workers
     topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
@@ -621,6 +644,7 @@ def _count_streamed_on_cluster(
             skip_bad_records,
             topic,
             index,
+            *(() if pattern.native else (pattern,)),
             pure=True,
             retries=retries,
         )
@@ -638,7 +662,7 @@ def _count_streamed_on_cluster(
         source_bytes = reports[0][4]
     else:
         source_bytes = _stream_source_bytes(parts, reports, separator_bytes)
-    counts = WordCounts(table, specials, GPT2_SPLIT_PATTERN, source_bytes)
+    counts = WordCounts(table, specials, pattern.regex, source_bytes)
     if skip_bad_records:
         skipped = BadRecords()
         for _, _, count, first, _ in reports:

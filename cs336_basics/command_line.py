@@ -16,6 +16,9 @@ from types import FrameType
 
 from .contract import ENDOFTEXT
 from .formats import FORMATS
+from .pattern import CL100K, GPT2, O200K
+from .presets import PRESETS
+from .tie_break import TIE_BREAKS
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -54,6 +57,35 @@ def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
         default=[ENDOFTEXT],
         metavar="TOKEN",
         help=f"special tokens, in vocabulary order ({ENDOFTEXT}); give none to use none",
+    )
+
+
+def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--pattern",
+        default=None,
+        metavar="NAME|REGEX",
+        help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), or a regex for "
+        f"the regex module; all but {GPT2} are counted through the regex module, the slower path",
+    )
+
+
+def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--pattern`, `--tie-break` and `--like` (see `presets.resolve_rules`)."""
+    add_pattern_argument(parser)
+    parser.add_argument(
+        "--tie-break",
+        choices=TIE_BREAKS,
+        default=None,
+        help="which pair a merge takes among pairs of equal count: cs336 (default: the greatest bytes), "
+        "smallest-id (rustbpe, nanochat), hf (HF tokenizers)",
+    )
+    parser.add_argument(
+        "--like",
+        choices=list(PRESETS),
+        default=None,
+        help="train exactly as another tool does: sets the pattern, the tie-break and the vocabulary's ids; "
+        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer), cs336 (default)",
     )
 
 

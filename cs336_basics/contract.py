@@ -1,6 +1,6 @@
 """The contract every trainer keeps (`../shared/DESIGN.md`): input checks, special-token splitting,
-GPT-2 pre-tokenization, word counting in Python (the oracle's), the safe cuts for parallel counting,
-and the vocabulary layout.
+pre-tokenization with a pattern (`pattern.py`, GPT-2's by default), word counting in Python (the
+oracle's), the safe cuts for parallel counting, and the vocabulary layout.
 
 A trainer version only decides *how* words are counted and *how* merges are found; everything that
 defines *what* the result is lives here, once, so the versions cannot drift apart.
@@ -18,7 +18,7 @@ from pathlib import Path
 import regex
 
 from .backend import resolve_parallelism, usable_cores
-from .pattern import GPT2_SPLIT_PATTERN
+from .pattern import GPT2_SPLIT_PATTERN, Pattern, resolve_pattern
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
 GPT2_REGEX = regex.compile(GPT2_SPLIT_PATTERN)
@@ -203,11 +203,19 @@ def split_on_special_tokens(text: str, special_tokens: Iterable[str]) -> list[st
     return [text] if splitter is None else splitter.split(text)
 
 
-def count_words_in_text(text: str, special_tokens: Iterable[str]) -> Counter[bytes]:
-    """How often each pre-token occurs, as UTF-8 bytes; special tokens split and are not counted."""
+def count_words_in_text(
+    text: str, special_tokens: Iterable[str], pattern: str | Pattern | None = None
+) -> Counter[bytes]:
+    """How often each pre-token (a match of `pattern`, default GPT-2's) occurs, as UTF-8 bytes;
+    special tokens split and are not counted. Empty matches, which some regexes allow, count as nothing."""
+    compiled = GPT2_REGEX if pattern is None else resolve_pattern(pattern).compiled
     counts: Counter[bytes] = Counter()
     for piece in split_on_special_tokens(text, special_tokens):
-        counts.update(match.encode("utf-8") for match in GPT2_REGEX.findall(piece))
+        if compiled.groups:  # findall would give the groups, not the matches
+            matches: Iterable[str] = (match.group() for match in compiled.finditer(piece))
+        else:
+            matches = compiled.findall(piece)
+        counts.update(match.encode("utf-8") for match in matches if match)
     return counts
 
 
@@ -248,10 +256,11 @@ def _special_token_cut(data: Buffer, start: int, end: int, tokens: list[bytes]) 
 def _whitespace_cut(data: Buffer, start: int, end: int, tokens: list[bytes]) -> int | None:
     """The first cut in [start, end) before ' ' or '\\n' that follows an ASCII letter or digit.
 
-    Such a cut splits no pre-token: no GPT-2 alternative puts whitespace after a non-space, so the
-    pre-token before the cut ends there; the whitespace run after it starts a fresh match, and
-    `(?!\\S)` only looks forward from inside that run. An ASCII byte is never inside a multi-byte
-    UTF-8 character.
+    Such a cut splits no pre-token: no alternative of a named pattern (GPT-2's, cl100k's, o200k's;
+    `Pattern.whitespace_cuts_safe`) puts whitespace after a letter or digit, so the pre-token
+    before the cut ends there; the whitespace run after it starts a fresh match, and `(?!\\S)` (or
+    cl100k's `$`) only looks forward from inside that run, which a cut never ends. An ASCII byte is
+    never inside a multi-byte UTF-8 character.
     """
     for cut in whitespace_cuts(data, start, end):
         if not _spans_special_token(data, cut, tokens):
@@ -278,23 +287,27 @@ def whitespace_cuts(data: Buffer, start: int, end: int, *, backward: bool = Fals
             found = roles.find(b"a ", found + 1)
 
 
-def _next_boundary(data: Buffer, start: int, tokens: list[bytes]) -> int:
-    """The first safe cut at or after `start`, preferring a special token in the same 1 MiB block."""
+def _next_boundary(data: Buffer, start: int, tokens: list[bytes], whitespace: bool = True) -> int:
+    """The first safe cut at or after `start`, preferring a special token in the same 1 MiB block
+    (`whitespace`: else a whitespace cut; without it only special tokens cut)."""
     size = len(data)
     for block_start in range(start, size, _SCAN_BLOCK):
         block_end = min(block_start + _SCAN_BLOCK, size)
         cut = _special_token_cut(data, block_start, block_end, tokens)
-        if cut is None:
+        if cut is None and whitespace:
             cut = _whitespace_cut(data, block_start, block_end, tokens)
         if cut is not None:
             return cut
     return size
 
 
-def find_chunk_boundaries(data: Buffer, num_chunks: int, special_tokens: Iterable[str]) -> list[int]:
+def find_chunk_boundaries(
+    data: Buffer, num_chunks: int, special_tokens: Iterable[str], *, whitespace: bool = True
+) -> list[int]:
     """Byte offsets `[0, ..., len(data)]` cutting `data` into at most `num_chunks` pieces that can be
-    counted independently: every cut is at a special token's start, or failing that at a safe
-    whitespace boundary, so counting the chunks separately gives exactly the counts of the whole."""
+    counted independently: every cut is at a special token's start, or failing that (with
+    `whitespace`, which the pattern's `whitespace_cuts_safe` allows) at a safe whitespace boundary,
+    so counting the chunks separately gives exactly the counts of the whole."""
     tokens = [token.encode("utf-8") for token in special_tokens]
     size = len(data)
     boundaries = [0]
@@ -302,7 +315,7 @@ def find_chunk_boundaries(data: Buffer, num_chunks: int, special_tokens: Iterabl
         guess = max(size * index // num_chunks, boundaries[-1] + 1)
         if guess >= size:
             break
-        cut = _next_boundary(data, guess, tokens)
+        cut = _next_boundary(data, guess, tokens, whitespace)
         if cut >= size:
             break
         if cut > boundaries[-1]:

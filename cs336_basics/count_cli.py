@@ -5,7 +5,9 @@
     cs336-train-bpe auto out --counts counts.bin other.bin -v 32000    # count files add up
 
 The inputs are counted as if concatenated (see `cs336_basics.word_counts`, which also documents the
-file format). Count files of inputs split at document boundaries add up to the counts of the whole.
+file format), pre-tokenized by `--pattern` (GPT-2's by default; the file records it, and training
+from it takes that pattern, or refuses another). Count files of inputs split at document
+boundaries add up to the counts of the whole.
 
 Exit status, the same for every command of the package (cs336-train-bpe, cs336-count-words):
     0    done
@@ -32,11 +34,13 @@ from .command_line import (
     InterruptHandling,
     add_cluster_argument,
     add_format_arguments,
+    add_pattern_argument,
     add_special_tokens_argument,
     human_bytes,
 )
 from .contract import BPEInputError, check_num_workers
 from .formats import expand_inputs
+from .pattern import GPT2, resolve_pattern
 from .serialization import check_output_dir
 from .trainers import count_inputs
 
@@ -62,7 +66,8 @@ def task_bytes_option(task_mb: int | None) -> int | None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="cs336-count-words",
-        description="Count GPT-2 pre-tokens of UTF-8 text into a binary count file, for cs336-train-bpe --counts.",
+        description="Count pre-tokens (GPT-2's pattern unless --pattern) of UTF-8 text into a binary count file, "
+        "for cs336-train-bpe --counts.",
     )
     parser.add_argument(
         "data",
@@ -73,6 +78,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_format_arguments(parser)
     parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
+    add_pattern_argument(parser)
     add_cluster_argument(parser)
     parser.add_argument(
         "--task-mb",
@@ -99,6 +105,7 @@ def _count(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         task_bytes = task_bytes_option(args.task_mb)
+        pattern = resolve_pattern(args.pattern)
         _check_output(args.output)
         args.data = expand_inputs(args.data)
         counts = count_inputs(
@@ -112,6 +119,7 @@ def _count(args: argparse.Namespace) -> int:
             format=args.format,
             text_field=args.text_field,
             skip_bad_records=args.skip_bad_records,
+            pattern=pattern,
         )
         counted = time.perf_counter()
         try:
@@ -132,6 +140,7 @@ def _count(args: argparse.Namespace) -> int:
     rows = [
         ("inputs", f"{len(args.data)} file(s), {human_bytes(counts.source_bytes)}"),
         ("words", f"{len(counts):,} distinct, {counts.total_words:,} in all"),
+        *([("pattern", counts.pattern_label)] if pattern.name != GPT2 else []),
         ("count", f"{counted - started:,.2f} s ({counts.source_bytes / max(counted - started, 1e-9) / 1e6:,.1f} MB/s)"),
         ("wrote", f"{path} ({human_bytes(path.stat().st_size)})"),
     ]

@@ -24,13 +24,13 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from .backend import effective_num_threads, usable_cores
 from .contract import (
     _SCAN_BLOCK,
-    GPT2_SPLIT_PATTERN,
     BPEInputError,
     _spans_special_token,
     _special_token_cut,
@@ -56,6 +56,7 @@ from .formats import (
     read_blocks,
     url_filesystem,
 )
+from .pattern import Pattern, resolve_pattern
 from .progress import progress_bar
 from .word_counts import CountTable, WordCounts, _native_module, add_count_tables, add_tables, split_table
 
@@ -134,9 +135,10 @@ class _Source:
 class _CutFinder:
     """Safe cuts (see `contract.find_chunk_boundaries`) found by reading small windows of an input."""
 
-    def __init__(self, source: _Source, tokens: list[bytes]) -> None:
+    def __init__(self, source: _Source, tokens: list[bytes], whitespace: bool = True) -> None:
         self.source = source
         self.tokens = tokens
+        self.whitespace = whitespace  # False: only special tokens cut (Pattern.whitespace_cuts_safe)
         # Windows reach this far past the block searched, so every token check sees whole tokens.
         self.pad = max((len(token) for token in tokens), default=0) + 1
 
@@ -149,7 +151,7 @@ class _CutFinder:
             base = max(0, block_start - self.pad)
             window = self.source.read(base, block_end + self.pad)
             cut = _special_token_cut(window, block_start - base, block_end - base, self.tokens)
-            if cut is None:
+            if cut is None and self.whitespace:
                 cut = _whitespace_cut(window, block_start - base, block_end - base, self.tokens)
             if cut is not None and base + cut < size:
                 return base + cut
@@ -171,7 +173,7 @@ class _CutFinder:
                 while found != -1 and _spans_special_token(window, found, self.tokens):
                     found = window.rfind(token, low, found + len(token) - 1)
                 best = max(best, found)
-            for cut in whitespace_cuts(window, low, high + 1, backward=True):
+            for cut in whitespace_cuts(window, low, high + 1, backward=True) if self.whitespace else ():
                 if not _spans_special_token(window, cut, self.tokens):
                     best = max(best, cut)
                     break
@@ -196,6 +198,7 @@ def plan_count_tasks(
     *,
     task_bytes: int = 64 << 20,
     storage_options: Mapping[str, object] | None = None,
+    pattern: str | Pattern | None = None,
 ) -> list[CountTask]:
     """Cut the inputs, read as if concatenated, into tasks that can be counted independently and
     whose counts add up to the counts of the concatenation.
@@ -206,7 +209,9 @@ def plan_count_tasks(
     when a file has no safe cut at all, more) segments, so nothing that spans a file boundary is cut.
     Finally consecutive tasks are joined while they fit in `task_bytes` (see `_group_contiguous`).
     Cuts stay a special token's length away from each file's ends, so no token can straddle them.
+    A `pattern` that `whitespace_cuts_safe` does not cover is cut at special tokens only.
     """
+    whitespace = resolve_pattern(pattern).whitespace_cuts_safe
     tokens = [token.encode("utf-8") for token in check_special_tokens(special_tokens)]
     margin = max(max((len(token) for token in tokens), default=0), 1)
     if task_bytes < 1:
@@ -220,7 +225,7 @@ def plan_count_tasks(
     pending: list[Segment] = []  # text after the last cut, not yet in a task
     for index, source in enumerate(sources):
         first, last, size = index == 0, index == len(sources) - 1, source.size
-        finder = _CutFinder(source, tokens)
+        finder = _CutFinder(source, tokens, whitespace)
         head: int | None = 0 if first else finder.first_at_or_after(margin)
         tail: int | None = size
         if head is not None and not last:
@@ -304,13 +309,13 @@ def describe_task(task: CountTask) -> str:
 
 
 def _count_buffer(
-    data: bytes | memoryview, special_tokens: list[str], num_threads: int | None, task: CountTask
+    data: bytes | memoryview, special_tokens: list[str], num_threads: int | None, task: CountTask, pattern: Pattern
 ) -> CountTable:
-    native = _native_module()
+    native = _native_module() if pattern.native else None
     try:
         if native is not None:
             return native.count_words_in_buffer(data, special_tokens, num_threads)
-        return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens))
+        return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens, pattern))
     except (ValueError, UnicodeDecodeError) as error:
         raise BPEInputError(_located(task, str(error))) from None
 
@@ -346,12 +351,15 @@ def count_task(
     special_tokens: list[str],
     num_threads: int | None = 1,
     storage_options: Mapping[str, object] | None = None,
+    pattern: str | Pattern | None = None,
 ) -> CountTable:
-    """The word counts of one task's bytes (a native table, or a dict without the compiled module):
-    a pure function of its arguments (safe to retry). The bytes are read, not memory-mapped: a file
-    that shrinks under a mapping kills the process with SIGBUS, a short read is an error (and the
-    pure-Python counter holds the text as a str anyway)."""
-    return _count_buffer(_read_task(task, storage_options), special_tokens, num_threads, task)
+    """The word counts of one task's bytes by `pattern` (a native table, or a dict without the
+    compiled module or for a pattern the native scanner does not run): a pure function of its
+    arguments (safe to retry). The bytes are read, not memory-mapped: a file that shrinks under a
+    mapping kills the process with SIGBUS, a short read is an error (and the pure-Python counter
+    holds the text as a str anyway)."""
+    pattern = resolve_pattern(pattern)
+    return _count_buffer(_read_task(task, storage_options), special_tokens, num_threads, task, pattern)
 
 
 def count_tasks(
@@ -361,6 +369,7 @@ def count_tasks(
     storage_options: Mapping[str, object] | None = None,
     progress: Callable[[int], object] | None = None,
     num_slices: int | None = None,
+    pattern: str | Pattern | None = None,
 ) -> CountTable | list[CountTable]:
     """The word counts of several tasks' bytes in one table (their sum), a pure function of its
     arguments (safe to retry); with `num_slices`, that table cut as `split_table` cuts it. With the
@@ -368,12 +377,14 @@ def count_tasks(
     batch of tasks costs one table, not one each, and it comes out in table order, unsorted (fit for
     adding up; `WordCounts` sorts it for a count file). A local range is memory-mapped with its pages
     released as they are counted; other tasks are read whole: memory is one task's bytes plus the
-    table. `progress`, if given, gets each task's size once it is counted."""
-    native = _native_module()
+    table. `progress`, if given, gets each task's size once it is counted. A `pattern` the native
+    scanner does not run is counted in Python, into dicts."""
+    pattern = resolve_pattern(pattern)
+    native = _native_module() if pattern.native else None
     if native is None:
         tables: list[CountTable] = []
         for task in tasks:
-            tables.append(count_task(task, special_tokens, num_threads, storage_options))
+            tables.append(count_task(task, special_tokens, num_threads, storage_options, pattern))
             if len(tables) == _LOCAL_FAN_IN:  # memory: a few tables, whatever the input size
                 tables = [add_tables(tables)]
             if progress is not None:
@@ -417,11 +428,14 @@ def count_words(
     format: str | None = None,
     text_field: str = "text",
     skip_bad_records: bool = False,
+    pattern: str | Pattern | None = None,
 ) -> WordCounts:
     """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
 
     Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
-    pure-Python one; the result is the same either way and for every `task_bytes`.
+    pure-Python one; the result is the same either way and for every `task_bytes`. `pattern` (a name
+    or a regex, see `pattern.py`; None: GPT-2's): one the native scanner does not run is counted with
+    `regex` on `num_threads` worker processes (text files) or on one thread (streamed inputs).
 
     Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `formats.py`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
@@ -432,16 +446,57 @@ def count_words(
     text count as nothing here (a shard may be empty); the commands and `train` refuse them
     (`trainers.count_inputs`)."""
     specials = check_special_tokens(special_tokens)
+    pattern = resolve_pattern(pattern)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
     path_list = _as_path_list(paths)
     sources = [inspect_input(path, format, text_field, storage_options=storage_options) for path in path_list]
     if not all(source.in_place for source in sources):
-        return _count_streamed(sources, specials, num_threads, progress, text_field, skip_bad_records)
-    tasks = plan_count_tasks(path_list, specials, task_bytes=task_bytes, storage_options=storage_options)
+        return _count_streamed(sources, specials, num_threads, progress, text_field, skip_bad_records, pattern)
+    workers = 1
+    if not pattern.native:
+        # Worker processes need tasks to share: a few each, as bpe_v3 cuts its chunks.
+        total = input_bytes(path_list, storage_options)
+        workers = num_threads if total >= _PARALLEL_MIN_BYTES else 1
+        task_bytes = min(task_bytes, max(1, -(-total // (workers * _TASKS_PER_PROCESS))))
+    tasks = plan_count_tasks(
+        path_list, specials, task_bytes=task_bytes, storage_options=storage_options, pattern=pattern
+    )
     source_bytes = sum(map(task_size, tasks))
     with progress_bar(progress, source_bytes, "count", "B", unit_scale=True) as report:
-        table = count_tasks(tasks, specials, num_threads, storage_options, progress=report)
-    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, source_bytes)
+        if workers > 1 and len(tasks) > 1:
+            table = _count_on_processes(tasks, specials, workers, storage_options, pattern, report)
+        else:
+            table = count_tasks(tasks, specials, num_threads, storage_options, progress=report, pattern=pattern)
+    return WordCounts(table, specials, pattern.regex, source_bytes)
+
+
+# Counting with `regex` (a pattern the native scanner does not run) uses worker processes from this
+# input size on (bpe_v3's threshold), each given a few tasks so that uneven ones balance.
+_PARALLEL_MIN_BYTES = 1 << 20
+_TASKS_PER_PROCESS = 4
+
+
+def _count_on_processes(
+    tasks: Sequence[CountTask],
+    special_tokens: list[str],
+    workers: int,
+    storage_options: Mapping[str, object] | None,
+    pattern: Pattern,
+    report: Callable[[int], object],
+) -> dict[bytes, int]:
+    """The sum of `count_task` over `tasks` on `workers` processes (bpe_v3's pool, for `count_words`)."""
+    total: dict[bytes, int] = {}
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        futures = [pool.submit(count_task, task, special_tokens, 1, storage_options, pattern) for task in tasks]
+        try:
+            # In submission order: the first error raised is the one earliest in the input.
+            for future, task in zip(futures, tasks):
+                add_count_tables(total, future.result())
+                report(task_size(task))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return total
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,11 +540,15 @@ class _StreamCounter:
         started: bool = False,
         after_document: bool = False,
         expected_bytes: int = 0,
+        pattern: str | Pattern | None = None,
     ) -> None:
         """`started` / `after_document`: this counter counts a later part of a stream (a task on a
         cluster) in which something, or a document, came before: its first document, or its text
         after a document, is then separated from it. `expected_bytes`: about how much text will be
-        fed (0: not known), so the native tables are sized once rather than grown as blocks come."""
+        fed (0: not known), so the native tables are sized once rather than grown as blocks come.
+        `pattern` (None: GPT-2's): one the native scanner does not run counts in Python, and one
+        `whitespace_cuts_safe` does not cover is cut at special tokens (or documents' ends) only."""
+        self.pattern = resolve_pattern(pattern)
         self.private_separator = documents and not special_tokens
         self.tokens = [DOCUMENT_SEPARATOR] if self.private_separator else list(special_tokens)
         self.separator = self.tokens[0].encode("utf-8") if self.tokens else b""
@@ -507,7 +566,7 @@ class _StreamCounter:
         self._offset = 0  # stream bytes counted so far, for error messages
         self.label = "text"  # what is being fed, for error messages
         self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
-        native = _native_module()
+        native = _native_module() if self.pattern.native else None
         self._counter = native.WordCounter(self.tokens, num_threads, expected_bytes) if native is not None else None
         self.native = self._counter is not None  # counts with the GIL released
         # Documents are counted as they come, each batch (or Arrow array) in place, when the separator keeps
@@ -543,7 +602,7 @@ class _StreamCounter:
     def _put_in_place(self, data: bytes) -> None:
         """A large piece of text counted where it lies: what is pending up to the piece's first safe cut
         (a small join), the piece up to its last safe cut (no copy), and its tail kept pending."""
-        finder = _CutFinder(_BufferSource(data), self._token_bytes)
+        finder = _CutFinder(_BufferSource(data), self._token_bytes, self.pattern.whitespace_cuts_safe)
         end = len(data) - self._margin
         first = finder.first_at_or_after(self._margin) if end > self._margin else None
         last = finder.last_at_or_before(end, first) if first is not None and first <= end else None
@@ -693,7 +752,7 @@ class _StreamCounter:
         cut: int | None = len(buffer)
         if not final:
             # Cuts stay a token's length before the end: what follows the buffer is not known yet.
-            finder = _CutFinder(_BufferSource(buffer), self._token_bytes)
+            finder = _CutFinder(_BufferSource(buffer), self._token_bytes, self.pattern.whitespace_cuts_safe)
             cut = finder.last_at_or_before(len(buffer) - self._margin, 1) if len(buffer) > self._margin else None
             if not cut:
                 # No safe cut yet (one enormous word?): wait for more text, scanning again only once
@@ -714,7 +773,7 @@ class _StreamCounter:
                 self._counter.count(block)
             else:
                 text = decode_utf8(bytes(block), offset)
-                add_count_tables(self._table, count_words_in_text(text, self.tokens))
+                add_count_tables(self._table, count_words_in_text(text, self.tokens, self.pattern))
         except (ValueError, UnicodeDecodeError) as error:
             raise BPEInputError(f"{self.label}: {error} (in the block at stream byte {offset:,})") from None
         self._offset += len(block)
@@ -1016,6 +1075,7 @@ def _count_streamed(
     progress: bool,
     text_field: str,
     skip_bad_records: bool = False,
+    pattern: Pattern | None = None,
 ) -> WordCounts:
     """The counts of files, some compressed or of documents, read one after another: each file
     is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`).
@@ -1027,7 +1087,7 @@ def _count_streamed(
     cores = usable_cores()
     if num_threads is not None and num_threads >= cores > 1:
         num_threads = cores - 1
-    counter = _StreamCounter(specials, num_threads, documents=documents, expected_bytes=expected)
+    counter = _StreamCounter(specials, num_threads, documents=documents, expected_bytes=expected, pattern=pattern)
     skipped = BadRecords() if skip_bad_records else None
     # The total is not known before decompressing: the bar shows the text read and its rate.
     with progress_bar(progress, None, "count", "B", unit_scale=True) as report:
@@ -1052,7 +1112,7 @@ def _count_streamed(
                         _feed(counter, item)
                         report(counter.text_fed - before)
         table = counter.take()
-    counts = WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
+    counts = WordCounts(table, specials, counter.pattern.regex, counter.source_bytes)
     if skipped is not None:
         counts.skipped_records = skipped.count
         note = skipped.note()
@@ -1070,6 +1130,7 @@ def count_words_from_iterator(
     length: int | None = None,
     text_field: str = "text",
     batch_bytes: int = BLOCK_BYTES,
+    pattern: str | Pattern | None = None,
 ) -> WordCounts:
     """The word counts of documents, one per item, streamed (the iterable is read once, never held):
     equal to `count_words` of the text file in which the documents are joined by the first special
@@ -1082,8 +1143,10 @@ def count_words_from_iterator(
     (dictionary-encoded strings too), or a Hugging Face `datasets.Dataset` / `IterableDataset`.
     Documents without any text count as nothing (training refuses them: `trainers.train_from_iterator`).
     `length`: the number of documents, for the progress bar's total (taken from `len(texts)` when
-    it has one). Documents are counted in batches of about `batch_bytes` of text."""
+    it has one). Documents are counted in batches of about `batch_bytes` of text. `pattern`: a name
+    or a regex (`pattern.py`; None: GPT-2's); one the native scanner does not run counts in Python."""
     specials = check_special_tokens(special_tokens)
+    pattern = resolve_pattern(pattern)
     num_threads = effective_num_threads(num_threads)
     documents, known_length = documents_of(texts, text_field)
     if batch_bytes < 1:
@@ -1096,7 +1159,9 @@ def count_words_from_iterator(
             expected = len(documents) * sum(map(len, sample)) // len(sample)
         except TypeError:  # an item without a length: reported when it is reached
             expected = 0
-    counter = _StreamCounter(specials, num_threads, documents=True, block_bytes=batch_bytes, expected_bytes=expected)
+    counter = _StreamCounter(
+        specials, num_threads, documents=True, block_bytes=batch_bytes, expected_bytes=expected, pattern=pattern
+    )
     total = length if length is not None else known_length
     arrow = isinstance(documents, ArrowDocuments)
     with progress_bar(progress, total, "count", "doc", unit_scale=True) as report:
@@ -1111,4 +1176,4 @@ def count_words_from_iterator(
             for item in items:
                 report(_feed(counter, item))
         table = counter.take()
-    return WordCounts(table, specials, GPT2_SPLIT_PATTERN, counter.source_bytes)
+    return WordCounts(table, specials, pattern.regex, counter.source_bytes)

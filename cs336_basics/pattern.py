@@ -64,6 +64,13 @@ class Pattern:
         return self.name == GPT2
 
     @property
+    def whitespace_cuts_safe(self) -> bool:
+        """Whether text may be cut before a space or newline that follows an ASCII letter or digit
+        (`contract.whitespace_cuts`) without splitting a match: true of the named patterns, whose
+        every alternative ends before such whitespace; any other regex is cut only at special tokens."""
+        return self.name is not None
+
+    @property
     def label(self) -> str:
         """How messages and files name it: its name, else the expression itself."""
         return self.name or self.regex
@@ -92,3 +99,13 @@ def resolve_pattern(pattern: str | Pattern | None) -> Pattern:
     except regex.error as error:
         raise BPEInputError(f"pattern {pattern!r} is not a valid regular expression: {error}") from None
     return Pattern(pattern)
+
+
+def pattern_label(expression: str) -> str:
+    """How messages name a pattern known by its regex (a count file's, a run's): the name of a named
+    one, else the regex in quotes."""
+    for name, named in NAMED_PATTERNS.items():
+        if expression == named:
+            return name
+    # Quoted as written (repr would double every backslash), unless it holds a newline or the like.
+    return f"'{expression}'" if expression.isprintable() else repr(expression)

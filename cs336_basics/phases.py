@@ -2,8 +2,10 @@
 
 A version is a module with two phases:
 
-    pretokenize_and_count(input_path, special_tokens, options, report) -> word counts
-    merge(word_counts, num_merges, report) -> merges
+    pretokenize_and_count(input_path, special_tokens, options, report, *, pattern=None) -> word counts
+    merge(word_counts, num_merges, report, *, tie_break="cs336") -> merges
+
+`pattern` is a `pattern.Pattern` (None: GPT-2's), `tie_break` a rule of `tie_break.py`.
 
 The driver checks every argument once, the same way for every version, and owns the progress
 display: a version only calls `report(n)` when it has done `n` more units of work (bytes counted,
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .contract import BPEInputError, Merges, check_num_workers
+from .pattern import Pattern
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
 Report = Callable[[int], object]
@@ -65,11 +68,18 @@ class TrainerVersion(Protocol):
     """What every `bpe_vN` module provides."""
 
     def pretokenize_and_count(
-        self, input_path: Path, special_tokens: list[str], options: CountParallelism = ..., report: Report = ...
+        self,
+        input_path: Path,
+        special_tokens: list[str],
+        options: CountParallelism = ...,
+        report: Report = ...,
+        *,
+        pattern: Pattern | None = ...,
     ) -> Any:
-        """Word counts of the file, special tokens split out and not counted; `report(bytes)`."""
+        """Word counts of the file pre-tokenized by `pattern`, special tokens split out and not
+        counted; `report(bytes)`."""
         ...
 
-    def merge(self, word_counts: Any, num_merges: int, report: Report = ...) -> Merges:
-        """Up to `num_merges` merges in creation order, with the CS336 rule; `report(merges)`."""
+    def merge(self, word_counts: Any, num_merges: int, report: Report = ..., *, tie_break: str = ...) -> Merges:
+        """Up to `num_merges` merges in creation order, ties by `tie_break`; `report(merges)`."""
         ...

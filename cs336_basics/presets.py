@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .contract import CS336_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
-from .pattern import CL100K, GPT2
-from .tie_break import CS336, HF, SMALLEST_ID
+from .pattern import CL100K, GPT2, Pattern, pattern_label, resolve_pattern
+from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 
 
 @dataclass(frozen=True)
@@ -38,3 +38,36 @@ def resolve_preset(like: object) -> Preset:
     if like not in PRESETS:
         raise BPEInputError(f"like must be one of {', '.join(PRESETS)}, got {like!r}")
     return PRESETS[str(like)]
+
+
+@dataclass(frozen=True)
+class TrainingRules:
+    """What a run trains by: its pre-tokenizer, its tie-break and how its vocabulary numbers tokens."""
+
+    pattern: Pattern
+    tie_break: str
+    layout: str
+
+
+def resolve_rules(
+    pattern: str | Pattern | None = None, tie_break: str | None = None, like: str | None = None
+) -> TrainingRules:
+    """The rules of a run: `like` sets all three; `pattern` and `tie_break` may repeat what it sets
+    but not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule (cs336)
+    and CS336's layout."""
+    preset = resolve_preset(like)
+    chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
+    rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
+    if like is not None:
+        implied = resolve_pattern(preset.pattern)
+        if chosen.regex != implied.regex:
+            raise BPEInputError(
+                f"pattern {pattern_label(chosen.regex)} contradicts like={like!r}, which trains with the pattern "
+                f"{implied.label}; give one or the other"
+            )
+        if rule != preset.tie_break:
+            raise BPEInputError(
+                f"tie_break={rule!r} contradicts like={like!r}, which breaks ties by {preset.tie_break!r}; "
+                "give one or the other"
+            )
+    return TrainingRules(chosen, rule, preset.layout)

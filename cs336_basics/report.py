@@ -67,7 +67,7 @@ from .backend import effective_num_threads
 from .command_line import EXIT_BAD_INPUT, EXIT_FAILED, InterruptHandling
 from .contract import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from .progress import progress_bar
-from .serialization import check_output_dir, read_run_info, write_atomically
+from .serialization import check_output_dir, read_run_info, recorded_rules, write_atomically
 from .tokenizer import Tokenizer
 
 REPORT_FILE = "report.json"
@@ -540,11 +540,14 @@ def _run(args: argparse.Namespace) -> int:
             prepare_text(text, separator, args.sample_docs, args.seed, progress=progress)
         entries = []
         for item in loaded:
+            run = read_run_info(item.path) or {}
             entry: dict[str, Any] = {
                 "name": item.name,
                 "path": str(item.path),
                 # Which training run: a later run into the same directory makes this report stale.
-                "run_id": (read_run_info(item.path) or {}).get("run_id"),
+                "run_id": run.get("run_id"),
+                # What it trained by (pattern, tie_break, layout); unknown without bpe_run.json.
+                **(recorded_rules(run) if run else {}),
                 "vocab_size": len(item.tokenizer.vocab),
                 "special_tokens": list(item.tokenizer.special_tokens),
                 "encoder": "compiled" if item.tokenizer.native else "python",

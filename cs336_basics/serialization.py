@@ -7,7 +7,8 @@ A training run writes into its output directory:
     vocab.pkl, merges.pkl    the same as pickles of the Python objects (`dict[int, bytes]`,
                              `list[tuple[bytes, bytes]]`), read back with a restricted unpickler
     bpe_run.json             the run's metadata: special tokens, vocabulary size, number of merges,
-                             trainer, and each file's size and SHA-256
+                             trainer, the pattern, tie-break and layout it trained by
+                             (`run_rules`), and each file's size and SHA-256
 and, when asked for, exports of the same tokenizer (see `export`): tokenizer.json,
 tokenizer_config.json and special_tokens_map.json for HF `tokenizers`/`transformers`, and
 tokenizer.tiktoken. They belong to the set like the others: staged, listed in `bpe_run.json` with
@@ -46,7 +47,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .contract import BPEInputError, Merges, Vocab
+from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
+from .pattern import GPT2, NAMED_PATTERNS, Pattern
+from .tie_break import CS336
 
 try:
     import fcntl
@@ -71,6 +74,18 @@ _WRITE_BATCH_CHARS = 1 << 20
 
 class OutputBusyError(BPEInputError):
     """Another run holds the output directory's lock."""
+
+
+def run_rules(pattern: Pattern, tie_break: str, layout: str) -> dict[str, Any]:
+    """bpe_run.json's fields for what a run trained by (`presets.TrainingRules`): `pattern` as its
+    name (null for a regex of no name) and its regex, `tie_break`, `layout`; pass as `details`."""
+    return {"pattern": {"name": pattern.name, "regex": pattern.regex}, "tie_break": tie_break, "layout": layout}
+
+
+def recorded_rules(run: dict[str, Any]) -> dict[str, Any]:
+    """`run_rules`' fields of a run's metadata; a file older than them trained by gpt2, cs336, cs336."""
+    default = {"pattern": {"name": GPT2, "regex": NAMED_PATTERNS[GPT2]}, "tie_break": CS336, "layout": CS336_LAYOUT}
+    return {name: run.get(name, value) for name, value in default.items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ compiled version can run here is the backend's call (`backend.py`).
 
 from __future__ import annotations
 
+import inspect
 import resource
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, load_native
 from .contract import (
-    GPT2_SPLIT_PATTERN,
+    CS336_LAYOUT,
     BPEInputError,
     Merges,
     Vocab,
@@ -29,8 +30,11 @@ from .contract import (
     check_special_tokens,
     check_vocab_size,
 )
+from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
+from .presets import TrainingRules, resolve_rules
 from .progress import progress_bar
+from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
@@ -171,14 +175,19 @@ class TrainingResult:
     special_tokens: list[str] = field(default_factory=list)
     # Special tokens the training text never holds (see absent_special_tokens); noted on stderr.
     absent_special_tokens: list[str] = field(default_factory=list)
+    # What it trained by (see presets.resolve_rules): the pre-tokenizer, the tie-break, the vocabulary layout.
+    pattern: Pattern = field(default_factory=lambda: resolve_pattern(None))
+    tie_break: str = CS336
+    layout: str = CS336_LAYOUT
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
-        """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input. Each merge
-        is chosen from the counts and the merges before it, so a smaller run's merges are this run's
-        first ones; where this run stopped early, a larger size stops at the same place."""
+        """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
+        run's layout. Each merge is chosen from the counts and the merges before it, so a smaller
+        run's merges are this run's first ones; where this run stopped early, a larger size stops at
+        the same place."""
         vocab_size = check_vocab_size(vocab_size, len(self.special_tokens))
         merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
-        return assemble_vocab(self.special_tokens, merges), merges
+        return assemble_vocab(self.special_tokens, merges, self.layout), merges
 
 
 def check_vocab_sizes(vocab_size: int | None, vocab_sizes: Iterable[int] | None) -> list[int]:
@@ -205,10 +214,18 @@ def train(
     format: str | None = None,
     text_field: str = "text",
     skip_bad_records: bool = False,
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
     `phases.CountParallelism`: `num_workers`, `num_chunks`; they never change the result.
+
+    `pattern`: the pre-tokenizer, `gpt2` (the default), `cl100k`, `o200k` or any regex for the
+    `regex` package (`pattern.py`); `tie_break`: `cs336` (the default), `smallest-id` or `hf`
+    (`tie_break.py`); `like`: `cs336`, `rustbpe` or `hf` sets both and the vocabulary's layout to
+    give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
@@ -220,10 +237,12 @@ def train(
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
+    rules = resolve_rules(pattern, tie_break, like)
     source = inspect_input(input_path, format, text_field)
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
+    check_tie_break_support(name, rules.tie_break)
     if not source.in_place or is_url(source.path):  # a version reads only local files in place
 
         def count() -> WordCounts:
@@ -235,10 +254,17 @@ def train(
                 format=source.format,
                 text_field=text_field,
                 skip_bad_records=skip_bad_records,
+                pattern=rules.pattern,
             )
 
         return train_after_counting(
-            count, vocab_size, specials, trainer=name, progress=progress, num_workers=count_options.num_workers
+            count,
+            vocab_size,
+            specials,
+            trainer=name,
+            progress=progress,
+            num_workers=count_options.num_workers,
+            **rules_keywords(rules, like),
         )[0]
     path = check_input_file(input_path)
     num_merges = vocab_size - 256 - len(specials)
@@ -246,7 +272,7 @@ def train(
     started = time.perf_counter()
     size = path.stat().st_size
     with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
-        word_counts = version.pretokenize_and_count(path, specials, count_options, report)
+        word_counts = version.pretokenize_and_count(path, specials, count_options, report, pattern=rules.pattern)
     # The counts are this function's own: a version that can frees them once its merge loop has them.
     release_words = REGISTRY[name].merges_native_counts
     return _merge_phase(
@@ -261,7 +287,21 @@ def train(
         release_words,
         size,
         count_options.num_workers,
+        rules,
     )
+
+
+def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = True) -> dict[str, object]:
+    """Resolved rules as the keywords of `train`, `train_from_counts` and `train_after_counting`;
+    not `explicit`: no pattern, so that count files keep theirs (or `like`'s, which must be theirs)."""
+    return {"pattern": rules.pattern if explicit else None, "tie_break": rules.tie_break, "like": like}
+
+
+def check_tie_break_support(name: str, tie_break: str) -> None:
+    """Refuse, before any work, a tie-break other than CS336's for a version whose merge has no
+    `tie_break` keyword (one not yet taught the other rules)."""
+    if tie_break != CS336 and "tie_break" not in inspect.signature(load_trainer(name).merge).parameters:
+        raise BPEInputError(f"{name} breaks ties only by cs336, not {tie_break!r}; choose another trainer")
 
 
 def _merge_phase(
@@ -276,12 +316,15 @@ def _merge_phase(
     release_words: bool = False,
     source_bytes: int = 0,
     num_workers: int | None = None,
+    rules: TrainingRules | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
     version's merge frees the counts once loaded (see Registered.merges_native_counts).
     `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks.
-    `num_workers`: the threads of a version whose merge loop has threads (checked already)."""
+    `num_workers`: the threads of a version whose merge loop has threads (checked already). `rules`:
+    the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's)."""
+    rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
     if absent:
@@ -292,11 +335,13 @@ def _merge_phase(
         options["release_words"] = True
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
+    if rules.tie_break != CS336:  # only then: a merge not yet taught the rules has no such keyword
+        options["tie_break"] = rules.tie_break
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
     return TrainingResult(
-        vocab=assemble_vocab(specials, merges),
+        vocab=assemble_vocab(specials, merges, rules.layout),
         merges=merges,
         trainer=name,
         seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
@@ -304,6 +349,9 @@ def _merge_phase(
         peak_rss_bytes=peak_rss_bytes(),
         special_tokens=list(specials),
         absent_special_tokens=absent,
+        pattern=rules.pattern,
+        tie_break=rules.tie_break,
+        layout=rules.layout,
     )
 
 
@@ -337,17 +385,22 @@ def train_bpe(
     *,
     trainer: str | None = None,
     vocab_sizes: Iterable[int] | None = None,
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
-    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies.
+    """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
+    (by default; `pattern`, `tie_break` and `like` train as another tool does, see `train`).
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
+    rules = {"pattern": pattern, "tie_break": tie_break, "like": like}
     if vocab_sizes is None:
-        result = train(input_path, vocab_size, special_tokens, trainer=trainer, **options)  # type: ignore[arg-type]
+        result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
-    result = train(input_path, sizes[-1], special_tokens, trainer=trainer, **options)
+    result = train(input_path, sizes[-1], special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
     return tokenizers_by_size(result, sizes)
 
 
@@ -363,16 +416,19 @@ def train_from_counts(
     trainer: str | None = None,
     progress: bool = False,
     num_workers: int | None = None,
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
     the table held in C++ that counting and loading make), so the result equals training that
     version on the text the counts came from. `num_workers`: at most this many bpe_v7 merge threads,
-    as in `train` (None: every core).
+    as in `train` (None: every core). `tie_break` and `like` as in `train`.
 
-    `special_tokens` default to the ones the counts were made with; other ones are refused, since
-    the counts would not be those of the text split on them (a plain mapping carries none, so any
-    special tokens are taken as given)."""
+    `special_tokens` and `pattern` default to the ones the counts were made with; other ones are
+    refused, since the counts would not be those of the text split on them or pre-tokenized by it (a
+    plain mapping carries none, so any special tokens and pattern are taken as given)."""
     from .word_counts import WordCounts
 
     started = time.perf_counter()
@@ -389,14 +445,22 @@ def train_from_counts(
                 f"the word counts were made with special tokens {counts.special_tokens}, not {list(special_tokens)}; "
                 "count again with these special tokens"
             )
-        if counts.pattern != GPT2_SPLIT_PATTERN:
-            raise BPEInputError("the word counts were made with another pre-tokenization pattern than GPT-2's")
+        if pattern is None and like is None:
+            pattern = counts.pattern
+        rules = resolve_rules(pattern, tie_break, like)
+        if counts.pattern != rules.pattern.regex:
+            raise BPEInputError(
+                f"the word counts were made with the pattern {counts.pattern_label}, not "
+                f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
+            )
     else:
-        counts = WordCounts(dict(counts))
+        rules = resolve_rules(pattern, tie_break, like)
+        counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
     version = load_trainer(name)
+    check_tie_break_support(name, rules.tie_break)
     # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
     native = REGISTRY[name].merges_native_counts and counts.native is not None
     word_counts = counts.native if native else counts.counts
@@ -415,6 +479,7 @@ def train_from_counts(
         False,
         source_bytes,
         num_workers=num_workers,
+        rules=rules,
     )
 
 
@@ -426,9 +491,13 @@ def train_bpe_from_counts(
     trainer: str | None = None,
     vocab_sizes: Iterable[int] | None = None,
     num_workers: int | None = None,
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
-    """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers` as there); see
-    `train_from_counts`."""
+    """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
+    `tie_break`, `like` as there; the pattern defaults to the counts'); see `train_from_counts`."""
+    rules = {"pattern": pattern, "tie_break": tie_break, "like": like}
     if vocab_sizes is None:
         result = train_from_counts(
             counts,
@@ -436,10 +505,13 @@ def train_bpe_from_counts(
             special_tokens,
             trainer=trainer,
             num_workers=num_workers,
+            **rules,  # type: ignore[arg-type]
         )
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
-    result = train_from_counts(counts, sizes[-1], special_tokens, trainer=trainer, num_workers=num_workers)
+    result = train_from_counts(
+        counts, sizes[-1], special_tokens, trainer=trainer, num_workers=num_workers, **rules  # type: ignore[arg-type]
+    )
     return tokenizers_by_size(result, sizes)
 
 
@@ -456,15 +528,26 @@ def train_after_counting(
     progress: bool = False,
     first_phase: str = "pre-tokenize",
     num_workers: int | None = None,
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
-    the counts, on `num_workers` threads; the result's phases are `first_phase` (what `count` did)
-    and the merging."""
+    the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
+    phases are `first_phase` (what `count` did) and the merging."""
     started = time.perf_counter()
     counts = count()
     counted = time.perf_counter()
     result = train_from_counts(
-        counts, vocab_size, special_tokens, trainer=trainer, progress=progress, num_workers=num_workers
+        counts,
+        vocab_size,
+        special_tokens,
+        trainer=trainer,
+        progress=progress,
+        num_workers=num_workers,
+        pattern=pattern,
+        tie_break=tie_break,
+        like=like,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -483,6 +566,9 @@ def train_from_iterator(
     progress: bool = False,
     length: int | None = None,
     text_field: str = "text",
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -490,26 +576,40 @@ def train_from_iterator(
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
-    (counting and merging threads)."""
+    (counting and merging threads). `pattern`, `tie_break`, `like` as in `train`."""
     from .counting import count_words_from_iterator
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
+    rules = resolve_rules(pattern, tie_break, like)
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
+    check_tie_break_support(name, rules.tie_break)
 
     def count() -> WordCounts:
         threads = count_options.num_workers
         counts = count_words_from_iterator(
-            texts, specials, num_threads=threads, progress=progress, length=length, text_field=text_field
+            texts,
+            specials,
+            num_threads=threads,
+            progress=progress,
+            length=length,
+            text_field=text_field,
+            pattern=rules.pattern,
         )
         if not counts.source_bytes:
             raise BPEInputError("the documents hold no text: none were given, or every one is empty")
         return counts
 
     return train_after_counting(
-        count, vocab_size, specials, trainer=name, progress=progress, num_workers=count_options.num_workers
+        count,
+        vocab_size,
+        specials,
+        trainer=name,
+        progress=progress,
+        num_workers=count_options.num_workers,
+        **rules_keywords(rules, like),
     )[0]
 
 
@@ -519,11 +619,16 @@ def train_bpe_from_iterator(
     special_tokens: list[str] | None = None,
     *,
     trainer: str | None = None,
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
-    see `train_from_iterator`."""
-    result = train_from_iterator(texts, vocab_size, special_tokens, trainer=trainer, **options)
+    see `train_from_iterator` (`pattern`, `tie_break`, `like` as in `train`)."""
+    result = train_from_iterator(
+        texts, vocab_size, special_tokens, trainer=trainer, pattern=pattern, tie_break=tie_break, like=like, **options
+    )
     return result.vocab, result.merges
 
 
@@ -543,12 +648,14 @@ def count_inputs(
     format: str | None = None,
     text_field: str = "text",
     skip_bad_records: bool = False,
+    pattern: str | Pattern | None = None,
 ) -> WordCounts:
     """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
     (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
     Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
     `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
-    at all are refused, as an empty text file is: what every command and `train` count goes through."""
+    at all are refused, as an empty text file is: what every command and `train` count goes through.
+    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's)."""
     counts = _count_inputs(
         paths,
         special_tokens,
@@ -560,6 +667,7 @@ def count_inputs(
         format=format,
         text_field=text_field,
         skip_bad_records=skip_bad_records,
+        pattern=resolve_pattern(pattern),
     )
     if not counts.source_bytes:
         raise BPEInputError(no_text_message(paths, counts.skipped_records))
@@ -592,6 +700,7 @@ def _count_inputs(
     format: str | None,
     text_field: str,
     skip_bad_records: bool,
+    pattern: Pattern,
 ) -> WordCounts:
     from .formats import inspect_input
 
@@ -612,6 +721,7 @@ def _count_inputs(
                 format=format,
                 text_field=text_field,
                 skip_bad_records=skip_bad_records,
+                pattern=pattern,
             )
     from .counting import LOCAL_TASK_BYTES, count_words
 
@@ -624,4 +734,5 @@ def _count_inputs(
         format=format,
         text_field=text_field,
         skip_bad_records=skip_bad_records,
+        pattern=pattern,
     )

@@ -56,6 +56,7 @@ from .contract import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
 )
+from .pattern import pattern_label
 
 __all__ = [
     "FORMAT_VERSION",
@@ -175,7 +176,8 @@ def concatenate_slices(tables: Sequence[CountTable | TableArrays]) -> CountTable
 class WordCounts:
     """How often each pre-token (as UTF-8 bytes) occurs, and what it was counted with.
 
-    `special_tokens` split the text and are not counted; `pattern` is the pre-tokenization pattern;
+    `special_tokens` split the text and are not counted; `pattern` is the pre-tokenization pattern's
+    regex (`pattern.Pattern.regex`: a count file records the expression, not a name);
     `source_bytes` is how much text was counted. Tables add up (`a + b`) only when both were counted
     with the same pattern and special tokens.
 
@@ -247,9 +249,17 @@ class WordCounts:
     def total_words(self) -> int:
         return sum(self._dict.values()) if self._dict is not None else self._native.total_count()
 
+    @property
+    def pattern_label(self) -> str:
+        """The pattern as messages name it: `gpt2`, `cl100k`, `o200k`, else the regex itself."""
+        return pattern_label(self.pattern)
+
     def check_compatible(self, other: WordCounts) -> None:
         if other.pattern != self.pattern:
-            raise BPEInputError("cannot add word counts made with different pre-tokenization patterns")
+            raise BPEInputError(
+                "cannot add word counts made with different pre-tokenization patterns: "
+                f"{self.pattern_label} and {other.pattern_label}"
+            )
         if list(other.special_tokens) != list(self.special_tokens):
             raise BPEInputError(
                 f"cannot add word counts made with different special tokens: {self.special_tokens} "
