@@ -8,7 +8,6 @@ compiled version can run here is the backend's call (`backend.py`).
 
 from __future__ import annotations
 
-import inspect
 import resource
 import sys
 import time
@@ -242,7 +241,6 @@ def train(
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
-    check_tie_break_support(name, rules.tie_break)
     if not source.in_place or is_url(source.path):  # a version reads only local files in place
 
         def count() -> WordCounts:
@@ -297,13 +295,6 @@ def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = T
     return {"pattern": rules.pattern if explicit else None, "tie_break": rules.tie_break, "like": like}
 
 
-def check_tie_break_support(name: str, tie_break: str) -> None:
-    """Refuse, before any work, a tie-break other than CS336's for a version whose merge has no
-    `tie_break` keyword (one not yet taught the other rules)."""
-    if tie_break != CS336 and "tie_break" not in inspect.signature(load_trainer(name).merge).parameters:
-        raise BPEInputError(f"{name} breaks ties only by cs336, not {tie_break!r}; choose another trainer")
-
-
 def _merge_phase(
     name: str,
     version: TrainerVersion,
@@ -335,8 +326,7 @@ def _merge_phase(
         options["release_words"] = True
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
-    if rules.tie_break != CS336:  # only then: a merge not yet taught the rules has no such keyword
-        options["tie_break"] = rules.tie_break
+    options["tie_break"] = rules.tie_break
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
@@ -460,7 +450,6 @@ def train_from_counts(
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
     version = load_trainer(name)
-    check_tie_break_support(name, rules.tie_break)
     # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
     native = REGISTRY[name].merges_native_counts and counts.native is not None
     word_counts = counts.native if native else counts.counts
@@ -585,7 +574,6 @@ def train_from_iterator(
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
-    check_tie_break_support(name, rules.tie_break)
 
     def count() -> WordCounts:
         threads = count_options.num_workers

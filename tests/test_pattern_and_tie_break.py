@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import inspect
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -67,12 +66,6 @@ def oracle(directory: Path, text: str, specials: tuple[str, ...], vocab_size: in
     return train_bpe(path, vocab_size, list(specials), trainer="bpe_v1", pattern=pattern, tie_break=rule)
 
 
-def merge_takes(trainer: str, rule: str) -> None:
-    """Skip a rule other than CS336's for a version whose merge has no `tie_break` yet."""
-    if rule != "cs336" and "tie_break" not in inspect.signature(load_trainer(trainer).merge).parameters:
-        pytest.skip(f"{trainer}.merge takes no tie_break yet")
-
-
 @pytest.mark.parametrize("rule", TIE_BREAKS)
 @pytest.mark.parametrize("pattern", PATTERNS)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -80,7 +73,6 @@ def merge_takes(trainer: str, rule: str) -> None:
 def test_every_version_matches_the_oracle_for_every_pattern_and_rule(
     trainer: str, corpus_dir: Path, pattern: str, rule: str, case: tuple[str, list[str], int], num_chunks: int
 ) -> None:
-    merge_takes(trainer, rule)
     text, specials, vocab_size = case
     expected = oracle(corpus_dir, text, tuple(specials), vocab_size, pattern, rule)
     path = write_corpus(corpus_dir, text)
@@ -98,7 +90,6 @@ def test_every_version_matches_the_oracle_for_every_pattern_and_rule(
 def test_bpe_v7_on_any_number_of_workers(
     corpus_dir: Path, pattern: str, rule: str, workers: int, case: tuple[str, list[str], int]
 ) -> None:
-    merge_takes("bpe_v7", rule)
     text, specials, vocab_size = case
     expected = oracle(corpus_dir, text, tuple(specials), vocab_size, pattern, rule)
     path = write_corpus(corpus_dir, text)
