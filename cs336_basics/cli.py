@@ -42,6 +42,7 @@ from .command_line import (
     broken_link_message,
     how_invoked,
     human_bytes,
+    output_path_argument,
 )
 from .contract import MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
@@ -81,7 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Train a byte-level BPE tokenizer with one of the cs336_basics trainer versions.",
     )
     parser.add_argument("trainer", choices=[*TRAINERS, "auto"], help="trainer version; auto = the fastest here")
-    parser.add_argument("out_dir", type=Path, help="where vocab.pkl, merges.pkl, vocab.json, merges.txt go")
+    parser.add_argument(
+        "out_dir", type=output_path_argument, help="where vocab.pkl, merges.pkl, vocab.json, merges.txt go"
+    )
     parser.add_argument(
         "-v",
         "--vocab-size",

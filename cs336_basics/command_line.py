@@ -82,6 +82,13 @@ def cluster_spec_argument(text: str) -> str:
     return text
 
 
+def output_path_argument(text: str) -> Path:
+    """An output path; an empty one is refused (it would silently mean the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got an empty one (it would mean the current directory)")
+    return Path(text)
+
+
 def seconds_argument(text: str) -> float:
     try:
         seconds = float(text)

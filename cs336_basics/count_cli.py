@@ -34,6 +34,7 @@ from .command_line import (
     add_format_arguments,
     add_special_tokens_argument,
     human_bytes,
+    output_path_argument,
 )
 from .contract import BPEInputError, check_num_workers
 from .formats import expand_inputs
@@ -60,7 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "concatenated",
     )
     add_format_arguments(parser)
-    parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
+    parser.add_argument("-o", "--output", type=output_path_argument, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
     add_cluster_argument(parser)
     parser.add_argument(

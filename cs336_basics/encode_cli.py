@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .command_line import InterruptHandling
+from .command_line import InterruptHandling, output_path_argument
 from .contract import BPEInputError, check_text_file
 from .progress import progress_bar
 from .serialization import check_output_dir
@@ -110,7 +110,7 @@ def tokenizer_files(directory: Path) -> tuple[Path, Path]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="cs336-encode-dataset", description=__doc__.split("\n\n")[0])
     parser.add_argument("data", type=Path, help="UTF-8 text file to encode")
-    parser.add_argument("out", type=Path, help="output .npy file")
+    parser.add_argument("out", type=output_path_argument, help="output .npy file")
     parser.add_argument(
         "--tokenizer", type=Path, metavar="OUT_DIR", help="a training output directory (instead of --vocab/--merges)"
     )

@@ -302,6 +302,8 @@ class OutputDirectory:
     with the holder's pid, if another run has it) and removes what killed runs left behind."""
 
     def __init__(self, out_dir: str | os.PathLike) -> None:
+        if isinstance(out_dir, str) and not out_dir:  # Path("") is the current directory, never what was meant
+            raise BPEInputError('the output directory is an empty path; give a path ("." for the current directory)')
         self.path = Path(out_dir)
         self._lock_handle: int | None = None
         self._created: list[Path] = []  # the directories this run made, deepest first
