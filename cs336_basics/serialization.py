@@ -40,8 +40,9 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -266,16 +267,31 @@ def _infer_special_tokens(vocab: Vocab, merges: Merges) -> list[str]:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (they are delivered then, not lost)."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """SIGINT and SIGTERM wait until the block ends (they are delivered then, not lost).
+
+    A thread's signal mask alone is not enough: a signal sent to the process reaches any thread
+    that does not block it (a thread pool's, Dask's), and Python then runs the handler in the main
+    thread, between two moves. So in the main thread the handlers are swapped for one that only
+    notes the signal, and each noted signal is raised again, to the handler that was there, at the
+    end."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    noted: list[int] = []
+    swapped: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in held:
+            if signal.getsignal(signum) is not None:  # None: a handler set outside Python, left alone
+                swapped[signum] = signal.signal(signum, lambda signum, frame: noted.append(signum))
+    masked = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held) if masked else None
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in swapped.items():
+            signal.signal(signum, handler)
+        for signum in noted:
+            signal.raise_signal(signum)
 
 
 def _chmod_directory(path: Path, mode: int) -> None:
@@ -417,11 +433,14 @@ class OutputDirectory:
         *,
         details: dict[str, Any] | None = None,
         exports: dict[str, bytes] | None = None,
+        on_commit: Callable[[], object] | None = None,
     ) -> dict[str, Path]:
         """Write the whole set; returns the paths of the files written (metadata last).
         `special_tokens` defaults to those the vocabulary's layout implies (ids 256 onwards before
         the merged tokens); `details` (e.g. the trainer's name) go into the metadata. `exports`
-        (name in EXPORT_FILES -> content, see `export.export_files`) join the set."""
+        (name in EXPORT_FILES -> content, see `export.export_files`) join the set. `on_commit` is
+        called once the set is in place, before SIGINT or SIGTERM held back meanwhile is delivered
+        (the CLI's InterruptHandling.output_in_place)."""
         if fcntl is not None and self._lock_handle is None:
             raise RuntimeError("OutputDirectory.save called outside its `with` block")
         exports = dict(exports or {})
@@ -473,6 +492,8 @@ class OutputDirectory:
                     if name not in exports:
                         (self.path / name).unlink(missing_ok=True)  # the old set's: it no longer matches
                 _fsync_directory(self.path)
+                if on_commit is not None:
+                    on_commit()
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return {name: self.path / name for name in (*OUTPUT_FILES, *exports, RUN_FILE)}

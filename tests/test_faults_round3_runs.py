@@ -10,15 +10,22 @@ a patched function at that point; no test depends on timing."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
-from cs336_basics import Tokenizer
+import cs336_basics.serialization as serialization
+from cs336_basics import Tokenizer, train_bpe
 from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.encode_cli import main as encode_main
-from cs336_basics.serialization import read_run_info, save_tokenizer
+from cs336_basics.serialization import OutputDirectory, read_run_info, save_tokenizer
 from tests.support import REPO_ROOT
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -78,3 +85,113 @@ def test_an_empty_output_directory_is_refused_by_the_api(corpus: Path, tmp_path:
     with pytest.raises(BPEInputError, match="empty"):
         save_tokenizer("", {i: bytes([i]) for i in range(256)}, [])
     assert not (tmp_path / "vocab.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 2: once the set is in place the run has succeeded
+
+
+def _train_into(corpus: Path, out: Path, vocab_size: int) -> tuple[dict[int, bytes], list]:
+    vocab, merges = train_bpe(corpus, vocab_size, [ENDOFTEXT], trainer="bpe_v1")
+    save_tokenizer(out, vocab, merges, [ENDOFTEXT])
+    return vocab, merges
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("when", ["after the save", "during the last move", "from another thread mid-moves"])
+def test_a_signal_once_the_set_is_in_place_ends_the_run_as_a_success(
+    corpus: Path, tmp_path: Path, monkeypatch, capsys, signum: int, when: str
+) -> None:
+    out = tmp_path / "out"
+    _train_into(corpus, out, 280)
+    new_vocab, new_merges = train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v1")
+    if when == "after the save":
+        real_save = OutputDirectory.save
+
+        def save(self, *args, **kwargs):
+            written = real_save(self, *args, **kwargs)
+            os.kill(os.getpid(), signum)  # handled at the next bytecode, in this frame
+            return written
+
+        monkeypatch.setattr(OutputDirectory, "save", save)
+    else:
+        real_replace = serialization.os.replace
+        moves = []
+
+        def send_from_another_thread() -> None:
+            # A thread that lets the signal in: the main thread's mask alone cannot hold it back.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+            signal.pthread_kill(threading.get_ident(), signum)
+
+        def replace(source, target):
+            moves.append(target)
+            if when == "during the last move" and Path(target).name == "merges.pkl":
+                os.kill(os.getpid(), signum)
+            if when == "from another thread mid-moves" and Path(target).name == "vocab.json":
+                sender = threading.Thread(target=send_from_another_thread)
+                sender.start()
+                sender.join()
+            real_replace(source, target)
+
+        monkeypatch.setattr(serialization.os, "replace", replace)
+    assert cli_main(["bpe_v1", str(out), "-d", str(corpus), "-q", "-v", "300"]) == 0
+    captured = capsys.readouterr()
+    assert "interrupted" not in captured.err
+    name = signal.Signals(signum).name
+    assert captured.err.strip() == f"note: {name} came after the output was in place; the run is complete"
+    assert "wrote" in captured.out
+    assert loaded_sets(out)[0] == (new_vocab, new_merges)
+    assert leftovers(out) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Two runs started in the same instant on one output directory
+
+# Says it is ready, then starts the CLI when the test answers: both children are released together.
+START_TOGETHER_CHILD = textwrap.dedent(
+    """
+    import sys
+    from cs336_basics.cli import main
+    print("ready", flush=True)
+    sys.stdin.readline()
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="flock")
+def test_two_runs_started_together_give_one_whole_set(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sizes = (280, 300)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", START_TOGETHER_CHILD, "bpe_v1", str(out), "-d", str(corpus), "-q", "-v", str(size)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
+        )  # fmt: skip
+        for size in sizes
+    ]
+    results = []
+    try:
+        for child in children:
+            assert child.stdout.readline() == "ready\n"
+        for child in children:
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        for child in children:
+            _, err = child.communicate(timeout=120)
+            results.append((child.returncode, err))
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    codes = [code for code, _ in results]
+    assert 0 in codes and set(codes) <= {0, 2}, results
+    for code, err in results:
+        if code == 2:  # refused at once, in one line naming the directory
+            assert len(err.strip().splitlines()) == 1
+            assert err.startswith("error: another run") and f"is writing to {out}" in err
+    # One run's set, whole: the one that finished last when both ran.
+    sets = {size: train_bpe(corpus, size, [ENDOFTEXT], trainer="bpe_v1") for size in sizes}
+    assert loaded_sets(out)[0] in sets.values()
+    assert leftovers(out) == [] and sorted(p.name for p in out.iterdir()) == OUTPUTS
