@@ -9,6 +9,7 @@ a patched function at that point; no test depends on timing."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.encode_cli import main as encode_main
-from cs336_basics.serialization import OutputDirectory, read_run_info, save_tokenizer
+from cs336_basics.serialization import RUN_FILE, OutputDirectory, read_run_info, save_tokenizer
 from tests.support import REPO_ROOT
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -142,6 +143,113 @@ def test_a_signal_once_the_set_is_in_place_ends_the_run_as_a_success(
     assert "wrote" in captured.out
     assert loaded_sets(out)[0] == (new_vocab, new_merges)
     assert leftovers(out) == []
+
+
+def test_a_signal_before_the_commit_still_keeps_the_old_set(corpus: Path, tmp_path: Path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    _train_into(corpus, out, 280)
+    before = {name: (out / name).read_bytes() for name in OUTPUTS}
+    real_rename = serialization.os.rename
+
+    def rename(source, target):
+        if Path(source).name.startswith(serialization.STAGING_PREFIX):
+            raise KeyboardInterrupt  # as a signal handled just before the commit
+        real_rename(source, target)
+
+    monkeypatch.setattr(serialization.os, "rename", rename)
+    assert cli_main(["bpe_v1", str(out), "-d", str(corpus), "-q", "-v", "300"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+    assert {name: (out / name).read_bytes() for name in OUTPUTS} == before
+    assert leftovers(out) == []
+
+
+# Waits at the chosen step of the set's commit (the rename of the staging directory, or the move of
+# the nth file), says so, and is killed there by the test (SIGKILL: nothing of the run's own runs).
+KILL_IN_COMMIT_CHILD = textwrap.dedent(
+    """
+    import os, sys
+    import cs336_basics.serialization as serialization
+    from cs336_basics.cli import main
+
+    step, argv = sys.argv[1], sys.argv[2:]
+    steps = []
+    def pause(name, real):
+        def call(source, target):
+            steps.append(name)
+            if f"{name}{steps.count(name) - 1}" == step:
+                print("ready", flush=True)
+                sys.stdin.readline()
+            return real(source, target)
+        return call
+    serialization.os.rename = pause("rename", os.rename)
+    serialization.os.replace = pause("replace", os.replace)
+    sys.exit(main(argv))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("step", ["rename0", "replace0", "replace1", "replace2", "replace3", "replace4"])
+def test_kill_9_inside_the_commit_leaves_a_set_that_loads(corpus: Path, tmp_path: Path, step: str) -> None:
+    out = tmp_path / "out"
+    old = _train_into(corpus, out, 280)
+    new = train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v1")
+    argv = ["bpe_v1", str(out), "-d", str(corpus), "-q", "-v", "300"]
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_IN_COMMIT_CHILD, step, *argv],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
+    )  # fmt: skip
+    try:
+        assert child.stdout.readline() == "ready\n", child.stderr.read()
+        child.kill()
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
+        child.stdin.close()
+    assert child.returncode == -signal.SIGKILL
+    # Before its metadata moves the old set is whole; after, every file of the new one is read from
+    # where it is (moved or still in the commit directory): one run's set, never a mix.
+    assert loaded_sets(out)[0] == (old if step in ("rename0", "replace0") else new)
+    # The next run finishes the killed one's moves (or finds nothing to do), then writes its own.
+    assert cli_main(["bpe_v1", str(out), "-d", str(corpus), "-q", "-v", "270"]) == 0
+    assert loaded_sets(out)[0] == train_bpe(corpus, 270, [ENDOFTEXT], trainer="bpe_v1")
+    assert leftovers(out) == [] and sorted(p.name for p in out.iterdir()) == OUTPUTS
+
+
+def test_the_next_run_finishes_the_moves_of_a_killed_one(corpus: Path, tmp_path: Path) -> None:
+    """The killed run's set is moved in whole when the next run opens the directory, even if that
+    run then fails: the directory never stays half moved."""
+    out = tmp_path / "out"
+    _train_into(corpus, out, 280)
+    new = train_bpe(corpus, 300, [ENDOFTEXT], trainer="bpe_v1")
+    result = subprocess.run(
+        [sys.executable, "-c", KILL_IN_COMMIT_CHILD.replace('print("ready", flush=True)', "os._exit(137)"),
+         "replace2", "bpe_v1", str(out), "-d", str(corpus), "-q", "-v", "300"],
+        capture_output=True, text=True, env=CHILD_ENV, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 137, result.stderr
+    with OutputDirectory(out):
+        pass  # opened, and left without saving
+    assert leftovers(out) == []
+    assert loaded_sets(out)[0] == new
+    run = json.loads((out / RUN_FILE).read_text())
+    for name in OUTPUTS[1:]:
+        assert (out / name).stat().st_size == run["files"][name]["bytes"]
+
+
+def test_a_commit_directory_that_is_not_a_set_is_removed_not_moved_in(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    old = _train_into(corpus, out, 280)
+    stray = out / f"{serialization.COMMIT_PREFIX}0123abcd"
+    stray.mkdir()
+    (stray / "vocab.json").write_text("{}")  # no metadata of that id anywhere
+    with OutputDirectory(out):
+        pass
+    assert leftovers(out) == [] and loaded_sets(out)[0] == old
 
 
 # ---------------------------------------------------------------------------------------------
