@@ -303,3 +303,64 @@ def test_two_runs_started_together_give_one_whole_set(corpus: Path, tmp_path: Pa
     sets = {size: train_bpe(corpus, size, [ENDOFTEXT], trainer="bpe_v1") for size in sizes}
     assert loaded_sets(out)[0] in sets.values()
     assert leftovers(out) == [] and sorted(p.name for p in out.iterdir()) == OUTPUTS
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 7: bad input on Dask is refused at once, as locally, never retried
+
+
+def refusing_count(marks: Path, tasks: object, special_tokens: object, threads: object, storage_options: object,
+                   **options: object) -> None:  # fmt: skip
+    """A counting task that meets bad input; each run of it leaves a mark."""
+    from cs336_basics import BPEInputError
+
+    with marks.open("a") as file:
+        file.write("ran\n")
+    raise BPEInputError("part.txt: invalid UTF-8 at byte offset 7")
+
+
+def test_bad_input_on_the_cluster_is_not_retried(tmp_path: Path) -> None:
+    pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
+    from functools import partial
+
+    from distributed import Client, LocalCluster
+
+    from cs336_basics import BPEInputError
+    from cs336_basics.cluster import count_words_on_cluster
+
+    text = tmp_path / "part.txt"
+    text.write_text("some words to count " * 100)
+    marks = tmp_path / "marks"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
+        with Client(cluster) as client:
+            with pytest.raises(BPEInputError, match=r"\Apart.txt: invalid UTF-8 at byte offset 7\Z"):
+                count_words_on_cluster(client, [text], [ENDOFTEXT], retries=3, count=partial(refusing_count, marks))
+    assert marks.read_text() == "ran\n"  # once: not retried
+
+
+def run_module(module: str, *argv: str) -> subprocess.CompletedProcess:
+    """`python -m cs336_basics.MODULE ARGV...`: run by name, so that Dask's worker processes import the
+    package from this checkout as the command does (the name of the main module is what they import)."""
+    return subprocess.run(
+        [sys.executable, "-m", f"cs336_basics.{module}", *argv],
+        capture_output=True, text=True, env=CHILD_ENV, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["text", "jsonl"])
+def test_bad_input_on_a_local_cluster_ends_as_it_does_locally(tmp_path: Path, kind: str) -> None:
+    pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
+    if kind == "text":
+        data = tmp_path / "bad.txt"
+        data.write_bytes(b"hello world " * 100 + b"\xff\xfe bad\n" + b"more text " * 100)
+    else:
+        data = tmp_path / "bad.jsonl"
+        data.write_text("".join(json.dumps({"text": f"document {n}"}) + "\n" for n in range(300)) + "{broken\n")
+    argv = [str(data), "-o", str(tmp_path / "c.counts"), "-q"]
+    local = run_module("count_cli", *argv)
+    assert local.returncode == 2 and local.stderr.startswith("error: ") and str(data) in local.stderr
+    on_cluster = run_module("count_cli", *argv, "--cluster", "local:2")
+    assert (on_cluster.returncode, on_cluster.stderr) == (2, local.stderr)
+    trained = run_module("cli", "bpe_v1", str(tmp_path / "out"), "-d", str(data), "-q", "--cluster", "local:2")
+    assert (trained.returncode, trained.stderr) == (2, local.stderr)
+    assert not (tmp_path / "c.counts").exists() and not (tmp_path / "out").exists()
