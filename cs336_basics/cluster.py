@@ -35,6 +35,7 @@ import contextlib
 import logging
 import os
 import pickle
+import signal
 import sys
 import threading
 import uuid
@@ -219,6 +220,33 @@ def _quiet_when_stopped(*, restore: bool) -> Iterator[None]:
             logger.setLevel(level)
 
 
+# Run in each local worker process as it starts (a Dask preload, given as its text so that it imports
+# nothing of this package there): Ctrl-C reaches every process of the terminal's group, and each
+# worker would end with a traceback of its own; the run's process stops them instead.
+_WORKER_IGNORES_SIGINT = "import signal\n\ndef dask_setup(worker):\n    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+
+
+def _kill_workers(cluster: Any) -> None:
+    """End the local cluster's worker processes at once (SIGKILL): a run that stops has no use for
+    their work, and Dask's own close waits seconds for a busy one. Each nanny is told first, so that
+    it does not start a new worker in place of the one killed."""
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        with contextlib.suppress(Exception):
+            nanny.close_gracefully(reason="the run stopped")
+            process = nanny.process.process
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGKILL)
+
+
+@contextmanager
+def _workers_killed_if_stopped(cluster: Any) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        _kill_workers(cluster)
+        raise
+
+
 @contextmanager
 def _local_cluster(distributed, workers: int) -> Iterator[object]:
     """A LocalCluster that, stopped while it starts (Ctrl-C, a worker killed), leaves nothing for
@@ -235,6 +263,7 @@ def _local_cluster(distributed, workers: int) -> Iterator[object]:
             processes=True,
             dashboard_address=":0",
             silence_logs=logging.CRITICAL,
+            preload=[_WORKER_IGNORES_SIGINT],
         )
     except BaseException as error:
         logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)  # connect restores it
@@ -268,7 +297,8 @@ def connect(spec: str, *, timeout: float | None = None) -> Iterator[Client]:
         distributed = _import_distributed()
         with _quiet_when_stopped(restore=True), _local_cluster(distributed, workers) as cluster:
             with distributed.Client(cluster, timeout=seconds) as client, _quiet_when_stopped(restore=False):
-                yield client
+                with _workers_killed_if_stopped(cluster):
+                    yield client
     elif "://" in spec:
         check_scheduler_address(spec)
         distributed = _import_distributed()

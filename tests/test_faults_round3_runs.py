@@ -364,3 +364,99 @@ def test_bad_input_on_a_local_cluster_ends_as_it_does_locally(tmp_path: Path, ki
     trained = run_module("cli", "bpe_v1", str(tmp_path / "out"), "-d", str(data), "-q", "--cluster", "local:2")
     assert (trained.returncode, trained.stderr) == (2, local.stderr)
     assert not (tmp_path / "c.counts").exists() and not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Item 3: Ctrl-C on --cluster local:N is one line, and no worker outlives the command
+
+# A script file, not `python -c`: Dask's worker processes import the main script again, and with it
+# this checkout's package. Its counting tasks tell the test through a FIFO that they are counting,
+# then wait; the run's process prints its workers' pids first.
+CLUSTER_CHILD = textwrap.dedent(
+    """
+    import os, sys, time
+    import cs336_basics.cluster as cluster
+    from cs336_basics.cli import main
+
+    def counting_forever(tasks, special_tokens, threads, storage_options, **options):
+        try:
+            handle = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # the test reads one worker's line; another may find no reader left
+            pass
+        else:
+            os.write(handle, b"counting\\n")
+            os.close(handle)
+        time.sleep(600)
+
+    def with_pids_told(real):
+        def count_words_on_cluster(client, *args, **kwargs):
+            print("workers", *client.run(os.getpid).values(), flush=True)
+            return real(client, *args, count=counting_forever, **kwargs)
+        return count_words_on_cluster
+
+    if __name__ == "__main__":
+        cluster.count_words_on_cluster = with_pids_told(cluster.count_words_on_cluster)
+        sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie waiting to be reaped (it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as status:
+            return status.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups, FIFOs and /proc")
+@pytest.mark.parametrize(
+    ("signum", "to_group"),
+    [(signal.SIGINT, True), (signal.SIGTERM, True), (signal.SIGINT, False), (signal.SIGTERM, False)],
+    ids=["ctrl-c", "sigterm to the group", "sigint to the run", "sigterm to the run"],
+)
+def test_a_signal_on_a_local_cluster_is_one_line_and_leaves_no_worker(
+    corpus: Path, tmp_path: Path, signum: int, to_group: bool
+) -> None:
+    pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
+    import time
+
+    script = tmp_path / "child.py"
+    script.write_text(CLUSTER_CHILD)
+    fifo = tmp_path / "counting"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDWR)  # read and write: opening never waits, reading waits for a line
+    argv = ["bpe_v1", str(tmp_path / "out"), "-d", str(corpus), "-q", "--cluster", "local:2"]
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(fifo), *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV, start_new_session=True,
+    )  # fmt: skip
+    workers: list[int] = []
+    try:
+        told = child.stdout.readline().split()
+        assert told[:1] == ["workers"], child.stderr.read()
+        workers = [int(pid) for pid in told[1:]]
+        assert os.read(reader, 9) == b"counting\n"  # a worker is inside its task
+        if to_group:
+            os.killpg(child.pid, signum)  # as the terminal sends Ctrl-C: to every process of the group
+        else:
+            child.send_signal(signum)
+        _, err = child.communicate(timeout=120)
+        # A bound that only catches a leak, not a measure of speed: exiting takes well under a second.
+        deadline = time.monotonic() + 10
+        while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid in workers if not _gone(pid)]
+    finally:
+        os.close(reader)
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+        for pid in workers:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert child.returncode == 128 + signum
+    assert "Traceback" not in err and err.strip() == "interrupted", err
+    assert left == []
+    assert not (tmp_path / "out").exists()
