@@ -15,6 +15,7 @@ Exit status, the same for every command of the package (cs336-train-bpe, cs336-c
          an output that cannot be written (its directory, or a directory by its name), a busy output
          directory
     130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM (the trainer): "interrupted", nothing written
+         (a signal once the count file is in place is only noted: the run has succeeded, exit 0)
 """
 
 from __future__ import annotations
@@ -75,14 +76,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        with InterruptHandling():
-            return _count(args)
+        with InterruptHandling() as interrupts:
+            code = _count(args, interrupts)
     except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: the count file is written whole or not at all
         print("interrupted", file=sys.stderr)
         return 128 + getattr(interrupt, "signum", signal.SIGINT)
+    note = interrupts.late_note()
+    if note is not None:
+        print(note, file=sys.stderr)
+    return code
 
 
-def _count(args: argparse.Namespace) -> int:
+def _count(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     started = time.perf_counter()
     try:
         _check_output(args.output)
@@ -101,7 +106,7 @@ def _count(args: argparse.Namespace) -> int:
         )
         counted = time.perf_counter()
         try:
-            path = counts.save(args.output)
+            path = counts.save(args.output, on_commit=interrupts.output_in_place)
         except OSError as error:
             # Writing failed after the work was done (a full disk): the run failed, as in the trainer.
             print(f"error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)

@@ -148,8 +148,9 @@ def _current_umask() -> int:
     return mask
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path` in one step."""
+def write_atomically(path: Path, data: bytes, *, on_commit: Callable[[], object] | None = None) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path` in one step; `on_commit`
+    is called once it is in place, as in `OutputDirectory.save`."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         # mkstemp makes 0600; give the usual mode, through the descriptor: the name could be swapped
@@ -159,7 +160,10 @@ def write_atomically(path: Path, data: bytes) -> None:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, path)
+        with _signals_held():
+            os.replace(temporary, path)
+            if on_commit is not None:
+                on_commit()
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise

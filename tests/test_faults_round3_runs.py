@@ -163,6 +163,31 @@ def test_a_signal_before_the_commit_still_keeps_the_old_set(corpus: Path, tmp_pa
     assert leftovers(out) == []
 
 
+@pytest.mark.parametrize("command", ["count", "encode"])
+def test_a_signal_once_the_file_is_in_place_ends_count_and_encode_as_a_success(
+    corpus: Path, tmp_path: Path, monkeypatch, capsys, command: str
+) -> None:
+    """cs336-count-words and cs336-encode-dataset, whose one file is renamed into place: the same rule."""
+    out = tmp_path / ("c.counts" if command == "count" else "ids.npy")
+    real_replace = os.replace
+
+    def replace(source, target):
+        real_replace(source, target)
+        if Path(target) == out:
+            os.kill(os.getpid(), signal.SIGINT)  # held back until the rename's block ends
+
+    monkeypatch.setattr(os, "replace", replace)  # the one os module: serialization's and encode_cli's
+    if command == "count":
+        code = count_main([str(corpus), "-o", str(out), "-q"])
+    else:
+        _train_into(corpus, tmp_path / "tok", 280)
+        code = encode_main([str(corpus), str(out), "--tokenizer", str(tmp_path / "tok"), "-q"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert err.strip() == "note: SIGINT came after the output was in place; the run is complete"
+    assert out.stat().st_size > 0
+
+
 # Waits at the chosen step of the set's commit (the rename of the staging directory, or the move of
 # the nth file), says so, and is killed there by the test (SIGKILL: nothing of the run's own runs).
 KILL_IN_COMMIT_CHILD = textwrap.dedent(
