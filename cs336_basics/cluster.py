@@ -362,7 +362,7 @@ def count_sliced(
     return tuple(pack_table(table) for table in slices)
 
 
-def sum_tables(*packed_tables: TableArrays | bytes) -> TableArrays | bytes:
+def sum_tables(*packed_tables: TableArrays | bytes | _Refused) -> TableArrays | bytes | _Refused:
     """The sum of packed count tables, packed (a new object: the inputs are never changed); a
     task's refusal (`_Refused`) among them is passed on instead."""
     refused = next((packed for packed in packed_tables if isinstance(packed, _Refused)), None)
