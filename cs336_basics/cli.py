@@ -17,7 +17,9 @@ or failed run leaves the previous set in place, and two runs cannot write one di
 
 Exit status: 0 done; 1 the run failed (out of memory, a file could not be read or written);
 2 bad arguments or input, or OUT_DIR busy; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM.
-Either signal ends the run the same way: the message "interrupted", no output written.
+Either signal ends the run the same way: the message "interrupted", no output written. Once the
+output is in place the run has succeeded: a signal that comes later ends it with exit status 0 and
+a note saying so.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .command_line import (
     broken_link_message,
     how_invoked,
     human_bytes,
+    output_path_argument,
 )
 from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
@@ -85,7 +88,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Train a byte-level BPE tokenizer with one of the cs336_basics trainer versions.",
     )
     parser.add_argument("trainer", choices=[*TRAINERS, "auto"], help="trainer version; auto = the fastest here")
-    parser.add_argument("out_dir", type=Path, help="where vocab.pkl, merges.pkl, vocab.json, merges.txt go")
+    parser.add_argument(
+        "out_dir", type=output_path_argument, help="where vocab.pkl, merges.pkl, vocab.json, merges.txt go"
+    )
     parser.add_argument(
         "-v",
         "--vocab-size",
@@ -218,10 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with InterruptHandling() as interrupts:
         try:
-            return _run(args, interrupts)
+            code = _run(args, interrupts)
         except KeyboardInterrupt as interrupt:
             print("interrupted", file=sys.stderr)
             return 128 + getattr(interrupt, "signum", signal.SIGINT)
+    note = interrupts.late_note()
+    if note is not None:
+        print(note, file=sys.stderr)
+    return code
 
 
 def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
@@ -295,8 +304,11 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
                 sets.append((output, vocab, merges, export_files(args.export, vocab, merges, args.special)))
+            # Once the first set is in place the run has succeeded: a later signal is only noted.
             written = [
-                output.save(vocab, merges, args.special, details=details, exports=exports)
+                output.save(
+                    vocab, merges, args.special, details=details, exports=exports, on_commit=interrupts.output_in_place
+                )
                 for output, vocab, merges, exports in sets
             ]
     except (BPEInputError, TrainerUnavailable, ValueError) as error:

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import operator
 import os
 import pickle
+import signal
 import sys
 import threading
 import uuid
@@ -111,6 +111,26 @@ class ClusterTaskError(RuntimeError):
 
 def _task_error(error: BaseException, retries: int) -> ClusterTaskError:
     return ClusterTaskError(f"a task failed on the cluster (after {retries} retries): {_one_line(error)}")
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A task's bad input (BPEInputError), returned instead of raised: Dask retries whatever a task
+    raises, and bad input stays bad. The additions pass it on; the client raises it as the
+    BPEInputError it was, so the run ends as it does locally (exit status 2, the same message)."""
+
+    message: str
+
+
+def _raise_refused(*items: object) -> None:
+    for item in items:
+        if isinstance(item, _Refused):
+            raise BPEInputError(item.message)
+
+
+def _item(result: tuple | _Refused, index: int) -> object:
+    """`result[index]` on a worker; a refusal stands for each of its items."""
+    return result if isinstance(result, _Refused) else result[index]
 
 
 def _import_distributed():
@@ -201,6 +221,33 @@ def _quiet_when_stopped(*, restore: bool) -> Iterator[None]:
             logger.setLevel(level)
 
 
+# Run in each local worker process as it starts (a Dask preload, given as its text so that it imports
+# nothing of this package there): Ctrl-C reaches every process of the terminal's group, and each
+# worker would end with a traceback of its own; the run's process stops them instead.
+_WORKER_IGNORES_SIGINT = "import signal\n\ndef dask_setup(worker):\n    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+
+
+def _kill_workers(cluster: Any) -> None:
+    """End the local cluster's worker processes at once (SIGKILL): a run that stops has no use for
+    their work, and Dask's own close waits seconds for a busy one. Each nanny is told first, so that
+    it does not start a new worker in place of the one killed."""
+    for nanny in list(getattr(cluster, "workers", {}).values()):
+        with contextlib.suppress(Exception):
+            nanny.close_gracefully(reason="the run stopped")
+            process = nanny.process.process
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGKILL)
+
+
+@contextmanager
+def _workers_killed_if_stopped(cluster: Any) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        _kill_workers(cluster)
+        raise
+
+
 @contextmanager
 def _local_cluster(distributed, workers: int) -> Iterator[object]:
     """A LocalCluster that, stopped while it starts (Ctrl-C, a worker killed), leaves nothing for
@@ -217,6 +264,7 @@ def _local_cluster(distributed, workers: int) -> Iterator[object]:
             processes=True,
             dashboard_address=":0",
             silence_logs=logging.CRITICAL,
+            preload=[_WORKER_IGNORES_SIGINT],
         )
     except BaseException as error:
         logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)  # connect restores it
@@ -250,7 +298,8 @@ def connect(spec: str, *, timeout: float | None = None) -> Iterator[Client]:
         distributed = _import_distributed()
         with _quiet_when_stopped(restore=True), _local_cluster(distributed, workers) as cluster:
             with distributed.Client(cluster, timeout=seconds) as client, _quiet_when_stopped(restore=False):
-                yield client
+                with _workers_killed_if_stopped(cluster):
+                    yield client
     elif "://" in spec:
         check_scheduler_address(spec)
         distributed = _import_distributed()
@@ -310,12 +359,19 @@ def count_sliced(
             worker.log_event(progress_topic, (batch, done))
 
     rules = {} if pattern is None else {"pattern": pattern}
-    slices = count(tasks, special_tokens, 1, storage_options, progress=report, num_slices=num_slices, **rules)
+    try:
+        slices = count(tasks, special_tokens, 1, storage_options, progress=report, num_slices=num_slices, **rules)
+    except BPEInputError as error:
+        return _Refused(str(error))
     return tuple(pack_table(table) for table in slices)
 
 
-def sum_tables(*packed_tables: TableArrays | bytes) -> TableArrays | bytes:
-    """The sum of packed count tables, packed (a new object: the inputs are never changed)."""
+def sum_tables(*packed_tables: TableArrays | bytes | _Refused) -> TableArrays | bytes | _Refused:
+    """The sum of packed count tables, packed (a new object: the inputs are never changed); a
+    task's refusal (`_Refused`) among them is passed on instead."""
+    refused = next((packed for packed in packed_tables if isinstance(packed, _Refused)), None)
+    if refused is not None:
+        return refused
     return pack_table(add_tables([unpack_table(packed) for packed in packed_tables]))
 
 
@@ -436,7 +492,7 @@ def _add_up_slices(
     reduction: list[Future] = []
     tops = []
     for index in range(slices):
-        level = [client.submit(operator.getitem, future, index, pure=True) for future in counted]
+        level = [client.submit(_item, future, index, pure=True) for future in counted]
         reduction += level
         while len(level) > 1:
             level = [
@@ -455,6 +511,8 @@ def _add_up_slices(
                 for future in distributed.as_completed(counted):
                     if future.status == "error":
                         raise _task_error(future.exception(), retries)
+                    if future.type is _Refused:  # known without fetching the result: stop at once
+                        _raise_refused(future.result())
                     shown.finished(batch_of[future.key])
             finally:
                 if topic is not None:
@@ -463,6 +521,7 @@ def _add_up_slices(
             sums = client.gather(tops)
         except Exception as error:  # an addition failed; what it raised comes from the worker
             raise _task_error(error, retries) from error
+        _raise_refused(*sums)
         table = concatenate_slices([unpack_table(top) if isinstance(top, bytes) else top for top in sums])
     except BaseException:
         # Stop what is still queued; finished futures are simply dropped (cancelling those upsets
@@ -563,18 +622,21 @@ def count_stream_part(
         special_tokens, 1, documents=documents, started=batch > 0, after_document=batch > 0, pattern=pattern
     )
     skipped = BadRecords() if skip_bad_records else None
-    for source in part.sources:
-        counter.label = source.path
-        if source.format == "text":
-            for block in read_blocks(source):
-                counter.text(block)
-        else:
-            documents_of_part = iter_document_bytes(source, text_field, skipped, part.part)
-            for item in _document_items(counter, documents_of_part, BLOCK_BYTES, checked=True):
-                _feed(counter, item)
+    try:
+        for source in part.sources:
+            counter.label = source.path
+            if source.format == "text":
+                for block in read_blocks(source):
+                    counter.text(block)
+            else:
+                documents_of_part = iter_document_bytes(source, text_field, skipped, part.part)
+                for item in _document_items(counter, documents_of_part, BLOCK_BYTES, checked=True):
+                    _feed(counter, item)
+        table = counter.take()
+    except BPEInputError as error:
+        return _Refused(str(error))
     if progress_topic is not None:
         _import_distributed().get_worker().log_event(progress_topic, (batch, part.size))
-    table = counter.take()
     slices = split_table(table, num_slices)
     report = (
         counter.documents_fed,
@@ -650,12 +712,13 @@ def _count_streamed_on_cluster(
         )
         for index, part in enumerate(parts)
     ]
-    report_futures = [client.submit(operator.getitem, future, slices, pure=True) for future in counted]
+    report_futures = [client.submit(_item, future, slices, pure=True) for future in counted]
     table = _add_up_slices(client, distributed, counted, slices, [part.size for part in parts], fan_in, retries, topic)
     try:
         reports = client.gather(report_futures)
     except Exception as error:
         raise _task_error(error, retries) from error
+    _raise_refused(*reports)
     private = documents and not specials
     separator_bytes = 0 if private else len(tokens[0].encode("utf-8")) if tokens else 0
     if single:  # one task, which reckoned the separators itself

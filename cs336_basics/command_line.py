@@ -114,6 +114,13 @@ def cluster_spec_argument(text: str) -> str:
     return text
 
 
+def output_path_argument(text: str) -> Path:
+    """An output path; an empty one is refused (it would silently mean the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("expected a path, got an empty one (it would mean the current directory)")
+    return Path(text)
+
+
 def seconds_argument(text: str) -> float:
     try:
         seconds = float(text)
@@ -151,12 +158,18 @@ class Interrupted(KeyboardInterrupt):
 class InterruptHandling:
     """While active, SIGINT and SIGTERM raise `Interrupted` in the main thread, and are remembered:
     an exception raised where Python ignores it (in a `__del__`, say) cannot let the run carry on,
-    because the driver calls `check()` between phases. A second signal ends the process at once."""
+    because the driver calls `check()` between phases. A second signal ends the process at once.
+
+    Once the run's output is in place (`output_in_place`, called while the signals are held back
+    around the final rename) the run has succeeded: a signal is then only noted (`late`, see
+    `late_note`), so that no run reports "interrupted" with its new output already written."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.late: int | None = None
+        self._in_place = False
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> InterruptHandling:
@@ -170,12 +183,26 @@ class InterruptHandling:
             signal.signal(signum, handler)  # type: ignore[arg-type]
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.received is not None:
+        if self.received is not None or self.late is not None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if self._in_place:
+            self.late = signum
+            return
         self.received = signum
         raise Interrupted(signum)
+
+    def output_in_place(self) -> None:
+        """The output is written: from now on the run ends as a success, whatever signal comes."""
+        self._in_place = True
+
+    def late_note(self) -> str | None:
+        """The note for a signal that came once the output was in place, or None."""
+        if self.late is None:
+            return None
+        name = signal.Signals(self.late).name
+        return f"note: {name} came after the output was in place; the run is complete"
 
     def check(self) -> None:
         if self.received is not None:

@@ -17,6 +17,7 @@ Exit status, the same for every command of the package (cs336-train-bpe, cs336-c
          an output that cannot be written (its directory, or a directory by its name), a busy output
          directory
     130  interrupted by SIGINT (Ctrl-C); 143 by SIGTERM (the trainer): "interrupted", nothing written
+         (a signal once the count file is in place is only noted: the run has succeeded, exit 0)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .command_line import (
     add_pattern_argument,
     add_special_tokens_argument,
     human_bytes,
+    output_path_argument,
 )
 from .contract import BPEInputError, check_num_workers
 from .formats import expand_inputs
@@ -76,7 +78,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "concatenated",
     )
     add_format_arguments(parser)
-    parser.add_argument("-o", "--output", type=Path, required=True, help="the count file to write")
+    parser.add_argument("-o", "--output", type=output_path_argument, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
     add_pattern_argument(parser)
     add_cluster_argument(parser)
@@ -94,14 +96,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        with InterruptHandling():
-            return _count(args)
+        with InterruptHandling() as interrupts:
+            code = _count(args, interrupts)
     except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: the count file is written whole or not at all
         print("interrupted", file=sys.stderr)
         return 128 + getattr(interrupt, "signum", signal.SIGINT)
+    note = interrupts.late_note()
+    if note is not None:
+        print(note, file=sys.stderr)
+    return code
 
 
-def _count(args: argparse.Namespace) -> int:
+def _count(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     started = time.perf_counter()
     try:
         task_bytes = task_bytes_option(args.task_mb)
@@ -123,7 +129,7 @@ def _count(args: argparse.Namespace) -> int:
         )
         counted = time.perf_counter()
         try:
-            path = counts.save(args.output)
+            path = counts.save(args.output, on_commit=interrupts.output_in_place)
         except OSError as error:
             # Writing failed after the work was done (a full disk): the run failed, as in the trainer.
             print(f"error: cannot write {args.output}: {error.strerror or error}", file=sys.stderr)

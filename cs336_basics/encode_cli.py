@@ -21,7 +21,8 @@ OUT in one rename, so an interrupted run never leaves a half-written array. Memo
 chunks' worth of ids.
 
 Exit status: 0 done; 1 the run failed (out of memory, a file could not be read or written); 2 bad
-arguments or input; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (no array written).
+arguments or input; 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM (no array written; a
+signal once the array is in place is only noted: the run has succeeded, exit 0).
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from .command_line import InterruptHandling
+from .command_line import InterruptHandling, output_path_argument
 from .contract import BPEInputError, check_text_file
 from .progress import progress_bar
-from .serialization import check_output_dir
+from .serialization import _signals_held, check_output_dir
 from .tokenizer import Tokenizer
 from .trainers import peak_rss_bytes
 
@@ -68,9 +70,11 @@ def encode_file(
     num_threads: int | None = None,
     chunk_bytes: int | None = None,
     progress: bool = True,
+    on_commit: Callable[[], object] | None = None,
 ) -> tuple[int, int]:
     """Write the ids of `data` to `out` (.npy, dtype from `tokenizer.id_typecode`); returns (input
-    bytes, tokens). `out` appears only once complete."""
+    bytes, tokens). `out` appears only once complete; `on_commit` is called once it is in place,
+    before a signal held back meanwhile is delivered (see `serialization.write_atomically`)."""
     typecode = tokenizer.id_typecode
     handle, temporary = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:
@@ -87,7 +91,10 @@ def encode_file(
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)  # mkstemp's 0600 is meant for secrets, not datasets
-        os.replace(temporary, out)
+        with _signals_held():
+            os.replace(temporary, out)
+            if on_commit is not None:
+                on_commit()
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -110,7 +117,7 @@ def tokenizer_files(directory: Path) -> tuple[Path, Path]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="cs336-encode-dataset", description=__doc__.split("\n\n")[0])
     parser.add_argument("data", type=Path, help="UTF-8 text file to encode")
-    parser.add_argument("out", type=Path, help="output .npy file")
+    parser.add_argument("out", type=output_path_argument, help="output .npy file")
     parser.add_argument(
         "--tokenizer", type=Path, metavar="OUT_DIR", help="a training output directory (instead of --vocab/--merges)"
     )
@@ -149,14 +156,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     special_tokens = [] if args.no_special_tokens else args.special_token
     try:
-        with InterruptHandling():
-            return _encode(args, special_tokens)
+        with InterruptHandling() as interrupts:
+            code = _encode(args, special_tokens, interrupts)
     except KeyboardInterrupt as interrupt:  # SIGINT or SIGTERM: encode_file has removed the partial array
         print("interrupted", file=sys.stderr)
         return 128 + getattr(interrupt, "signum", signal.SIGINT)
+    note = interrupts.late_note()
+    if note is not None:
+        print(note, file=sys.stderr)
+    return code
 
 
-def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
+def _encode(args: argparse.Namespace, special_tokens: list[str] | None, interrupts: InterruptHandling) -> int:
     try:
         # Input and output are checked before the tokenizer is loaded: loading a large vocabulary
         # takes a while, and a typo should not wait for it.
@@ -171,7 +182,13 @@ def _encode(args: argparse.Namespace, special_tokens: list[str] | None) -> int:
         started = time.perf_counter()
         chunk_bytes = max(1, int(args.block_mb * 1e6)) if args.block_mb else None
         size, tokens = encode_file(
-            tokenizer, args.data, args.out, num_threads=args.threads, chunk_bytes=chunk_bytes, progress=not args.quiet
+            tokenizer,
+            args.data,
+            args.out,
+            num_threads=args.threads,
+            chunk_bytes=chunk_bytes,
+            progress=not args.quiet,
+            on_commit=interrupts.output_in_place,
         )
         seconds = time.perf_counter() - started
     except BPEInputError as error:

@@ -16,12 +16,14 @@ their size and SHA-256, moved in with the rest; an export the new set lacks is r
 set, so that `transformers` never loads a previous run's tokenizer from the directory.
 
 The set is one unit. Only one run writes a directory at a time (a lock file, `.cs336_basics.lock`,
-held with `flock` for the whole run); the files are written into a hidden staging directory and
-moved into place only when all of them are complete, the metadata first, with SIGINT and SIGTERM held
-back during the moves. A run killed at any moment leaves either the old set, or files a loader
-recognises as not matching `bpe_run.json`; a later run removes the staging directories that killed
-runs left. Loading checks each file against the metadata when it is present, so files from
-different runs, or a truncated file, are refused instead of silently encoding differently.
+held with `flock` for the whole run); the files are written into a hidden staging directory, which,
+once all of them are complete, is renamed to `.cs336_basics-commit-<run id>` (the commit), and its
+files are moved into place, the metadata first, with SIGINT and SIGTERM held back. A run killed at
+any moment leaves a set that loads whole: the old one until the new metadata is in place, then the
+new one, each file of it not yet moved read from the commit directory; the next run moves them in,
+and removes the staging directories that killed runs left. Loading checks each file against the
+metadata when it is present, so files from different runs, or a truncated file, are refused
+instead of silently encoding differently.
 
 Loading never executes code from a file: pickles are read by an unpickler that refuses every
 class or function reference, so only dict, list, tuple, int and bytes can come out of them.
@@ -41,8 +43,9 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -65,6 +68,10 @@ RUN_FORMAT = "cs336_basics BPE training run"
 RUN_FORMAT_VERSION = 1
 LOCK_FILE = ".cs336_basics.lock"
 STAGING_PREFIX = ".cs336_basics-staging-"
+# A complete set being moved into place: the staging directory renamed to this prefix and the run's
+# id. A run killed during the moves leaves it; loading reads the files not yet moved from it, and the
+# next run moves them in (OutputDirectory.save).
+COMMIT_PREFIX = ".cs336_basics-commit-"
 # bpe_run.json's field for the ids vocab.json cannot hold (a one-byte special token beside its byte).
 VOCAB_JSON_EXTRA = "vocab_json_extra_ids"
 
@@ -156,8 +163,9 @@ def _current_umask() -> int:
     return mask
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside `path`, then rename it over `path` in one step."""
+def write_atomically(path: Path, data: bytes, *, on_commit: Callable[[], object] | None = None) -> None:
+    """Write to a temporary file beside `path`, then rename it over `path` in one step; `on_commit`
+    is called once it is in place, as in `OutputDirectory.save`."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         # mkstemp makes 0600; give the usual mode, through the descriptor: the name could be swapped
@@ -167,7 +175,10 @@ def write_atomically(path: Path, data: bytes) -> None:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, path)
+        with _signals_held():
+            os.replace(temporary, path)
+            if on_commit is not None:
+                on_commit()
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
@@ -301,16 +312,31 @@ def _infer_special_tokens(vocab: Vocab, merges: Merges) -> list[str]:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait until the block ends (they are delivered then, not lost)."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """SIGINT and SIGTERM wait until the block ends (they are delivered then, not lost).
+
+    A thread's signal mask alone is not enough: a signal sent to the process reaches any thread
+    that does not block it (a thread pool's, Dask's), and Python then runs the handler in the main
+    thread, between two moves. So in the main thread the handlers are swapped for one that only
+    notes the signal, and each noted signal is raised again, to the handler that was there, at the
+    end."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    noted: list[int] = []
+    swapped: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in held:
+            if signal.getsignal(signum) is not None:  # None: a handler set outside Python, left alone
+                swapped[signum] = signal.signal(signum, lambda signum, frame: noted.append(signum))
+    masked = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held) if masked else None
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in swapped.items():
+            signal.signal(signum, handler)
+        for signum in noted:
+            signal.raise_signal(signum)
 
 
 def _chmod_directory(path: Path, mode: int) -> None:
@@ -337,6 +363,8 @@ class OutputDirectory:
     with the holder's pid, if another run has it) and removes what killed runs left behind."""
 
     def __init__(self, out_dir: str | os.PathLike) -> None:
+        if isinstance(out_dir, str) and not out_dir:  # Path("") is the current directory, never what was meant
+            raise BPEInputError('the output directory is an empty path; give a path ("." for the current directory)')
         self.path = Path(out_dir)
         self._lock_handle: int | None = None
         self._created: list[Path] = []  # the directories this run made, deepest first
@@ -430,8 +458,12 @@ class OutputDirectory:
         self._lock_handle = None
 
     def _remove_stale_files(self) -> None:
-        """Staging directories and temporary files of runs that were killed (we hold the lock, so
-        no live run owns them)."""
+        """What runs that were killed left (we hold the lock, so no live run owns it): a set they had
+        begun to move into place is moved in the rest of the way, staging directories and temporary
+        files are removed."""
+        for entry in sorted(self.path.iterdir()):
+            if entry.name.startswith(COMMIT_PREFIX) and entry.is_dir() and not entry.is_symlink():
+                _finish_commit(self.path, entry)
         for entry in self.path.iterdir():
             if entry.name.startswith(STAGING_PREFIX) and entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry, ignore_errors=True)
@@ -450,11 +482,14 @@ class OutputDirectory:
         *,
         details: dict[str, Any] | None = None,
         exports: dict[str, bytes] | None = None,
+        on_commit: Callable[[], object] | None = None,
     ) -> dict[str, Path]:
         """Write the whole set; returns the paths of the files written (metadata last).
         `special_tokens` defaults to those the vocabulary's layout implies (ids 256 onwards before
         the merged tokens); `details` (e.g. the trainer's name) go into the metadata. `exports`
-        (name in EXPORT_FILES -> content, see `export.export_files`) join the set."""
+        (name in EXPORT_FILES -> content, see `export.export_files`) join the set. `on_commit` is
+        called once the set is in place, before SIGINT or SIGTERM held back meanwhile is delivered
+        (the CLI's InterruptHandling.output_in_place)."""
         if fcntl is not None and self._lock_handle is None:
             raise RuntimeError("OutputDirectory.save called outside its `with` block")
         exports = dict(exports or {})
@@ -481,10 +516,11 @@ class OutputDirectory:
             files["vocab.json"]["entries"] = len(lowest)
             for name, content in exports.items():
                 files[name] = _write_file(staging / name, lambda out, content=content: out.write(content))
+            run_id = uuid.uuid4().hex
             run = {
                 "format": RUN_FORMAT,
                 "format_version": RUN_FORMAT_VERSION,
-                "run_id": uuid.uuid4().hex,
+                "run_id": run_id,
                 "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "vocab_size": len(vocab),
                 "num_merges": len(merges),
@@ -497,18 +533,54 @@ class OutputDirectory:
             text = json.dumps(run, ensure_ascii=False, indent=2) + "\n"
             _write_file(staging / RUN_FILE, lambda out: out.write(text.encode("utf-8")))
             _fsync_directory(staging)
-            # The metadata goes first: from then on, a file of the old set that is still in place
-            # no longer matches it, whenever the moves stop.
             with _signals_held():
-                for name in (RUN_FILE, *OUTPUT_FILES, *exports):
-                    os.replace(staging / name, self.path / name)
-                for name in EXPORT_FILES:
-                    if name not in exports:
-                        (self.path / name).unlink(missing_ok=True)  # the old set's: it no longer matches
+                # The commit: one rename makes the staged set complete and known by its run id. A run
+                # killed after it leaves a set that loading reads and the next run finishes moving in.
+                committed = self.path / f"{COMMIT_PREFIX}{run_id}"
+                os.rename(staging, committed)  # from here a failure leaves it for loading and the next run
                 _fsync_directory(self.path)
+                _move_into_place(self.path, committed, [RUN_FILE, *OUTPUT_FILES, *exports])
+                if on_commit is not None:
+                    on_commit()
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return {name: self.path / name for name in (*OUTPUT_FILES, *exports, RUN_FILE)}
+
+
+def _move_into_place(directory: Path, committed: Path, names: list[str]) -> None:
+    """Move the files of the set in `committed` into `directory`, those already moved skipped, and
+    remove the exports the set lacks (the old set's: they no longer match it). The metadata moves
+    first: from then on, a file of the old set still in place no longer matches it, and loading
+    reads the new one from `committed` instead."""
+    for name in names:
+        if os.path.lexists(committed / name):
+            os.replace(committed / name, directory / name)
+    for name in EXPORT_FILES:
+        if name not in names:
+            (directory / name).unlink(missing_ok=True)
+    _fsync_directory(directory)
+    shutil.rmtree(committed, ignore_errors=True)
+
+
+def _finish_commit(directory: Path, committed: Path) -> None:
+    """Move in the rest of the set a killed run left in `committed` (its metadata there, or already
+    in `directory` with the same run id); a directory that does not hold such a set is removed."""
+    run_id = committed.name[len(COMMIT_PREFIX) :]
+    names: list[str] | None = None
+    for place in (committed, directory):
+        with contextlib.suppress(BPEInputError, OSError):
+            if not (place / RUN_FILE).is_symlink():
+                run = read_run_info(place)
+                if run is not None and run.get("run_id") == run_id:
+                    names = [RUN_FILE, *(name for name in run["files"] if name in (*OUTPUT_FILES, *EXPORT_FILES))]
+                    break
+    # Only regular files move in: a link put there would make the set point elsewhere.
+    if names is not None and all(
+        stat.S_ISREG(os.lstat(committed / name).st_mode) for name in names if os.path.lexists(committed / name)
+    ):
+        _move_into_place(directory, committed, names)
+    else:
+        shutil.rmtree(committed, ignore_errors=True)
 
 
 def save_tokenizer(
@@ -659,14 +731,53 @@ def read_run_info(directory: str | os.PathLike) -> dict[str, Any] | None:
     return run
 
 
-def _check_against_run(path: Path, data: bytes, run: dict[str, Any] | None) -> None:
-    if run is None:
-        return
+def _matches_run(path: Path, data: bytes, run: dict[str, Any]) -> bool:
     expected = run["files"].get(path.name)
     if not isinstance(expected, dict):
-        return  # a file the run did not write under this name: nothing to compare with
-    if len(data) == expected.get("bytes") and hashlib.sha256(data).hexdigest() == expected.get("sha256"):
+        return True  # a file the run did not write under this name: nothing to compare with
+    return len(data) == expected.get("bytes") and hashlib.sha256(data).hexdigest() == expected.get("sha256")
+
+
+def _committed_copy(path: Path, run: dict[str, Any]) -> Path | None:
+    """`path`'s file in the commit directory of `run` (see COMMIT_PREFIX), when one is there."""
+    run_id = run.get("run_id")
+    if not (isinstance(run_id, str) and run_id.isascii() and run_id.isalnum()):
+        return None  # not an id this module wrote: never a path out of the directory
+    committed = path.parent / f"{COMMIT_PREFIX}{run_id}"
+    copy = committed / path.name
+    with contextlib.suppress(OSError):
+        if not committed.is_symlink() and stat.S_ISREG(os.lstat(copy).st_mode):
+            return copy
+    return None
+
+
+def _read_for_run(path: Path, run: dict[str, Any] | None) -> bytes:
+    """`path`'s bytes, checked against `run` when given. A file that does not match (or is missing)
+    while the run's set is still being moved into place, or was left half moved by a killed run, is
+    read from the run's commit directory; if the live run moved it meanwhile, from `path` again."""
+    if run is None:
+        return _read_bytes(path)
+    first: bytes | None = None
+    with contextlib.suppress(BPEInputError):
+        first = _read_bytes(path)
+        if _matches_run(path, first, run):
+            return first
+    copy = _committed_copy(path, run)
+    if copy is not None:
+        with contextlib.suppress(BPEInputError):
+            data = _read_bytes(copy)
+            if _matches_run(path, data, run):
+                return data
+        first = None
+    data = _read_bytes(path) if first is None else first  # raises what is wrong with it
+    _check_against_run(path, data, run)
+    return data
+
+
+def _check_against_run(path: Path, data: bytes, run: dict[str, Any] | None) -> None:
+    if run is None or _matches_run(path, data, run):
         return
+    expected = run["files"][path.name]
     how = "is shorter than" if len(data) < expected.get("bytes", 0) else "differs from"
     raise BPEInputError(
         f"{path} {how} the file the run in {path.parent / RUN_FILE} wrote ({len(data):,} bytes, expected "
@@ -697,8 +808,7 @@ def load_vocab(path: str | os.PathLike, *, run: dict[str, Any] | None = None) ->
     """A vocabulary from `vocab.pkl` (id -> bytes) or GPT-2 `vocab.json` (token string -> id);
     checked against `run` (read_run_info) when given."""
     path = Path(path)
-    data = _read_bytes(path)
-    _check_against_run(path, data, run)
+    data = _read_for_run(path, run)
     if path.suffix == ".pkl":
         return _check_vocab(path, _unpickle(path, data))
     entries = _parse_json(path, data, object_pairs_hook=_pairs)
@@ -739,8 +849,7 @@ def load_merges(path: str | os.PathLike, *, run: dict[str, Any] | None = None) -
     """Merges from `merges.pkl` or GPT-2 `merges.txt` (an optional `#version` header line);
     checked against `run` (read_run_info) when given."""
     path = Path(path)
-    data = _read_bytes(path)
-    _check_against_run(path, data, run)
+    data = _read_for_run(path, run)
     if path.suffix == ".pkl":
         return _check_merges(path, _unpickle(path, data))
     merges: Merges = []

@@ -45,7 +45,7 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
 from pickle import PickleBuffer
@@ -361,12 +361,13 @@ class WordCounts:
         table = _table_from_arrays(blob, lengths, counts, refuse)
         return cls(table, specials, pattern, source_bytes)
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the count file (to a temporary name, then renamed: never half-written)."""
+    def save(self, path: str | os.PathLike, *, on_commit: Callable[[], object] | None = None) -> Path:
+        """Write the count file (to a temporary name, then renamed: never half-written); `on_commit`
+        is called once it is in place (see `serialization.write_atomically`)."""
         from .serialization import write_atomically
 
         target = Path(path)
-        write_atomically(target, self.to_bytes())
+        write_atomically(target, self.to_bytes(), on_commit=on_commit)
         return target
 
     @classmethod

@@ -517,6 +517,244 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
                    rf"\Aerror: .*{message}", check=check)  # fmt: skip
 
 
+def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
+    """The third hardening round (issue 40): runs, interrupts, the output directory and Dask."""
+    import importlib.util
+
+    from cs336_basics.serialization import COMMIT_PREFIX, LOCK_FILE, STAGING_PREFIX, read_run_info
+    from cs336_basics.tokenizer import Tokenizer
+
+    # Runs `main` of the module argv[1] in the directory argv[2], with the arguments after them: what an
+    # empty output path would write lands there, where the check looks.
+    in_directory = (
+        "import importlib, os, sys; os.chdir(sys.argv[2]); "
+        "sys.exit(importlib.import_module(sys.argv[1]).main(sys.argv[3:]))"
+    )
+
+    # The training CLI, saying "ready" and waiting at a point of the final commit: after the whole save
+    # ("saved"), or at the move of one file ("moving:NAME"), where the signals are held back.
+    commit_point_child = textwrap.dedent(
+        """
+        import os, sys
+        import cs336_basics.serialization as serialization
+        from cs336_basics.cli import main
+
+        def wait_here():
+            print("ready", flush=True)
+            sys.stdin.readline()  # the sweep signals instead of answering
+
+        point, argv = sys.argv[1], sys.argv[2:]
+        if point == "saved":
+            real_save = serialization.OutputDirectory.save
+            def save(self, *args, **kwargs):
+                written = real_save(self, *args, **kwargs)
+                wait_here()
+                return written
+            serialization.OutputDirectory.save = save
+        else:
+            real_replace = os.replace
+            def replace(source, target):
+                if os.path.basename(target) == point.partition(":")[2]:
+                    wait_here()
+                return real_replace(source, target)
+            serialization.os.replace = replace
+        sys.exit(main(argv))
+        """
+    )
+
+    # Two training runs into one directory (argv: CLI code, OUT, DATA), released at the same instant:
+    # each waits for one byte of the same pipe. Exits 0 when one won and the other was refused in one
+    # line, or both finished; else says what happened.
+    two_runs_child = textwrap.dedent(
+        """
+        import os, subprocess, sys
+        cli, out, data = sys.argv[1:4]
+        read_end, write_end = os.pipe()
+        wait = f"import os; os.read({read_end}, 1); "
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", wait + cli, "bpe_v2", out, "-d", data, "-q", "-v", size],
+                pass_fds=(read_end,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )
+            for size in ("300", "400")
+        ]
+        os.write(write_end, b"go")
+        results = [(run.wait(), run.stderr.read()) for run in runs]
+        codes = sorted(code for code, _ in results)
+        refused = [err for code, err in results if code == 2]
+        if codes not in ([0, 0], [0, 2]) or any("another run" not in err or err.count("\\n") != 1 for err in refused):
+            sys.exit(f"unexpected: {results}")
+        """
+    )
+
+    # Training on a local cluster (argv: PIDS MODE CLI-ARGS...): the run's process writes its workers'
+    # pids to PIDS; the workers, inside their tasks, either say "ready" (MODE run: the sweep signals the
+    # run's process) or, the first of them, send SIGINT to the whole process group as Ctrl-C in a terminal
+    # does (MODE group). A script file: the workers import it again, and this checkout's package with it.
+    cluster_signal_child = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        import cs336_basics.cluster as cluster
+        from cs336_basics.cli import main
+
+        def count_then_signal(tasks, special_tokens, threads, storage_options, **options):
+            if sys.argv[2] == "run":
+                print("ready", flush=True)  # the workers write to the run's stdout
+            else:
+                try:
+                    os.close(os.open(sys.argv[1] + ".sent", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    pass  # one Ctrl-C: a second one would end the run at once, by design
+                else:
+                    os.killpg(os.getpgid(0), signal.SIGINT)
+            time.sleep(600)
+
+        def with_pids(real):
+            def count_words_on_cluster(client, *args, **kwargs):
+                with open(sys.argv[1], "w") as pids:
+                    pids.write(" ".join(map(str, client.run(os.getpid).values())))
+                return real(client, *args, count=count_then_signal, **kwargs)
+            return count_words_on_cluster
+
+        if __name__ == "__main__":
+            os.setpgid(0, 0)  # a process group of its own, as a shell gives a command: the workers join it
+            cluster.count_words_on_cluster = with_pids(cluster.count_words_on_cluster)
+            sys.exit(main(sys.argv[3:]))
+        """
+    )
+
+
+    def _running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as status:
+                return status.read().rpartition(")")[2].split()[0] != "Z"  # a zombie runs nothing
+        except FileNotFoundError:
+            return False
+
+    corpus = words_corpus(work / "round3.txt", 20_000, seed=3)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def train(out: Path, vocab_size: int) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-c", CLI, "bpe_v2", str(out), "-d", str(corpus), "-q", "-v", str(vocab_size)]
+        return subprocess.run(command, capture_output=True, text=True, env=environment)
+
+    def loads_whole(out: Path, vocab_sizes: tuple[int, ...], killed: bool = False) -> str | None:
+        """What is wrong with the set in `out`: it must load, both pairs of files alike, as the set of
+        one run of one of `vocab_sizes` that its bpe_run.json describes; nothing hidden left, but
+        what a killed run leaves (its lock file, staging or commit directory) when `killed`."""
+        try:
+            run = read_run_info(out) or {}
+            pairs = (("vocab.json", "merges.txt"), ("vocab.pkl", "merges.pkl"))
+            loaded = [Tokenizer.from_files(out / vocab, out / merges) for vocab, merges in pairs]
+        except Exception as error:  # whatever it is, the case was not handled
+            return f"{out.name} does not load: {error}"
+        if any((len(t.vocab), len(t.merges)) != (run.get("vocab_size"), run.get("num_merges")) for t in loaded):
+            return f"{out.name}: the files do not match bpe_run.json"
+        if run.get("vocab_size") not in vocab_sizes or loaded[0].vocab != loaded[1].vocab:
+            return f"{out.name}: not the set of one run ({run.get('vocab_size')} tokens)"
+        allowed = (LOCK_FILE, STAGING_PREFIX, COMMIT_PREFIX) if killed else ()
+        hidden = [p.name for p in out.iterdir() if p.name.startswith(".") and not p.name.startswith(allowed)]
+        return f"left {hidden}" if hidden else None
+
+    # Item 6: an empty output path is refused, never the current directory
+    here = work / "round3-cwd"
+    here.mkdir()
+
+    def nothing_written() -> str | None:
+        return f"wrote into the current directory: {sorted(os.listdir(here))}" if os.listdir(here) else None
+
+    for command, module, arguments, name in (
+        ("cs336-train-bpe", "cs336_basics.cli", ["bpe_v2", "", "-d", str(corpus), "-q"], "out_dir"),
+        ("cs336-count-words", "cs336_basics.count_cli", [str(corpus), "-o", "", "-q"], "-o/--output"),
+        ("cs336-encode-dataset", "cs336_basics.encode_cli", [str(corpus), "", "--tokenizer", str(work), "-q"], "out"),
+    ):
+        yield Case(f"{command} with an empty output path", ["-c", in_directory, module, str(here), *arguments], (2,),
+                   rf"argument {name}: expected a path, got an empty one", check=nothing_written)  # fmt: skip
+
+    # Item 2: a signal once the set is in place (after the save, or inside the final moves) is a success
+    for point in ("saved", "moving:merges.pkl"):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            target = work / f"round3-late-{point.replace(':', '-')}-{signum}"
+            train(target, 300)
+            name = signal.Signals(signum).name
+            yield Case(
+                f"{name} once the set is in place ({point})",
+                ["-c", commit_point_child, point, "bpe_v2", str(target), "-d", str(corpus), "-q", "-v", "400"],
+                (0,),
+                rf"\Anote: {name} came after the output was in place; the run is complete\Z",
+                interrupt=signum,
+                check=lambda target=target: loads_whole(target, (400,)),
+            )
+
+    # kill -9 inside the final moves: the directory loads one run's set, and the next run works
+    for point in ("moving:bpe_run.json", "moving:merges.txt", "moving:merges.pkl"):
+        target = work / f"round3-kill-{point.partition(':')[2]}"
+        train(target, 300)
+
+        def killed_check(target: Path = target) -> str | None:
+            problem = loads_whole(target, (300, 400), killed=True)
+            if problem:
+                return problem
+            after = train(target, 350)
+            if after.returncode != 0:
+                return f"the next run failed: {after.stderr.strip()}"
+            return loads_whole(target, (350,))
+
+        yield Case(
+            f"kill -9 inside the final moves ({point})",
+            ["-c", commit_point_child, point, "bpe_v2", str(target), "-d", str(corpus), "-q", "-v", "400"],
+            (-signal.SIGKILL,),
+            interrupt=signal.SIGKILL,
+            check=killed_check,
+        )
+
+    # Two runs started in the same instant on one output directory
+    together = work / "round3-together"
+    yield Case("two runs started together into one directory", ["-c", two_runs_child, CLI, str(together),
+               str(corpus)], (0,), r"\A\Z", check=lambda: loads_whole(together, (300, 400)))  # fmt: skip
+
+    # Dask, slow: each case starts a local cluster of worker processes
+    if importlib.util.find_spec("distributed") is None:
+        return
+    bad = work / "round3-bad.txt"
+    bad.write_bytes(b"fine text " * 100 + b"\xff")
+    message = r"\Aerror: \S*round3-bad\.txt: invalid UTF-8 at byte offset 1000\Z"
+    for command, arguments in (
+        ("cs336-count-words", ["-m", "cs336_basics.count_cli", str(bad), "-o", str(work / "round3-bad.counts")]),
+        ("cs336-train-bpe", ["-m", "cs336_basics.cli", "bpe_v2", str(work / "round3-bad-out"), "-d", str(bad)]),
+    ):
+        yield Case(f"{command} --cluster local:2 on invalid UTF-8", [*arguments, "-q", "--cluster", "local:2"], (2,),
+                   message, fast=False, memory_mb=8192)  # fmt: skip
+    script = work / "round3_cluster_child.py"
+    script.write_text(cluster_signal_child)
+    for mode, signum, label in (("group", signal.SIGINT, "Ctrl-C to the process group"),
+                                ("run", signal.SIGTERM, "SIGTERM to the run")):  # fmt: skip
+        pids = work / f"round3-cluster-pids-{mode}"
+
+        def no_worker_left(pids: Path = pids) -> str | None:
+            workers = [int(pid) for pid in pids.read_text().split()]
+            deadline = time.monotonic() + 10  # only catches a leak: the workers end well within a second
+            while any(map(_running, workers)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = [pid for pid in workers if _running(pid)]
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            return f"workers {left} outlived the run" if left else None
+
+        yield Case(
+            f"--cluster local:2, {label} while counting",
+            [str(script), str(pids), mode, "bpe_v2", str(work / f"round3-cluster-{mode}"), "-d", str(corpus), "-q",
+             "--cluster", "local:2"],  # fmt: skip
+            (128 + signum,),
+            r"\Ainterrupted\Z",
+            fast=False,
+            memory_mb=8192,
+            interrupt=None if mode == "group" else signum,
+            check=no_worker_left,
+        )
+
+
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
@@ -742,6 +980,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
             )
     yield from round3_input_cases(work, full)
     yield from round3_tool_cases(work, full)
+    yield from round3_run_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:
