@@ -102,11 +102,12 @@ def test_the_python_counters_read_instead_of_mapping_and_notice_a_short_read(tmp
     # a file that shrank since its chunks were planned is a one-line error, not a count of less text.
     from cs336_basics import BPEInputError, bpe_v3
     from cs336_basics.counting import Segment, count_task
+    from cs336_basics.pattern import resolve_pattern
 
     path = write_text(tmp_path / "shrinking.txt")
     size = path.stat().st_size
     os.truncate(path, size // 2)
     with pytest.raises(BPEInputError, match="changed while it was read"):
-        bpe_v3._count_chunk(str(path), 0, size, ["<|endoftext|>"])
+        bpe_v3._count_chunk(str(path), 0, size, ["<|endoftext|>"], resolve_pattern(None))
     with pytest.raises(BPEInputError, match="changed while it was read"):
         count_task((Segment(str(path), 0, size),), ["<|endoftext|>"])
