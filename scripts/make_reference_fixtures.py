@@ -43,6 +43,9 @@ DOCUMENT_END = (ENDOFTEXT + "\n").encode("utf-8")
 # Ties everywhere: every word occurs once or twice, and the bytes sort differently by value (rustbpe),
 # by byte-level character (HF: space, tab and newline last) and as CS336 compares them.
 TIES_DOCUMENTS = ["zy !!", "zy !!\n", "ab ba\tab", "\u00e9\u00e8 12 3!", "\t!\t\n\n", "Ab aB 'll 'LL"]
+# Documents that end in whitespace after a newline, where rustbpe's own pattern and tiktoken's cl100k
+# pat_str (its `\s++$`) split otherwise (docs/REFERENCES.md).
+TRAILING_DOCUMENTS = ["ab\n  ", "ab\n  ", "ab\n \t", "cd  \n\t ", "ef \n", "x\n\n   ", "ab\n  "]
 
 # name -> (start in the decompressed corpus, bytes, merges)
 SLICES = {"real_mix_64k": (0, 64 << 10, 400), "real_mix_256k_at_10m": (10 << 20, 256 << 10, 1000)}
@@ -64,8 +67,9 @@ def documents(text: str) -> list[str]:
     return [document for document in text.split(ENDOFTEXT) if document]
 
 
-def _ties_text() -> str:
-    return ENDOFTEXT.join(TIES_DOCUMENTS)
+def _hand_made(name: str, docs: list[str]) -> tuple[dict, str, int]:
+    text = ENDOFTEXT.join(docs)
+    return {"name": name, "text": text}, text, TIES_MERGES
 
 
 def _rustbpe(docs: list[str], num_merges: int) -> dict:
@@ -182,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="the real_mix corpus (.txt.gz)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the fixtures go")
     args = parser.parse_args(argv)
-    corpora = {"ties": ({"name": "ties", "text": _ties_text()}, _ties_text(), TIES_MERGES)}
+    corpora = {
+        "ties": _hand_made("ties", TIES_DOCUMENTS),
+        "trailing_whitespace": _hand_made("trailing_whitespace", TRAILING_DOCUMENTS),
+    }
     for name, (start, size, merges) in SLICES.items():
         data = corpus_slice(args.corpus, start, size)
         described = {

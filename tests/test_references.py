@@ -29,11 +29,18 @@ from tests.support import REPO_ROOT, SHARED_CORPUS
 
 REFERENCES = REPO_ROOT / "tests" / "data" / "references"
 CORPORA = ("ties", "real_mix_64k", "real_mix_256k_at_10m")
+# Documents ending in whitespace after a newline, where rustbpe's pattern is not cl100k's (below).
+TRAILING = "trailing_whitespace"
 # The corpora every trainer version trains on through like=; the largest goes whole through the default
 # trainer only, and through bpe_v1.merge to its first BPE_V1_MERGES merges (its 30 ms a merge add up). A run's
 # first k merges are the run of k merges, so a prefix is checked exactly.
-SMALL_CORPORA = ("ties", "real_mix_64k")
+SMALL_CORPORA = ("ties", "real_mix_64k", TRAILING)
 BPE_V1_MERGES = 100
+RUSTBPE_PRESET_GAP = pytest.mark.xfail(
+    strict=True,
+    reason="the rustbpe preset counts with tiktoken's cl100k pat_str, not rustbpe's own pattern: they split "
+    "whitespace after a document's last newline otherwise (docs/REFERENCES.md)",
+)
 
 _spec = importlib.util.spec_from_file_location(
     "make_reference_fixtures", REPO_ROOT / "scripts" / "make_reference_fixtures.py"
@@ -147,9 +154,29 @@ def test_rustbpe_patterns_make_the_same_words(corpus: str) -> None:
 
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_smallest_id_on_cl100k_is_rustbpe(corpus: str) -> None:
+    check_rustbpe(corpus, resolve_preset("rustbpe").pattern)
+
+
+def test_rustbpe_splits_trailing_whitespace_otherwise() -> None:
+    # cl100k's `\s++$` takes a document's last whitespace run whole; rustbpe's pattern lacks it and ends
+    # the run at the newline (`\s*[\r\n]`).
+    rustbpe_pattern = resolve_pattern(load(TRAILING, "rustbpe")["pattern"]).compiled
+    assert rustbpe_pattern.findall("ab\n  ") == ["ab", "\n", "  "]
+    assert resolve_pattern("cl100k").compiled.findall("ab\n  ") == ["ab", "\n  "]
+    # With its own pattern, the tie-break and the layout give rustbpe's ranks there too.
+    check_rustbpe(TRAILING, load(TRAILING, "rustbpe")["pattern"])
+
+
+@RUSTBPE_PRESET_GAP
+def test_rustbpe_preset_on_trailing_whitespace() -> None:
+    check_rustbpe(TRAILING, resolve_preset("rustbpe").pattern)
+
+
+def check_rustbpe(corpus: str, pattern: str) -> None:
+    """bpe_v1 with rustbpe's tie-break and layout, counting with `pattern`, gives rustbpe's ranks."""
     ranks = rustbpe_ranks(corpus)
     preset = resolve_preset("rustbpe")
-    word_counts = counts(fixture_script.documents(corpus_text(corpus)), preset.pattern)
+    word_counts = counts(fixture_script.documents(corpus_text(corpus)), pattern)
     merges = oracle_merges(corpus, word_counts, len(ranks) - 256, preset.tie_break)
     ranks = dict(sorted(ranks.items(), key=lambda item: item[1])[: 256 + len(merges)])
     assert merged_tokens(merges) == list(ranks)[256:]
@@ -165,7 +192,7 @@ def test_smallest_id_on_cl100k_is_rustbpe(corpus: str) -> None:
 # HF tokenizers: train_from_iterator over the documents, the full byte alphabet
 
 
-@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("corpus", [*CORPORA, TRAILING])
 def test_hf_rule_on_gpt2_is_hf_train_from_iterator(corpus: str) -> None:
     expected = hf_merges(corpus, "hf-iterator")
     preset = resolve_preset("hf")
@@ -200,7 +227,7 @@ def seen_alphabet_vocab(special_tokens: list[str], word_counts: dict[bytes, int]
     return dict(enumerate(order))
 
 
-@pytest.mark.parametrize("corpus", CORPORA)
+@pytest.mark.parametrize("corpus", [*CORPORA, TRAILING])
 def test_hf_train_files_is_lines_unsplit_and_the_seen_alphabet(corpus: str) -> None:
     # Three differences from train_from_iterator over documents, and no other: each line is pre-tokenized
     # alone; "<|endoftext|>" in the text is text (special tokens are not split out); the alphabet is the
@@ -212,7 +239,7 @@ def test_hf_train_files_is_lines_unsplit_and_the_seen_alphabet(corpus: str) -> N
     assert merges == expected[: len(merges)]
     vocab = seen_alphabet_vocab([ENDOFTEXT], word_counts, merges)
     assert vocab == below(hf_vocab(corpus, "hf-files"), len(vocab))
-    if corpus != "ties":  # which runs out of pairs
+    if "text" not in load(corpus, "hf-files")["corpus"]:  # the hand-made corpora run out of pairs first
         assert len(hf_vocab(corpus, "hf-files")) == load(corpus, "hf-files")["settings"]["vocab_size"]
     gigabpe = load(corpus, "hf-files").get("gigabpe")
     if gigabpe is not None:  # where the script had gigabpe, it wrote the same model
@@ -253,7 +280,7 @@ def write_corpus(directory: Path, corpus: str) -> Path:
 
 
 @needs_like
-@pytest.mark.parametrize("corpus", SMALL_CORPORA)
+@pytest.mark.parametrize("corpus", ["ties", "real_mix_64k", pytest.param(TRAILING, marks=RUSTBPE_PRESET_GAP)])
 def test_train_bpe_like_rustbpe(trainer: str, corpus: str, tmp_path: Path) -> None:
     ranks = rustbpe_ranks(corpus)
     path = write_corpus(tmp_path, corpus)
