@@ -303,7 +303,8 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
-                sets.append((output, vocab, merges, export_files(args.export, vocab, merges, args.special)))
+                exports = export_files(args.export, vocab, merges, args.special, pattern=result.pattern)
+                sets.append((output, vocab, merges, exports))
             # Once the first set is in place the run has succeeded: a later signal is only noted.
             written = [
                 output.save(

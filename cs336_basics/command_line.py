@@ -16,7 +16,7 @@ from types import FrameType
 
 from .contract import ENDOFTEXT
 from .formats import FORMATS
-from .pattern import CL100K, GPT2, O200K
+from .pattern import CL100K, GPT2, O200K, RUSTBPE
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
 
@@ -65,7 +65,8 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
         "--pattern",
         default=None,
         metavar="NAME|REGEX",
-        help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), or a regex for "
+        help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
+        f"(rustbpe's GPT-4 split), or a regex for "
         f"the regex module; all but {GPT2} are counted through the regex module, the slower path",
     )
 

@@ -10,8 +10,9 @@
     encoding = tiktoken_encoding("out/tokenizer.tiktoken", ["<|endoftext|>"])           # tiktoken.Encoding
     encoding.encode(text, allowed_special="all")
 
-Both give our ids (`Tokenizer.encode`): the same special-token split, the same GPT-2 pre-tokenization
-pattern (a `Split` pre-tokenizer in HF, `pat_str` in tiktoken), bytes shown through GPT-2's
+Both give our ids (`Tokenizer.encode`): the same special-token split, the same pre-tokenization
+pattern (a `Split` pre-tokenizer in HF, `pat_str` in tiktoken: `pattern=`, GPT-2's by default, and a
+training run's own when a rank file is read from its directory), bytes shown through GPT-2's
 byte-to-unicode table in HF's vocabulary, and the merges in creation order (HF applies merges by
 rank, as we do; tiktoken merges by the rank of the merged token, which is the same order for a
 vocabulary BPE training made). Special tokens keep their ids (256, ...). The libraries are only
@@ -30,25 +31,29 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from .contract import (
     ENDOFTEXT,
-    GPT2_SPLIT_PATTERN,
+    HF_LAYOUT,
+    RUSTBPE_LAYOUT,
     BPEInputError,
     Merges,
     Vocab,
     check_special_tokens,
     special_token_ids,
 )
-from .serialization import encode_token, write_atomically
+from .pattern import Pattern, resolve_pattern
+from .serialization import encode_token, read_run_info, run_layout, run_pattern, write_atomically
 
 __all__ = [
     "DEFAULT_MODEL_MAX_LENGTH",
     "EXPORT_FORMATS",
     "export_files",
     "hf_special_tokens_map",
+    "hf_split_regex",
     "hf_tokenizer_config",
     "hf_tokenizer_json",
     "load_tiktoken_ranks",
@@ -87,8 +92,93 @@ def _split_ids(vocab: Vocab, special_tokens: list[str]) -> tuple[dict[bytes, int
     return regular, specials
 
 
-def hf_tokenizer_json(vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None = None) -> dict:
-    """The `tokenizer.json` document of a byte-level BPE tokenizer equal to ours."""
+def _escape_end(expression: str, start: int) -> int:
+    """Where the escape at `start` (a backslash) ends: `\\p{..}`, `\\x{..}`, `\\xhh`, `\\uhhhh`, else one character."""
+    kind = expression[start + 1 : start + 2]
+    if kind in ("p", "P", "N", "x") and expression.startswith("{", start + 2):
+        return expression.index("}", start + 2) + 1
+    return start + {"p": 3, "P": 3, "x": 4, "u": 6, "U": 10}.get(kind, 2)
+
+
+def _class_end(expression: str, start: int) -> int:
+    """Where the character class opened at `start` ends (a `]` first in it is itself)."""
+    position = start + 1
+    position += expression.startswith("^", position)
+    position += expression.startswith("]", position)
+    while position < len(expression):
+        if expression[position] == "\\":
+            position = _escape_end(expression, position)
+        elif expression.startswith("[:", position) and ":]" in expression[position:]:
+            position = expression.index(":]", position) + 2
+        elif expression[position] == "]":
+            return position + 1
+        else:
+            position += 1
+    return position
+
+
+_BOUNDED_REPEAT = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")
+
+
+def hf_split_regex(expression: str) -> str:
+    """`expression` (a `regex` pattern) written for HF tokenizers' Oniguruma, which reads Ruby's syntax:
+    there a possessive bounded repeat `X{1,3}+` is a repeat of a repeat (cl100k's numbers would run on),
+    so it becomes the atomic group `(?>X{1,3})`; and `^` and `$` mean a line's start and end, so they
+    become `\\A` and `\\Z` (the text's, as in `regex`), and `regex`'s `\\Z` becomes `\\z`."""
+    out: list[str] = []
+    groups: list[int] = []  # where each open group starts in `out`
+    atom: int | None = None  # where the last atom (what a repeat applies to) starts in `out`
+    position = 0
+    while position < len(expression):
+        char = expression[position]
+        repeat = _BOUNDED_REPEAT.match(expression, position) if char == "{" else None
+        if char == "\\":
+            end = _escape_end(expression, position)
+            atom = len(out)
+            out.append("\\z" if expression[position:end] == "\\Z" else expression[position:end])
+        elif char == "[":
+            end = _class_end(expression, position)
+            atom = len(out)
+            out.append(expression[position:end])
+        elif char == "(":
+            end = position + 1
+            groups.append(len(out))
+            atom = None
+            out.append(char)
+        elif char == ")":
+            end = position + 1
+            atom = groups.pop() if groups else None
+            out.append(char)
+        elif repeat is not None and atom is not None:
+            end = repeat.end()
+            if expression.startswith("+", end):
+                out[atom:] = ["(?>" + "".join(out[atom:]) + repeat.group() + ")"]
+                end += 1
+            else:
+                out.append(repeat.group())
+            atom = None
+        elif char in "^$":
+            end = position + 1
+            atom = None
+            out.append("\\A" if char == "^" else "\\Z")
+        else:
+            end = position + 1
+            atom = None if char in "|*+?" else len(out)
+            out.append(char)
+        position = end
+    return "".join(out)
+
+
+def hf_tokenizer_json(
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    pattern: str | Pattern | None = None,
+) -> dict:
+    """The `tokenizer.json` document of a byte-level BPE tokenizer equal to ours, pre-tokenizing with
+    `pattern` (`pattern.resolve_pattern`; GPT-2's by default) as `hf_split_regex` writes it."""
+    split_regex = hf_split_regex(resolve_pattern(pattern).regex)
     specials = check_special_tokens(special_tokens)
     regular, special_ids = _split_ids(vocab, specials)
     model_vocab = {
@@ -124,7 +214,7 @@ def hf_tokenizer_json(vocab: Vocab, merges: Merges, special_tokens: Iterable[str
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": GPT2_SPLIT_PATTERN}, "behavior": "Isolated", "invert": False},
+                {"type": "Split", "pattern": {"Regex": split_regex}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
             ],
         },
@@ -181,11 +271,15 @@ def _json_bytes(document: dict) -> bytes:
 
 
 def _hf_files(
-    vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None, model_max_length: int
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: Iterable[str] | None,
+    model_max_length: int,
+    pattern: str | Pattern | None = None,
 ) -> dict[str, bytes]:
     specials = check_special_tokens(special_tokens)
     return {
-        "tokenizer.json": _json_bytes(hf_tokenizer_json(vocab, merges, specials)),
+        "tokenizer.json": _json_bytes(hf_tokenizer_json(vocab, merges, specials, pattern=pattern)),
         "tokenizer_config.json": _json_bytes(hf_tokenizer_config(specials, model_max_length=model_max_length)),
         "special_tokens_map.json": _json_bytes(hf_special_tokens_map(specials)),
     }
@@ -204,29 +298,36 @@ def export_files(
     special_tokens: Iterable[str] | None = None,
     *,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+    pattern: str | Pattern | None = None,
 ) -> dict[str, bytes]:
     """File name -> content of each export in `formats` (EXPORT_FORMATS), for `OutputDirectory.save`:
     "hf" is tokenizer.json, tokenizer_config.json and special_tokens_map.json, "tiktoken" is
     tokenizer.tiktoken. Made before anything is written, so a vocabulary that cannot be exported
-    leaves the output directory as it was."""
+    leaves the output directory as it was. `pattern` is the run's (tokenizer.json's pre-tokenizer);
+    the rank file has no place for it: `tiktoken_encoding` takes it from the run's bpe_run.json."""
     formats = list(formats)
     unknown = sorted(set(formats) - set(EXPORT_FORMATS))
     if unknown:
         raise BPEInputError(f"unknown export format(s) {unknown}; choose from {', '.join(EXPORT_FORMATS)}")
     files: dict[str, bytes] = {}
     if "hf" in formats:
-        files.update(_hf_files(vocab, merges, special_tokens, model_max_length))
+        files.update(_hf_files(vocab, merges, special_tokens, model_max_length, pattern))
     if "tiktoken" in formats:
         files["tokenizer.tiktoken"] = _tiktoken_ranks(vocab, special_tokens)
     return files
 
 
 def save_hf_tokenizer_json(
-    path: str | os.PathLike, vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None = None
+    path: str | os.PathLike,
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    pattern: str | Pattern | None = None,
 ) -> Path:
     """tokenizer.json alone, for HF `tokenizers` (see save_hf_tokenizer for `transformers`)."""
     target = Path(path)
-    write_atomically(target, _json_bytes(hf_tokenizer_json(vocab, merges, special_tokens)))
+    write_atomically(target, _json_bytes(hf_tokenizer_json(vocab, merges, special_tokens, pattern=pattern)))
     return target
 
 
@@ -237,13 +338,14 @@ def save_hf_tokenizer(
     special_tokens: Iterable[str] | None = None,
     *,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
+    pattern: str | Pattern | None = None,
 ) -> dict[str, Path]:
     """tokenizer.json, tokenizer_config.json and special_tokens_map.json in `directory` (created if
     needed), for `transformers.AutoTokenizer.from_pretrained(directory)`; returns their paths.
     Each file is replaced atomically, but not the three as one unit: inside a training output
     directory, let the run write them (`OutputDirectory.save(exports=export_files(["hf"], ...))`)."""
     target = Path(directory)
-    files = _hf_files(vocab, merges, special_tokens, model_max_length)  # all checked before any is written
+    files = _hf_files(vocab, merges, special_tokens, model_max_length, pattern)  # all checked before any is written
     target.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, content in files.items():
@@ -273,17 +375,32 @@ def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
     return ranks
 
 
+def _layout_special_ids(layout: str, mergeable: dict[bytes, int], specials: list[str]) -> dict[str, int]:
+    """The ids `contract.assemble_vocab` gives the special tokens of a vocabulary in `layout`."""
+    if layout == HF_LAYOUT:
+        first = 0
+    elif layout == RUSTBPE_LAYOUT:
+        first = max(mergeable.values(), default=-1) + 1
+    else:
+        first = 256
+    return {token: first + index for index, token in enumerate(specials)}
+
+
 def tiktoken_encoding(
     ranks: str | os.PathLike | Vocab,
     special_tokens: Iterable[str] | None = None,
     *,
     name: str = "cs336_bpe",
+    pattern: str | Pattern | None = None,
 ):
     """A `tiktoken.Encoding` from a rank file (or a vocabulary, id -> bytes) giving our ids.
 
-    From a rank file, special tokens get ids 256, 257, ... in the order given, as the trainers
-    assign them (a clash with a regular id is refused); from a vocabulary, their ids in it.
-    Encode with `allowed_special="all"` to split on them as our tokenizer does."""
+    From a rank file, special tokens get the ids the run's layout gives them, in the order given:
+    256, 257, ... as the trainers assign them by default, after the merges for `like="rustbpe"`,
+    first for `like="hf"` (a clash with a regular id is refused); from a vocabulary, their ids in
+    it. `pat_str` is `pattern`; None means the run's pattern, read with the layout from the
+    bpe_run.json beside a rank file, else GPT-2's. Encode with `allowed_special="all"` to split on
+    special tokens as our tokenizer does."""
     try:
         import tiktoken
     except ImportError:
@@ -293,13 +410,16 @@ def tiktoken_encoding(
         mergeable, special_ids = _split_ids(ranks, specials)
     else:
         mergeable = load_tiktoken_ranks(ranks)
+        run = read_run_info(Path(ranks).parent)
+        if pattern is None:
+            pattern = run_pattern(run)
         taken = set(mergeable.values())
-        # The trainers give special tokens the ids right after the 256 bytes.
-        special_ids = {token: 256 + index for index, token in enumerate(specials)}
+        special_ids = _layout_special_ids(run_layout(run), mergeable, specials)
         clashes = sorted(taken.intersection(special_ids.values()))
         if clashes:
             raise BPEInputError(f"{ranks}: ids {clashes} are regular tokens; give the vocabulary to place specials")
     if overlapping := [a for a in specials for b in specials if a != b and b.startswith(a)]:
         # tiktoken's special-token regex takes them in hash-map order, not longest first.
         raise BPEInputError(f"tiktoken cannot split overlapping special tokens exactly: {overlapping}")
-    return tiktoken.Encoding(name, pat_str=GPT2_SPLIT_PATTERN, mergeable_ranks=mergeable, special_tokens=special_ids)
+    pat_str = resolve_pattern(pattern).regex
+    return tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=mergeable, special_tokens=special_ids)

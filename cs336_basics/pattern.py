@@ -6,6 +6,8 @@ Named patterns:
   alternative, which only decides where whitespace at the very end of a text splits.
 - `cl100k`: GPT-4's, tiktoken's `cl100k_base` `pat_str` (case-insensitive contractions, numbers of
   one to three digits, possessive quantifiers); rustbpe (nanochat) trains with the same matches.
+- `rustbpe`: the GPT-4 split rustbpe (nanochat's trainer) uses when given none: cl100k's matches,
+  but for whitespace after a text's last newline, as it has no `\\s++$`.
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
 
@@ -22,6 +24,7 @@ import regex
 GPT2 = "gpt2"
 CL100K = "cl100k"
 O200K = "o200k"
+RUSTBPE = "rustbpe"
 
 # The assignment's pattern, exactly as it specifies it.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -44,7 +47,19 @@ _O200K_PATTERN = "|".join(
     ]
 )
 
-NAMED_PATTERNS: dict[str, str] = {GPT2: GPT2_SPLIT_PATTERN, CL100K: _CL100K_PATTERN, O200K: _O200K_PATTERN}
+# rustbpe's own GPT-4 split (what its get_pattern() returns): cl100k's matches but for the end of a
+# text, which it lacks `\s++$` for ("ab\n  " is ab, \n, two spaces; cl100k's takes \n and both spaces).
+_RUSTBPE_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
+NAMED_PATTERNS: dict[str, str] = {
+    GPT2: GPT2_SPLIT_PATTERN,
+    CL100K: _CL100K_PATTERN,
+    O200K: _O200K_PATTERN,
+    RUSTBPE: _RUSTBPE_PATTERN,
+}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 (`contract.assemble_vocab`). `like="rustbpe"` trains what rustbpe's `train_from_iterator` trains.
 
 - `cs336`: the assignment (the default).
-- `rustbpe`: rustbpe 0.1.0 (nanochat's trainer): the GPT-4 pattern, ties to the smallest ids, ids
+- `rustbpe`: rustbpe 0.1.0 (nanochat's trainer): its GPT-4 pattern, ties to the smallest ids, ids
   as its mergeable ranks give them (bytes, then merges), special tokens after the merges.
 - `hf`: HF tokenizers 0.23 `BpeTrainer` with `ByteLevel(add_prefix_space=False)`, its full byte
   alphabet as `initial_alphabet`, `min_frequency=0`, fed the documents (`train_from_iterator`).
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .contract import CS336_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
-from .pattern import CL100K, GPT2, Pattern, pattern_label, resolve_pattern
+from .pattern import GPT2, RUSTBPE, Pattern, pattern_label, resolve_pattern
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 
 
@@ -27,7 +27,7 @@ class Preset:
 
 PRESETS: dict[str, Preset] = {
     "cs336": Preset(GPT2, CS336, CS336_LAYOUT),
-    "rustbpe": Preset(CL100K, SMALLEST_ID, RUSTBPE_LAYOUT),
+    "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT),
     "hf": Preset(GPT2, HF, HF_LAYOUT),
 }
 

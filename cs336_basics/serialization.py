@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
-from .pattern import GPT2, NAMED_PATTERNS, Pattern
+from .pattern import GPT2, NAMED_PATTERNS, Pattern, resolve_pattern
 from .tie_break import CS336
 
 try:
@@ -716,7 +716,35 @@ def _run_problem(run: object) -> str | None:
         for key, token in extra.items()
     ):
         return f"{VOCAB_JSON_EXTRA} must map ids (decimal strings) to tokens"
+    if "pattern" in run:
+        pattern = run["pattern"]
+        if not (isinstance(pattern, dict) and isinstance(pattern.get("regex"), str) and pattern["regex"]):
+            return 'pattern must be an object with its "regex" (a non-empty string)'
+        if not isinstance(pattern.get("name"), (str, type(None))):
+            return "pattern.name must be a string or null"
+        try:
+            resolve_pattern(pattern["regex"])
+        except BPEInputError as error:
+            return str(error)
+    for name in ("tie_break", "layout"):
+        if name in run and not isinstance(run[name], str):
+            return f"{name} must be a string, not {run[name]!r}"
     return None
+
+
+def run_pattern(run: dict[str, Any] | None) -> Pattern:
+    """The pattern a run trained with (read_run_info's metadata): its recorded regex, which is a named
+    pattern when it is that pattern's text; GPT-2's for no run, or one from before patterns were
+    recorded."""
+    if run is None or "pattern" not in run:
+        return resolve_pattern(None)
+    return resolve_pattern(run["pattern"]["regex"])
+
+
+def run_layout(run: dict[str, Any] | None) -> str:
+    """How the run's vocabulary numbers its tokens (`contract.assemble_vocab`); "cs336" for no run, or
+    one from before layouts were recorded."""
+    return CS336_LAYOUT if run is None else run.get("layout", CS336_LAYOUT)
 
 
 def read_run_info(directory: str | os.PathLike) -> dict[str, Any] | None:

@@ -11,13 +11,17 @@
     batch = tokenizer.encode_batch(["one", "two"])  # a list of array('I'), on all cores
 
 Encoding follows the training contract (`contract.py`): split on special tokens (the longest wins
-where they overlap; each one becomes its own id), pre-tokenize every piece with the GPT-2 pattern,
-and within each pre-token apply merges as GPT-2 does: repeatedly merge every occurrence of the
-adjacent pair whose merge came first. Pre-tokens never interact, so their ids are cached.
+where they overlap; each one becomes its own id), pre-tokenize every piece with the run's pattern
+(`pattern.py`: GPT-2's unless the run trained with another), and within each pre-token apply merges
+as GPT-2 does: repeatedly merge every occurrence of the adjacent pair whose merge came first.
+Pre-tokens never interact, so their ids are cached. With `pattern="cl100k"` (or "o200k") and a
+vocabulary trained with it, the ids are tiktoken's for `Encoding(pat_str=<that pattern>,
+mergeable_ranks=<the vocabulary>)`.
 
 This module is the readable reference. When the compiled `cs336_basics._encode` is built (and
-`CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/bpe_encode.cpp`);
-the tests check that both give the same ids.
+`CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/bpe_encode.cpp`)
+for the GPT-2 pattern, the one its scanner knows; every other pattern encodes here, in Python. The
+tests check that both give the same ids.
 """
 
 from __future__ import annotations
@@ -38,7 +42,6 @@ import regex
 
 from .backend import NativeUnavailable, effective_num_threads, load_native
 from .contract import (
-    GPT2_REGEX,
     BPEInputError,
     Merges,
     Vocab,
@@ -50,7 +53,8 @@ from .contract import (
     special_token_ids,
     special_token_regex,
 )
-from .serialization import _current_umask, load_tokenizer_files
+from .pattern import CL100K, GPT2, O200K, RUSTBPE, Pattern, resolve_pattern
+from .serialization import _current_umask, load_tokenizer_files, run_pattern
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.
@@ -77,6 +81,26 @@ _LAST_SAFE_CUT = regex.compile(
     r"\S(?=\s)|\p{L}(?=[^\s\p{L}])|\p{N}(?=[^\s\p{N}])|[^\s\p{L}\p{N}'](?=[\p{L}\p{N}])|'(?=\p{N})",
     flags=regex.REVERSE,
 )
+# The same for cl100k's and o200k's patterns, which take more across a class change: a symbol or a
+# space before letters (cl100k's `[^\r\n\p{L}\p{N}]?+\p{L}+`), a symbol before newlines (`[\r\n]*`, o200k
+# `[\r\n/]*`), marks and contractions after letters (o200k). What no alternative of either spans: a
+# letter before anything but a letter, a mark or an apostrophe (a letter run ends; contractions need
+# the apostrophe); a number before a non-number (only `\p{N}{1,3}` takes numbers, and a run is never
+# cut inside); anything else but whitespace before a number or a space or tab (a symbol run's
+# `[\r\n/]*` stops there and letters do not follow). Neither pattern looks behind, and a piece never
+# ends in whitespace, where cl100k's `\s++$` would see an end.
+_LAST_SAFE_CUT_CL100K_O200K = regex.compile(
+    r"\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=\P{N})|[^\s\p{L}\p{N}](?=\p{N}|[^\S\r\n])",
+    flags=regex.REVERSE,
+)
+# Any other regex is cut only after special tokens: where it may be cut otherwise is not known.
+# rustbpe's pattern takes at most what cl100k's takes, so cl100k's cuts hold for it.
+_SAFE_CUTS = {
+    GPT2: _LAST_SAFE_CUT,
+    CL100K: _LAST_SAFE_CUT_CL100K_O200K,
+    O200K: _LAST_SAFE_CUT_CL100K_O200K,
+    RUSTBPE: _LAST_SAFE_CUT_CL100K_O200K,
+}
 _MAX_TOKEN_ID = (1 << 32) - 2  # the native encoder stores ids as uint32
 
 
@@ -130,6 +154,12 @@ class Tokenizer:
     reserved here, so that `encode` allocates no cache memory later; encode_batch and encode_file
     reserve one more per extra thread on first use, kept for later calls. 0 disables caching (every
     pre-token is merged anew).
+
+    `pattern` is the pre-tokenizer the vocabulary was trained with (`pattern.resolve_pattern`: None
+    or "gpt2", "cl100k", "o200k", or any regex). The compiled encoder runs "gpt2" only: any other
+    pattern encodes on the pure-Python path (`native=True` is refused with it). There,
+    `encode_iterable` and `encode_file` cut the text where the named patterns cannot span; a custom
+    regex is cut only after special tokens, so text between two of them is held whole.
     """
 
     def __init__(
@@ -141,7 +171,9 @@ class Tokenizer:
         native: bool | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         native_cache_slots: int = DEFAULT_NATIVE_CACHE_SLOTS,
+        pattern: str | Pattern | None = None,
     ) -> None:
+        self.pattern: Pattern = resolve_pattern(pattern)
         if isinstance(special_tokens, str):
             raise BPEInputError(f"special_tokens must be a list of strings; wrap {special_tokens!r} in a list")
         specials = check_special_tokens(special_tokens)
@@ -206,6 +238,7 @@ class Tokenizer:
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state.setdefault("pattern", resolve_pattern(None))  # pickled before tokenizers had a pattern
         self.__dict__.update(state)
         self._native = self._make_native(self._native_option, self._native_cache_slots)
 
@@ -220,18 +253,23 @@ class Tokenizer:
         special_tokens: list[str] | None = None,
         *,
         check_run: bool = True,
+        pattern: str | Pattern | None = None,
         **options: object,
     ) -> Tokenizer:
         """Load GPT-2's `vocab.json`/`merges.txt` or `vocab.pkl`/`merges.pkl` (see serialization).
 
         When the training run's metadata (`bpe_run.json`) lies beside the files, they are checked
-        against it (`check_run=False` skips that) and `special_tokens=None` means the run's special
-        tokens; pass a list (`[]` for none) to choose others. Pickles are read without running code."""
+        against it (`check_run=False` skips that), `special_tokens=None` means the run's special
+        tokens (pass a list, `[]` for none, to choose others) and `pattern=None` the run's pattern
+        (GPT-2's for a run that recorded none, or without the metadata). Pickles are read without
+        running code."""
         vocab, merges, run = load_tokenizer_files(vocab_filepath, merges_filepath, check_run=check_run)
         if special_tokens is None and run is not None:
             special_tokens = run["special_tokens"]
+        if pattern is None:
+            pattern = run_pattern(run)
         try:
-            return cls(vocab, merges, special_tokens, **options)
+            return cls(vocab, merges, special_tokens, pattern=pattern, **options)
         except _VocabError as error:
             # The constructor cannot know where its arguments came from; a damaged file is named here.
             raise BPEInputError(f"{vocab_filepath}: {error}") from None
@@ -256,6 +294,13 @@ class Tokenizer:
 
     def _make_native(self, native: bool | None, cache_slots: int):
         if native is False:
+            return None
+        if not self.pattern.native:
+            if native:
+                raise BPEInputError(
+                    f"native=True needs the gpt2 pattern, the only one the compiled encoder runs; "
+                    f"pattern {self.pattern.label!r} encodes with native=None or False"
+                )
             return None
         module = _native_module()
         if module is None:
@@ -441,14 +486,16 @@ class Tokenizer:
         pieces, concatenated, are the ids of the whole stream. Only a short tail is held back.
 
         A piece ends either after a special token that no later text can extend, or between two
-        characters no GPT-2 pre-token can span: a non-space and a whitespace character, or two
-        non-space characters of different classes among letters (\\p{L}), numbers (\\p{N}) and
-        the rest, except an apostrophe before a letter. Every alternative of the pattern is a run
-        of one class (after an optional leading space, which only a whitespace cut could split),
-        except a contraction, which is an apostrophe followed by letters; so the pre-token before
-        such a cut ends there however the text goes on, and as the pattern never looks behind, the
-        text after it is matched as if it stood alone. Text within `longest special token - 1`
-        characters of the buffer's end is never cut: a special token may be starting there.
+        characters no pre-token can span (cl100k's and o200k's: see _LAST_SAFE_CUT_CL100K_O200K; a
+        custom regex is cut only after special tokens). For GPT-2's pattern those are a non-space
+        and a whitespace character, or two non-space characters of different classes among letters
+        (\\p{L}), numbers (\\p{N}) and the rest, except an apostrophe before a letter. Every
+        alternative of the pattern is a run of one class (after an optional leading space, which
+        only a whitespace cut could split), except a contraction, which is an apostrophe followed by
+        letters; so the pre-token before such a cut ends there however the text goes on, and as the
+        pattern never looks behind, the text after it is matched as if it stood alone. Text within
+        `longest special token - 1` characters of the buffer's end is never cut: a special token may
+        be starting there.
         """
         parts: list[str] = []
         size = 0
@@ -485,8 +532,9 @@ class Tokenizer:
                 settled = match.end()
         # The character after the cut must lie in the buffer and before `undecided`.
         end = min(undecided, len(buffer) - 1)
-        if end > settled:
-            match = _LAST_SAFE_CUT.search(buffer, settled, end + 1)
+        safe_cut = _SAFE_CUTS.get(self.pattern.name)
+        if end > settled and safe_cut is not None:
+            match = safe_cut.search(buffer, settled, end + 1)
             if match is not None:
                 return match.end()
         return settled
@@ -494,7 +542,7 @@ class Tokenizer:
     def _encode_ordinary(self, text: str, ids: list[int]) -> None:
         """Append the ids of `text`, which contains no special token."""
         cache = self._cache
-        for word in GPT2_REGEX.findall(text):
+        for word in self._words(text):
             word_ids = cache.get(word)
             if word_ids is None:
                 word_ids = self._bpe(word.encode("utf-8"))
@@ -503,6 +551,16 @@ class Tokenizer:
                 if self._cache_size:
                     cache[word] = word_ids
             ids.extend(word_ids)
+
+    def _words(self, text: str) -> Iterable[str]:
+        """The pre-tokens of `text`: the pattern's matches (whole, where a custom regex has groups;
+        empty ones, which some regexes allow, are no token)."""
+        compiled = self.pattern.compiled
+        if compiled.groups:
+            return [word for match in compiled.finditer(text) if (word := match.group())]
+        if self.pattern.name is None:
+            return [word for word in compiled.findall(text) if word]
+        return compiled.findall(text)  # a named pattern never matches empty text
 
     def _bpe(self, word: bytes) -> list[int]:
         """GPT-2's merge loop: merge every occurrence of the adjacent pair ranked first, repeat."""

@@ -171,11 +171,11 @@ def test_presets_set_the_pattern_the_rule_and_the_layout() -> None:
     rules = resolve_rules()
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("gpt2", "cs336", "cs336")
     rules = resolve_rules(like="rustbpe")
-    assert (rules.pattern.name, rules.tie_break, rules.layout) == ("cl100k", "smallest-id", "rustbpe")
+    assert (rules.pattern.name, rules.tie_break, rules.layout) == ("rustbpe", "smallest-id", "rustbpe")
     rules = resolve_rules(like="hf")
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("gpt2", "hf", "hf")
     # Saying again what the preset says is no contradiction; a regex equal to a named one is that one.
-    assert resolve_rules(NAMED_PATTERNS["cl100k"], "smallest-id", "rustbpe") == resolve_rules(like="rustbpe")
+    assert resolve_rules(NAMED_PATTERNS["rustbpe"], "smallest-id", "rustbpe") == resolve_rules(like="rustbpe")
     # Without a preset the layout stays CS336's, whatever the rule.
     assert resolve_rules("o200k", "hf").layout == "cs336"
 
@@ -200,7 +200,7 @@ def test_a_preset_trains_by_its_rules_into_its_layout(tmp_path: Path, like: str)
 @pytest.mark.parametrize(
     ("keywords", "named"),
     [
-        ({"like": "rustbpe", "pattern": "gpt2"}, ["gpt2", "rustbpe", "cl100k"]),
+        ({"like": "rustbpe", "pattern": "gpt2"}, ["gpt2", "rustbpe"]),
         ({"like": "hf", "pattern": CUSTOM}, [CUSTOM, "hf", "gpt2"]),
         ({"like": "hf", "tie_break": "cs336"}, ["cs336", "hf"]),
         ({"like": "rustbpe", "tie_break": "hf"}, ["hf", "rustbpe", "smallest-id"]),
