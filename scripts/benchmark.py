@@ -11,8 +11,8 @@ timeout can stop it. Our versions must agree with each other merge for merge; th
 A corpus is `PATH[#HEAD]@VOCAB`: a text file or a .gz (decompressed once into the cache), optionally
 cut to its first HEAD bytes (K/M/G suffixes; the cut moves back to a UTF-8 character start).
 `--merge-only` times the merge phase alone on word counts computed once per corpus and cached.
-Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`, `ffbpe`, `gigabpe`) run when installed (the `bench` extra),
-with the GPT-2 pattern and the same vocab. ffbpe is the exact peer: with `tie_break="largest_content"`
+Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`, `ffbpe`, `gigabpe`) run when installed (the `bench`
+extra), with the GPT-2 pattern and the same vocab. ffbpe is the exact peer: with `tie_break="largest_content"`
 it breaks ties as CS336 does, so its merges are checked against ours; the others break ties their own
 way. Below the table each of our versions is set against each peer (how many times faster, per
 round). `--rounds N` runs the whole list N times, trainer after trainer, so that a ratio compares runs
