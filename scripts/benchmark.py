@@ -11,13 +11,25 @@ timeout can stop it. Our versions must agree with each other merge for merge; th
 A corpus is `PATH[#HEAD]@VOCAB`: a text file or a .gz (decompressed once into the cache), optionally
 cut to its first HEAD bytes (K/M/G suffixes; the cut moves back to a UTF-8 character start).
 `--merge-only` times the merge phase alone on word counts computed once per corpus and cached.
-Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`, `ffbpe`) run when installed (the `bench` extra),
-with the GPT-2 pattern and the same vocab. ffbpe is the exact peer: with `tie_break="largest_content"`
+Peers (`hf-tokenizers`, `rustbpe`, `gigatoken`, `ffbpe`, `gigabpe`) run when installed (the `bench`
+extra), with the GPT-2 pattern and the same vocab. ffbpe is the exact peer: with `tie_break="largest_content"`
 it breaks ties as CS336 does, so its merges are checked against ours; the others break ties their own
 way. Below the table each of our versions is set against each peer (how many times faster, per
 round). `--rounds N` runs the whole list N times, trainer after trainer, so that a ratio compares runs
 made minutes apart at most on a machine whose load varies.
 Writes `results.md`, `results.json` and, when matplotlib is installed, `results.png` into --out.
+
+`--like-peers` sets our presets beside the tools they copy, each tool under its own rules: rustbpe's
+`train_from_iterator` over the documents (its GPT-4 pattern) beside `--like rustbpe`; HF tokenizers'
+`BpeTrainer` (`ByteLevel(add_prefix_space=False)`, the full byte alphabet, `min_frequency=0`) over the
+documents beside `--like hf`; gigabpe's `train_bpe(files)` beside `--like hf` too, though it copies
+another HF call (`tokenizer.train(files)`: line by line, from the characters seen), so its verdict says
+whether the outputs happen to agree. The documents are the corpus cut at `<|endoftext|>`, which the
+peers' times include reading and cutting. Every run's merges (and, against HF, every vocabulary id) are
+checked against its peer's before any time is set against another; a mismatch is printed loudly, gives
+no ratio and fails the run. One of our versions (bpe_v7 unless --trainers names another):
+
+    python scripts/benchmark.py --corpus data/real_mix.txt@10000 --like-peers --rounds 3 --out results/like
 
 `--threads-table` runs one trainer (bpe_v7 unless --trainers names another) end to end at 1, 2, 4,
 ... threads up to the cores (or the counts given), each in its own process, and prints counting and
@@ -44,8 +56,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SPECIAL_TOKENS = ["<|endoftext|>"]
 # Each peer and the module it is imported as. Only ffbpe reports its merges (it alone breaks ties as
 # CS336 does), so only its merges are checked against ours.
-PEER_MODULES = {"hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken", "ffbpe": "ffbpe"}
+PEER_MODULES = {
+    "hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken", "ffbpe": "ffbpe",
+    "gigabpe": "gigabpe",
+}
 PEERS = tuple(PEER_MODULES)
+# --like-peers: each peer that runs under its own rules and the preset of ours that copies it.
+LIKE_PEERS = {"rustbpe": "rustbpe", "hf-tokenizers": "hf", "gigabpe": "hf"}
+OWN_RULES = "own"  # a Run's `like` for a peer under its own rules
 
 
 @dataclass
@@ -67,6 +85,13 @@ class Run:
     num_words: int = 0
     merges_digest: str = ""
     round: int = 1
+    like: str = ""  # ours: the preset; a peer: OWN_RULES under --like-peers; "" the GPT-2 default
+    tokens_digest: str = ""  # the merged tokens in order: all that rustbpe's ranks tell
+    vocab_digest: str = ""  # every id and its bytes
+
+    @property
+    def name(self) -> str:
+        return f"{self.trainer} --like {self.like}" if self.like not in ("", OWN_RULES) else self.trainer
 
 
 def parse_size(text: str) -> int:
@@ -111,23 +136,55 @@ def digest(merges: list[tuple[bytes, bytes]]) -> str:
     return hasher.hexdigest()[:16]
 
 
+def tokens_digest(tokens: list[bytes]) -> str:
+    hasher = hashlib.sha256()
+    for token in tokens:
+        hasher.update(len(token).to_bytes(4, "little") + token)
+    return hasher.hexdigest()[:16]
+
+
+def vocab_digest(vocab: dict[int, bytes]) -> str:
+    hasher = hashlib.sha256()
+    for token_id in sorted(vocab):
+        token = vocab[token_id]
+        hasher.update(token_id.to_bytes(8, "little") + len(token).to_bytes(4, "little") + token)
+    return hasher.hexdigest()[:16]
+
+
+def cpu_model() -> str:
+    """The processor's name as the kernel reports it (Linux), else what `platform` knows."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as file:
+            for line in file:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
 
 
 # ------------------------------------------------------------------------------------------------
 # What runs inside the subprocess
 
 
-def run_ours(trainer: str, path: Path, vocab_size: int, merge_only: Path | None, workers: int | None) -> dict:
+def run_ours(
+    trainer: str, path: Path, vocab_size: int, merge_only: Path | None, workers: int | None, like: str
+) -> dict:
     from cs336_basics.trainers import load_trainer, peak_rss_bytes, train
 
     if merge_only is None:
         options = {} if workers is None else {"num_workers": workers}
-        result = train(path, vocab_size, SPECIAL_TOKENS, trainer=trainer, **options)
+        result = train(path, vocab_size, SPECIAL_TOKENS, trainer=trainer, like=like or None, **options)
         return {
             "seconds": result.seconds,
             "peak_rss_bytes": result.peak_rss_bytes,
             "num_words": result.num_words,
             "merges_digest": digest(result.merges),
+            "tokens_digest": tokens_digest([left + right for left, right in result.merges]),
+            "vocab_digest": vocab_digest(result.vocab),
         }
     with merge_only.open("rb") as file:
         word_counts = pickle.load(file)
@@ -143,7 +200,33 @@ def run_ours(trainer: str, path: Path, vocab_size: int, merge_only: Path | None,
     }
 
 
-def run_hf_tokenizers(path: Path, vocab_size: int) -> dict:
+def read_documents(path: Path) -> list[str]:
+    """The corpus cut at the special token, as a user of a peer feeds it documents."""
+    text = path.read_text(encoding="utf-8")
+    return [document for document in text.split(SPECIAL_TOKENS[0]) if document]
+
+
+def hf_model_digests(vocab: dict[str, int], merges: list) -> dict:
+    """Digests of an HF-serialized model (tokens in GPT-2's byte-level characters; a merge is a pair
+    or, in older files, one string `LEFT RIGHT`), comparable with ours."""
+    from cs336_basics.serialization import decode_token
+
+    pairs = [tuple(merge.split(" ") if isinstance(merge, str) else merge) for merge in merges]
+    decoded = [(decode_token(left), decode_token(right)) for left, right in pairs]
+    ids = {
+        token_id: token.encode("utf-8") if token in SPECIAL_TOKENS else decode_token(token)
+        for token, token_id in vocab.items()
+    }
+    return {
+        "merges_digest": digest(decoded),
+        "tokens_digest": tokens_digest([left + right for left, right in decoded]),
+        "vocab_digest": vocab_digest(ids),
+    }
+
+
+def run_hf_tokenizers(path: Path, vocab_size: int, own_rules: bool) -> dict:
+    """The GPT-2 run reads the file (`tokenizer.train`); under its own rules (what `--like hf`
+    copies) it takes the documents and the full byte alphabet, with `min_frequency=0`."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     from cs336_basics.trainers import peak_rss_bytes
@@ -154,29 +237,61 @@ def run_hf_tokenizers(path: Path, vocab_size: int) -> dict:
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=0,
         show_progress=False,
     )
     started = time.perf_counter()
-    tokenizer.train([str(path)], trainer)
+    if own_rules:
+        tokenizer.train_from_iterator(read_documents(path), trainer)
+    else:
+        tokenizer.train([str(path)], trainer)
     elapsed = time.perf_counter() - started
-    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
+    result = {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
+    if own_rules:
+        model = json.loads(tokenizer.to_str())["model"]
+        result.update(hf_model_digests(model["vocab"], model["merges"]))
+    return result
 
 
-def run_rustbpe(path: Path, vocab_size: int) -> dict:
+def run_rustbpe(path: Path, vocab_size: int, own_rules: bool) -> dict:
+    """The GPT-2 run feeds the file's lines; under its own rules (what `--like rustbpe` copies) it
+    takes the documents with its default pattern (GPT-4's), and its ranks, which hold no special
+    token, stop one short of the vocabulary size per special token."""
     import rustbpe
 
     from cs336_basics.contract import GPT2_SPLIT_PATTERN
     from cs336_basics.trainers import peak_rss_bytes
 
-    def documents():
+    def lines():
         with path.open(encoding="utf-8") as file:
             yield from file
 
     tokenizer = rustbpe.Tokenizer()
     started = time.perf_counter()
-    tokenizer.train_from_iterator(documents(), vocab_size, pattern=GPT2_SPLIT_PATTERN)
+    if own_rules:
+        tokenizer.train_from_iterator(iter(read_documents(path)), vocab_size - len(SPECIAL_TOKENS))
+    else:
+        tokenizer.train_from_iterator(lines(), vocab_size, pattern=GPT2_SPLIT_PATTERN)
     elapsed = time.perf_counter() - started
-    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
+    result = {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes()}
+    if own_rules:
+        ranked = sorted(tokenizer.get_mergeable_ranks(), key=lambda token_rank: token_rank[1])
+        result["tokens_digest"] = tokens_digest([bytes(token) for token, _ in ranked[256:]])
+    return result
+
+
+def run_gigabpe(path: Path, vocab_size: int) -> dict:
+    """gigabpe has one set of rules, HF's `tokenizer.train(files)` with the ByteLevel pre-tokenizer."""
+    import gigabpe
+
+    from cs336_basics.trainers import peak_rss_bytes
+
+    started = time.perf_counter()
+    vocab, merges = gigabpe.train_bpe(
+        [str(path)], vocab_size, special_tokens=SPECIAL_TOKENS, pretokenizer="bytelevel"
+    )
+    elapsed = time.perf_counter() - started
+    return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes(), **hf_model_digests(vocab, merges)}
 
 
 def run_gigatoken(path: Path, vocab_size: int) -> dict:
@@ -226,19 +341,21 @@ def run_ffbpe(path: Path, vocab_size: int) -> dict:
 
 
 def child_main(argv: list[str]) -> None:
-    trainer, path, vocab_size, merge_only, workers = argv
+    trainer, path, vocab_size, merge_only, workers, like = argv
     merge_only_path = Path(merge_only) if merge_only else None
     worker_count = int(workers) if workers else None
     if trainer == "hf-tokenizers":
-        result = run_hf_tokenizers(Path(path), int(vocab_size))
+        result = run_hf_tokenizers(Path(path), int(vocab_size), like == OWN_RULES)
     elif trainer == "rustbpe":
-        result = run_rustbpe(Path(path), int(vocab_size))
+        result = run_rustbpe(Path(path), int(vocab_size), like == OWN_RULES)
     elif trainer == "gigatoken":
         result = run_gigatoken(Path(path), int(vocab_size))
     elif trainer == "ffbpe":
         result = run_ffbpe(Path(path), int(vocab_size))
+    elif trainer == "gigabpe":
+        result = run_gigabpe(Path(path), int(vocab_size))
     else:
-        result = run_ours(trainer, Path(path), int(vocab_size), merge_only_path, worker_count)
+        result = run_ours(trainer, Path(path), int(vocab_size), merge_only_path, worker_count, like)
     print("RESULT " + json.dumps(result))
 
 
@@ -282,8 +399,10 @@ def cached_word_counts(corpus: Corpus, cache: Path) -> Path:
     return target
 
 
-def run_one(trainer: str, corpus: Corpus, timeout: float, merge_only: Path | None, workers: int | None) -> Run:
-    run = Run(trainer, corpus.label, corpus.vocab_size)
+def run_one(
+    trainer: str, corpus: Corpus, timeout: float, merge_only: Path | None, workers: int | None, like: str = ""
+) -> Run:
+    run = Run(trainer, corpus.label, corpus.vocab_size, like=like)
     reason = availability(trainer)
     if reason is not None:
         run.status = reason
@@ -300,6 +419,7 @@ def run_one(trainer: str, corpus: Corpus, timeout: float, merge_only: Path | Non
         str(corpus.vocab_size),
         str(merge_only or ""),
         "" if workers is None else str(workers),
+        like,
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     started = time.perf_counter()
@@ -319,6 +439,8 @@ def run_one(trainer: str, corpus: Corpus, timeout: float, merge_only: Path | Non
     run.peak_rss_bytes = result["peak_rss_bytes"]
     run.num_words = result.get("num_words", 0)
     run.merges_digest = result.get("merges_digest", "")
+    run.tokens_digest = result.get("tokens_digest", "")
+    run.vocab_digest = result.get("vocab_digest", "")
     return run
 
 
@@ -360,7 +482,8 @@ def speedups(runs: list[Run]) -> list[str]:
     return lines
 
 
-def markdown(runs: list[Run], verdicts: dict[str, str], header: str) -> str:
+def markdown(runs: list[Run], header: str, notes: list[str]) -> str:
+    """The runs' table (every phase, peak memory, status), then `notes`."""
     rounds = max((run.round for run in runs), default=1) > 1
     lines = [
         header,
@@ -377,15 +500,14 @@ def markdown(runs: list[Run], verdicts: dict[str, str], header: str) -> str:
     for run in runs:
         rss = f"{run.peak_rss_bytes / 1e6:,.0f}" if run.peak_rss_bytes else ""
         lines.append(
-            f"| {run.corpus} | {run.vocab_size} | {run.trainer} | " + (f"{run.round} | " if rounds else "")
+            f"| {run.corpus} | {run.vocab_size} | {run.name} | " + (f"{run.round} | " if rounds else "")
             + f"{cell(run, 'pre-tokenize')} | {cell(run, 'merge')} | {cell(run, 'total')} | {rss} | {run.status} |"
         )
-    lines.append("")
-    lines.extend(f"- {corpus}: merges: {verdict}" for corpus, verdict in verdicts.items())
-    faster = speedups(runs)
-    if faster:
-        lines.extend(["", "Times faster (the peer's total seconds over ours, per round):", "", *faster])
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *notes]) + "\n"
+
+
+def machine() -> str:
+    return f"{cpu_model()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}"
 
 
 def thread_counts(requested: list[int] | None) -> list[int]:
@@ -484,14 +606,24 @@ def main() -> None:
         metavar="THREADS",
         help="phases at 1, 2, 4, ... threads up to the cores (or these counts), one trainer (bpe_v7)",
     )
+    parser.add_argument(
+        "--like-peers",
+        action="store_true",
+        help="rustbpe, HF and gigabpe under their own rules beside our --like runs (bpe_v7), outputs checked",
+    )
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.like_peers and (args.merge_only or args.threads_table is not None):
+        parser.error("--like-peers times whole runs: it takes neither --merge-only nor --threads-table")
 
     cache = args.cache or args.out / "cache"
     corpora = [prepare_corpus(spec, cache) for spec in args.corpus]
     if args.threads_table is not None:
         threads_table(args, corpora)
+        return
+    if args.like_peers:
+        like_peers(args, corpora)
         return
     runs = []
     for corpus in corpora:
@@ -507,11 +639,15 @@ def main() -> None:
 
     verdicts = agreement(runs)
     header = (
-        f"Benchmark ({'merge phase only' if args.merge_only else 'end to end'}), {os.cpu_count()} cores, "
-        f"Python {sys.version.split()[0]}\n\nCommand: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`"
+        f"Benchmark ({'merge phase only' if args.merge_only else 'end to end'}), {machine()}\n\n"
+        f"Command: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`"
     )
+    notes = [f"- {corpus}: merges: {verdict}" for corpus, verdict in verdicts.items()]
+    faster = speedups(runs)
+    if faster:
+        notes.extend(["", "Times faster (the peer's total seconds over ours, per round):", "", *faster])
     args.out.mkdir(parents=True, exist_ok=True)
-    report = markdown(runs, verdicts, header)
+    report = markdown(runs, header, notes)
     (args.out / "results.md").write_text(report)
     (args.out / "results.json").write_text(json.dumps([asdict(run) for run in runs], indent=2))
     plotted = plot(runs, args.out / "results.png")
@@ -532,7 +668,7 @@ def threads_table(args: argparse.Namespace, corpora: list[Corpus]) -> None:
             print(run.status if run.status != "ok" else f"{run.seconds['total']:.3f} s", flush=True)
             runs.append((threads, run))
     header = (
-        f"Threads ({trainer}, end to end), {os.cpu_count()} cores, Python {sys.version.split()[0]}\n\n"
+        f"Threads ({trainer}, end to end), {machine()}\n\n"
         f"Command: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`"
     )
     table = threads_markdown(runs, header)
@@ -543,6 +679,158 @@ def threads_table(args: argparse.Namespace, corpora: list[Corpus]) -> None:
     print(f"wrote {args.out / 'threads.md'}, threads.json")
     if any(run.merges_digest and run.merges_digest != runs[0][1].merges_digest for _, run in runs):
         sys.exit("the thread counts made different merges: see the table")
+
+
+
+# ------------------------------------------------------------------------------------------------
+# --like-peers: our presets beside the tools they copy
+
+
+@dataclass
+class LikeCheck:
+    """One peer against the preset that copies it on one corpus: the verdict, then the seconds."""
+
+    corpus: str
+    vocab_size: int
+    ours: str
+    peer: str
+    verdict: str  # equal: ..., MISMATCH: ..., not the same call: ..., skipped: ..., not compared: ...
+    ours_seconds: list[float] = field(default_factory=list)
+    peer_seconds: list[float] = field(default_factory=list)
+    ratios: list[float] = field(default_factory=list)  # the peer's seconds over ours, round by round
+
+
+# What each digest covers, as a verdict names it.
+DIGESTS = {"merges_digest": "merges", "tokens_digest": "merged tokens", "vocab_digest": "vocabulary ids"}
+
+
+def like_plan(ours: str) -> list[tuple[str, str, str | None]]:
+    """(trainer, like, why it is skipped or None) in the order a round runs them: each preset of ours
+    before the peers it copies, so that every pair runs minutes apart at most. A preset none of whose
+    peers is installed is skipped too: it would have nothing to be checked against."""
+    plan = []
+    for preset in dict.fromkeys(LIKE_PEERS.values()):
+        peers = [(peer, availability(peer)) for peer, copied in LIKE_PEERS.items() if copied == preset]
+        mine = availability(ours)
+        if mine is None and all(reason is not None for _, reason in peers):
+            missing = "; ".join(f"{peer}: {reason}" for peer, reason in peers)
+            mine = f"skipped: no peer to check it against ({missing})"
+        plan.append((ours, preset, mine))
+        plan.extend((peer, OWN_RULES, reason) for peer, reason in peers)
+    return plan
+
+
+def like_checks(runs: list[Run]) -> list[LikeCheck]:
+    """Each peer's outputs against our preset's, over every round, before any time is compared: the
+    digests the peer reports (rustbpe's ranks give the merged tokens; HF's model the merges and every
+    id) must be one and the same across all those runs. Ratios only where they are."""
+    checks = []
+    for corpus, vocab_size in dict.fromkeys((run.corpus, run.vocab_size) for run in runs):
+        here = [run for run in runs if (run.corpus, run.vocab_size) == (corpus, vocab_size)]
+        for peer, preset in LIKE_PEERS.items():
+            mine = [run for run in here if run.like == preset]
+            theirs = [run for run in here if run.trainer == peer and run.like == OWN_RULES]
+            if not mine or not theirs:
+                continue
+            check = LikeCheck(corpus, vocab_size, mine[0].name, peer, "")
+            failed = next((run for run in theirs + mine if run.status != "ok"), None)
+            if failed is theirs[0] and failed.status.startswith("unavailable"):
+                check.verdict = f"skipped: {failed.status}"
+            elif failed is not None:
+                check.verdict = f"not compared: {failed.name} round {failed.round}: {failed.status}"
+            else:
+                fields = [key for key in DIGESTS if getattr(theirs[0], key)]
+                differ = [DIGESTS[key] for key in fields if len({getattr(run, key) for run in mine + theirs}) > 1]
+                same = ", ".join(DIGESTS[key] for key in fields if DIGESTS[key] not in differ)
+                if not differ:
+                    check.verdict = f"equal: {same}"
+                elif peer == "gigabpe":
+                    check.verdict = (
+                        f"not the same call: {', '.join(differ)} differ (gigabpe copies HF's "
+                        "tokenizer.train(files), line by line from the characters seen; --like hf copies "
+                        "train_from_iterator over the documents)"
+                    )
+                else:
+                    check.verdict = f"MISMATCH: {', '.join(differ)} differ" + (f" ({same} equal)" if same else "")
+                check.ours_seconds = [run.seconds["total"] for run in mine]
+                check.peer_seconds = [run.seconds["total"] for run in theirs]
+                if not check.verdict.startswith("MISMATCH"):
+                    check.ratios = [
+                        other.seconds["total"] / own.seconds["total"]
+                        for own in mine
+                        for other in theirs
+                        if other.round == own.round
+                    ]
+            checks.append(check)
+    return checks
+
+
+def like_markdown(checks: list[LikeCheck]) -> list[str]:
+    """The verdicts first, then the seconds side by side with the ratio where the outputs agree."""
+
+    def seconds(values: list[float]) -> str:
+        return ", ".join(f"{value:.3f}" if value < 10 else f"{value:.1f}" for value in values)
+
+    lines = ["Checked before any time is compared (every round's output):", ""]
+    lines.extend(f"- {check.corpus} @ {check.vocab_size}: {check.ours} against {check.peer}: {check.verdict}"
+                 for check in checks)
+    lines.extend([
+        "",
+        "Total seconds per round, side by side; × faster is the peer's seconds over ours, round by round:",
+        "",
+        "| corpus | vocab | ours | s | peer | s | outputs | × faster |",
+        "|---|---:|---|---:|---|---:|---|---:|",
+    ])
+    for check in checks:
+        outputs = check.verdict.partition(":")[0]
+        faster = ", ".join(f"{ratio:.2f}" for ratio in check.ratios)
+        if outputs == "MISMATCH":
+            outputs, faster = "**MISMATCH**", "none: not the same output"
+        lines.append(
+            f"| {check.corpus} | {check.vocab_size} | {check.ours} | {seconds(check.ours_seconds)} | {check.peer} | "
+            f"{seconds(check.peer_seconds)} | {outputs} | {faster} |"
+        )
+    return lines
+
+
+def like_peers(args: argparse.Namespace, corpora: list[Corpus]) -> None:
+    ours = args.trainers[0] if "--trainers" in sys.argv else "bpe_v7"
+    plan = like_plan(ours)
+    runs = []
+    for corpus in corpora:
+        for round_number in range(1, args.rounds + 1):
+            for trainer, like, skipped in plan:
+                run = Run(trainer, corpus.label, corpus.vocab_size, like=like, round=round_number)
+                label = f" (round {round_number})" if args.rounds > 1 else ""
+                if skipped is not None:
+                    if round_number == 1:  # said once, not once a round
+                        run.status = skipped
+                        print(f"{corpus.label} @ {corpus.vocab_size}: {run.name}: {skipped}", flush=True)
+                        runs.append(run)
+                    continue
+                print(f"{corpus.label} @ {corpus.vocab_size}: {run.name}{label} ...", end=" ", flush=True)
+                run = run_one(trainer, corpus, args.timeout, None, args.workers, like)
+                run.round = round_number
+                print(run.status if run.status != "ok" else f"{run.seconds['total']:.3f} s", flush=True)
+                runs.append(run)
+    checks = like_checks(runs)
+    header = (
+        f"Our presets beside the tools they copy (end to end), {machine()}\n\n"
+        f"Command: `python scripts/benchmark.py {' '.join(sys.argv[1:])}`"
+    )
+    report = markdown(runs, header, like_markdown(checks))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "like_peers.md").write_text(report)
+    (args.out / "like_peers.json").write_text(
+        json.dumps({"cpu": machine(), "checks": [asdict(check) for check in checks],
+                    "runs": [asdict(run) for run in runs]}, indent=2)
+    )
+    print(report)
+    print(f"wrote {args.out / 'like_peers.md'}, like_peers.json")
+    mismatched = [check for check in checks if check.verdict.startswith("MISMATCH")]
+    if mismatched:
+        sys.exit("\n".join(f"{check.ours} against {check.peer} on {check.corpus}: {check.verdict}"
+                            for check in mismatched))
 
 
 if __name__ == "__main__":

@@ -54,3 +54,59 @@ def test_rounds_end_to_end(tmp_path: Path) -> None:
     assert "| round |" in table
     assert "merges: all agree (bpe_v2, bpe_v4" in table  # ffbpe joins them where it is installed
     assert sum(line.startswith("| c.txt | 300 | bpe_v4 | 2 |") for line in table.splitlines()) == 1
+
+
+def like_run(trainer: str, like: str, total: float, round_number: int = 1, **digests: str) -> benchmark.Run:
+    result = benchmark.Run(trainer, "c.txt", 300, seconds={"total": total}, like=like, round=round_number)
+    for key, value in digests.items():
+        setattr(result, f"{key}_digest", value)
+    return result
+
+
+def test_like_checks_give_ratios_only_where_the_outputs_agree() -> None:
+    own = benchmark.OWN_RULES
+    runs = [
+        like_run("bpe_v7", "rustbpe", 1.0, merges="m1", tokens="t1", vocab="v1"),
+        like_run("rustbpe", own, 8.0, tokens="t1"),
+        like_run("bpe_v7", "hf", 1.0, merges="m2", tokens="t2", vocab="v2"),
+        like_run("hf-tokenizers", own, 20.0, merges="m2", tokens="t2", vocab="v3"),
+        like_run("gigabpe", own, 3.0, merges="m4", tokens="t4", vocab="v4"),
+    ]
+    rust, hf, giga = benchmark.like_checks(runs)
+    assert (rust.verdict, rust.ratios) == ("equal: merged tokens", [8.0])
+    assert hf.verdict == "MISMATCH: vocabulary ids differ (merges, merged tokens equal)" and hf.ratios == []
+    assert giga.verdict.startswith("not the same call") and giga.ratios == [3.0]
+    table = "\n".join(benchmark.like_markdown([rust, hf, giga]))
+    assert "| **MISMATCH** | none: not the same output |" in table
+    # A later round that differs is a mismatch too, and ratios pair runs of the same round.
+    runs += [like_run("bpe_v7", "rustbpe", 2.0, 2, tokens="t1"), like_run("rustbpe", own, 10.0, 2, tokens="tX")]
+    assert benchmark.like_checks(runs)[0].verdict.startswith("MISMATCH: merged tokens differ")
+
+
+def test_like_peers_end_to_end(tmp_path: Path) -> None:
+    """Whatever peers this environment has: an absent one is skipped with its reason, a present one is
+    checked (HF tokenizers, a test dependency, gives --like hf's exact output)."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("low lower lowest newer wider<|endoftext|>new newest widest\n" * 40, encoding="utf-8")
+    out = tmp_path / "out"
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "benchmark.py"), "--corpus", f"{corpus}@300",
+         "--like-peers", "--rounds", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = (out / "like_peers.md").read_text()
+    assert benchmark.cpu_model() in report
+    verdicts = {line.split(": ")[1]: line for line in report.splitlines() if line.startswith("- c.txt @ 300: ")}
+    for peer, preset in benchmark.LIKE_PEERS.items():
+        verdict = verdicts[f"bpe_v7 --like {preset} against {peer}"]
+        if benchmark.availability(peer) is not None:
+            assert f"skipped: unavailable: {benchmark.PEER_MODULES[peer]} is not installed" in verdict
+        elif peer == "gigabpe":
+            assert ": equal: " in verdict or ": not the same call: " in verdict
+        else:
+            assert verdict.endswith(
+                "equal: merged tokens" if peer == "rustbpe" else "equal: merges, merged tokens, vocabulary ids"
+            )
+            row = next(line for line in report.splitlines() if f"| {peer} |" in line and "| equal |" in line)
+            assert row.count(",") >= 3  # two rounds' seconds on each side and two ratios
