@@ -381,9 +381,17 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
         from cs336_basics import bpe_v7
         from cs336_basics.cli import main
         seen, real_merge, real_cpp = [], bpe_v7.merge, bpe_v7._merge_cpp
+        class Table:  # a native table's merge runs on its own threads, capped by num_threads
+            def __init__(self, table):
+                self.table = table
+            def merge(self, *args, num_threads=None, **kwargs):
+                own = self.table.num_threads
+                seen[-1] = own if num_threads is None else min(own, num_threads)
+                return self.table.merge(*args, num_threads=num_threads, **kwargs)
         def merge(word_counts, *args, **kwargs):
-            seen.append(None if isinstance(word_counts, dict) else word_counts.num_threads)
-            return real_merge(word_counts, *args, **kwargs)
+            seen.append(None)
+            native = not isinstance(word_counts, dict)
+            return real_merge(Table(word_counts) if native else word_counts, *args, **kwargs)
         def cpp_merge(*args, num_threads=1, **kwargs):
             seen[-1] = num_threads
             return real_cpp.merge(*args, num_threads=num_threads, **kwargs)
