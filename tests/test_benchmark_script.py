@@ -85,13 +85,14 @@ def test_like_checks_give_ratios_only_where_the_outputs_agree() -> None:
 
 def test_like_peers_end_to_end(tmp_path: Path) -> None:
     """Whatever peers this environment has: an absent one is skipped with its reason, a present one is
-    checked (HF tokenizers, a test dependency, gives --like hf's exact output)."""
+    checked (HF tokenizers, a test dependency, gives --like hf's exact output); bpe_v2 is ours, as it runs
+    on the pure-Python path too."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("low lower lowest newer wider<|endoftext|>new newest widest\n" * 40, encoding="utf-8")
     out = tmp_path / "out"
     completed = subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts" / "benchmark.py"), "--corpus", f"{corpus}@300",
-         "--like-peers", "--rounds", "2", "--out", str(out)],
+         "--like-peers", "--trainers", "bpe_v2", "--rounds", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=600,
     )
     assert completed.returncode == 0, completed.stderr
@@ -99,7 +100,7 @@ def test_like_peers_end_to_end(tmp_path: Path) -> None:
     assert benchmark.cpu_model() in report
     verdicts = {line.split(": ")[1]: line for line in report.splitlines() if line.startswith("- c.txt @ 300: ")}
     for peer, preset in benchmark.LIKE_PEERS.items():
-        verdict = verdicts[f"bpe_v7 --like {preset} against {peer}"]
+        verdict = verdicts[f"bpe_v2 --like {preset} against {peer}"]
         if benchmark.availability(peer) is not None:
             assert f"skipped: unavailable: {benchmark.PEER_MODULES[peer]} is not installed" in verdict
         elif peer == "gigabpe":
