@@ -61,15 +61,8 @@ size_t count_pieces(std::string_view text, const SpecialTokens& special, Pretoke
     special.for_each_piece(text, [&](size_t begin, size_t end) {
         if (invalid != kValidUtf8) return;
         const char* const piece = text.data() + begin;
-        if (pattern != PretokenPattern::kGpt2) {
-            const size_t bad = for_each_pretoken_of(pattern, piece, end - begin, [&](size_t word_begin, size_t word_end) {
-                counts.add(piece + word_begin, word_end - word_begin);
-            });
-            if (bad != kValidUtf8) invalid = begin + bad;
-            return;
-        }
-        const size_t bad = for_each_pretoken_block(
-            piece, end - begin, size_t(counts.readable_end - piece),
+        const size_t bad = for_each_pretoken_block_of(
+            pattern, piece, end - begin, size_t(counts.readable_end - piece),
             [&](size_t word_begin, size_t word_end) { counts.add(piece + word_begin, word_end - word_begin); },
             [&](const unsigned char* block, size_t offset, uint64_t boundaries) {
                 counts.add_block(block, piece + offset, boundaries);

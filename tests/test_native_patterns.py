@@ -9,6 +9,7 @@ never whitespace or the punctuation that takes newlines after it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,16 @@ native = pytest.importorskip(
 )
 
 ENDOFTEXT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module", autouse=True, params=native.SCANNER_PATHS)
+def scanner_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test once per path: the 64-byte block path (SSE2, SWAR) and the state machine alone."""
+    previous = native.use_scanner_path(request.param)
+    yield request.param
+    native.use_scanner_path(previous)
+
+
 GPT4_PATTERNS = ["cl100k", "rustbpe"]
 COMPILED = {name: regex.compile(NAMED_PATTERNS[name]) for name in GPT4_PATTERNS}
 
@@ -74,6 +85,7 @@ def test_the_native_patterns_are_named():
 @example(text="x \n\t \r\n  ")
 @example(text="!!\n\nabc 'S 1234567 \tword  \u3000x")
 @example(text="'\u017fup '\u017f")
+@example(text="word, " * 12 + "!\n\n  \n " + "x" * 70 + "  \u2014abc \u2014\u2014abc")
 def test_scanner_equals_regex(name: str, text: str):
     assert native.pretokenize(text, name) == COMPILED[name].findall(text)
 
