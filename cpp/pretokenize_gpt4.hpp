@@ -14,8 +14,8 @@
 // in \s), its error rule (the offset of the first byte that does not start a valid character), its
 // 64-byte block masks and its switch between paths (set_scanner_path): a block path decides what it
 // can of each block from the masks (gpt4_block_boundaries), and a character-at-a-time state machine
-// takes one pre-token where it cannot (tabs, multi-byte spaces and numbers, whitespace at a block's
-// end, invalid UTF-8); letter and "other" runs are skipped 16 ASCII bytes at a time there.
+// takes one pre-token where it cannot (multi-byte spaces and numbers, whitespace at a block's end,
+// invalid UTF-8); letter and "other" runs are skipped 16 ASCII bytes at a time there.
 #pragma once
 
 #include <cstddef>
@@ -63,8 +63,8 @@ inline unsigned contraction_suffix_ci(const unsigned char* p, const unsigned cha
 struct Gpt4Masks {
     uint64_t newline;       // \r \n
     uint64_t continuation;  // bytes after the first of a multi-byte character the block classified
-    uint64_t undecided;     // what the block rules leave to the state machine: \t \v \f, and the
-                            // non-ASCII bytes classify_multibyte_gpt4 left (spaces, numbers, invalid)
+    uint64_t undecided;     // what the block rules leave to the state machine: the non-ASCII bytes
+                            // classify_multibyte_gpt4 left (spaces, numbers, invalid)
 };
 
 // classify_multibyte (pretokenize.hpp) for GPT-4's rules: it also stops at a multi-byte number,
@@ -89,39 +89,34 @@ inline void classify_multibyte_gpt4(const unsigned char* p, BlockMasks& m, uint6
 inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m) {
     Gpt4Masks g{};
     // \t..\r are rare beside ' ': one look at each byte tells newlines from the rest.
-    uint64_t controls = m.space & ~m.blank;
-    uint64_t tabs = 0;
-    for (; controls != 0; controls &= controls - 1) {
+    for (uint64_t controls = m.space & ~m.blank; controls != 0; controls &= controls - 1) {
         const unsigned at = count_trailing_zeros(controls);
-        if (is_newline(p[at])) {
-            g.newline |= uint64_t(1) << at;
-        } else {
-            tabs |= uint64_t(1) << at;
-        }
+        if (is_newline(p[at])) g.newline |= uint64_t(1) << at;
     }
     if (m.non_ascii != 0) classify_multibyte_gpt4(p, m, g.continuation);
-    g.undecided = m.non_ascii | tabs;
+    g.undecided = m.non_ascii;
     return g;
 }
 
 // Pre-token starts in the 64 bytes at `p`, given that one starts at `p`, as block_boundaries gives
 // GPT-2's (bit 0 set unless nothing could be decided; only starts before the first undecided byte and
-// before byte 62). With L letters, N ASCII digits, O "other" (anything else but whitespace), B ' ' and
-// NL \r \n, and no lookbehind in the pattern:
-//  * an L run starts one unless a ' ' precedes it, or a lone O character that starts one itself
+// before byte 62). With L letters, N ASCII digits, O "other" (anything else but whitespace), B ' ', H
+// ' ' \t \v \f and NL \r \n, and no lookbehind in the pattern:
+//  * an L run starts one unless an H precedes it, or a lone O character that starts one itself
 //    (`[^\r\n\p{L}\p{N}]?+\p{L}+`): an O run of one character, neither after an O nor after a ' ';
 //  * an O run starts one unless a ' ' precedes it (` ?[^\s\p{L}\p{N}]++`), and takes the NLs right
 //    after it (`[\r\n]*`); a contraction takes over where its apostrophe starts one;
 //  * an N run starts one every three characters (`\p{N}{1,3}`);
-//  * a whitespace run (B and NL, what the O before it left) starts one; so does the character after
-//    its last NL when blanks follow it (`\s*[\r\n]`), and its last blank when two or more blanks end
-//    it (`\s+(?!\S)` gives the last back, to stand alone or join what follows as above). Which of
+//  * a whitespace run (H and NL, what the O before it left) starts one; so does the character after
+//    its last NL when H follow it (`\s*[\r\n]`), and its last H when two or more H end it
+//    (`\s+(?!\S)` gives the last back, to stand alone or join what follows as above). Which of
 //    these apply depends on where the run ends: a run that reaches an undecided byte or the block's
 //    end is left, with the pre-token before it, to the next block or the state machine.
 inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& m, const Gpt4Masks& g) {
     constexpr uint64_t kDecidable = (uint64_t(1) << (kBlockBytes - 2)) - 1;
     const uint64_t letter = m.letter, digit = m.digit, blank = m.blank, newline = g.newline;
-    const uint64_t white = blank | newline;
+    const uint64_t white = m.space;
+    const uint64_t horizontal = white & ~newline;
     const uint64_t other = ~(letter | digit | m.space | m.non_ascii);
     const uint64_t undecided = g.undecided;
     uint64_t decided = kDecidable & (undecided != 0 ? (undecided & (~undecided + 1)) - 1 : ~uint64_t(0));
@@ -143,7 +138,7 @@ inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& 
     for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
     const uint64_t lone_other = other & first_of_run;  // with a letter after it, a lone one
 
-    uint64_t starts = letter & ~(letter << 1) & ~(blank << 1) & ~(lone_other << 1);
+    uint64_t starts = letter & ~(letter << 1) & ~(horizontal << 1) & ~(lone_other << 1);
     starts |= other & ~(other << 1) & ~(blank << 1);
     uint64_t digit_starts = digit & ~(digit << 1);
     const uint64_t three_digits = digit & (digit << 1) & (digit << 2);
@@ -154,13 +149,13 @@ inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& 
     starts |= digit_starts;
     const uint64_t free_white = white & ~taken;
     starts |= free_white & (~(white << 1) | (taken << 1));
-    // The last blank of a run that ends in two or more blanks.
-    starts |= blank & (blank << 1) & ~(white >> 1);
-    // After the last NL of a run, where blanks follow it: only blanks up to the run's end.
-    for (uint64_t after = (newline << 1) & blank & decided; after != 0; after &= after - 1) {
+    // The last H of a run that ends in two or more H.
+    starts |= horizontal & (horizontal << 1) & ~(white >> 1);
+    // After the last NL of a run, where H follow it: only H up to the run's end.
+    for (uint64_t after = (newline << 1) & horizontal & decided; after != 0; after &= after - 1) {
         const uint64_t at = after & (~after + 1);
-        const uint64_t past_blanks = (blank + at) & ~blank;
-        if ((past_blanks & newline) == 0) starts |= at;
+        const uint64_t past = (horizontal + at) & ~horizontal;
+        if ((past & newline) == 0) starts |= at;
     }
     // Contractions where their apostrophe starts a pre-token.
     for (uint64_t quotes = m.apostrophe & starts & decided; quotes != 0; quotes &= quotes - 1) {
