@@ -34,8 +34,6 @@ enum class PretokenPattern : int {
     kRustbpe = 2,
 };
 
-inline bool is_known_pattern(int pattern) { return pattern >= 0 && pattern <= 2; }
-
 namespace detail {
 
 inline bool is_newline(unsigned char byte) { return byte == '\r' || byte == '\n'; }
