@@ -41,14 +41,26 @@ size_t find_special_token_cut(std::string_view text, const SpecialTokens& specia
     return best;
 }
 
+// Whether text[p - 1] (0 < p) is an ASCII letter or digit.
+bool ascii_alnum_before(std::string_view text, size_t p) {
+    const uint8_t cls = detail::kAscii.classes[static_cast<unsigned char>(text[p - 1])];
+    return cls == unicode_tables::kLetter || cls == unicode_tables::kNumber;
+}
+
 // First p in [from, limit) with text[p] in {' ', '\n'} after a non-space character, not inside a
 // special token. No GPT-2 alternative matches whitespace after a non-space, so the word before p
 // ends at p; the whitespace run starts a new word, and `(?!\S)` only looks forward from inside it.
+// GPT-4's patterns take newlines after punctuation (` ?[^\s\p{L}\p{N}]++[\r\n]*`), so under them the
+// character before p must be an ASCII letter or digit (contract.whitespace_cuts' rule): a letter or
+// number run ends there, and the text before the cut ends in no whitespace for `\s++$` to see.
 // An ASCII byte never lies inside a multi-byte character.
-size_t find_whitespace_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t limit) {
+size_t find_whitespace_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t limit,
+                           PretokenPattern pattern) {
+    const bool gpt2 = pattern == PretokenPattern::kGpt2;
     for (size_t p = std::max<size_t>(from, 1); p < limit; ++p) {
         const char byte = text[p];
-        if ((byte == ' ' || byte == '\n') && non_space_ends_before(text, p) && !special.spans(text, p)) {
+        if ((byte == ' ' || byte == '\n') && (gpt2 ? non_space_ends_before(text, p) : ascii_alnum_before(text, p)) &&
+            !special.spans(text, p)) {
             return p;
         }
     }
@@ -58,12 +70,12 @@ size_t find_whitespace_cut(std::string_view text, const SpecialTokens& special, 
 // The cut for the target offset `from`: a special token within `window`, else whitespace within
 // `reach`; npos when there is neither (the chunk then simply grows).
 size_t next_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t window,
-                size_t reach) {
+                size_t reach, PretokenPattern pattern) {
     if (!special.empty()) {
         const size_t cut = find_special_token_cut(text, special, from, std::min(text.size(), from + window));
         if (cut != std::string_view::npos) return cut;
     }
-    return find_whitespace_cut(text, special, from, std::min(text.size(), from + reach));
+    return find_whitespace_cut(text, special, from, std::min(text.size(), from + reach), pattern);
 }
 
 }  // namespace
@@ -80,7 +92,8 @@ size_t default_chunk_bytes(size_t text_size, int threads) {
 
 
 std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens& special_tokens,
-                                     size_t chunk_bytes, int num_threads, const MappedFile* file) {
+                                     size_t chunk_bytes, int num_threads, const MappedFile* file,
+                                     PretokenPattern pattern) {
     chunk_bytes = std::max<size_t>(chunk_bytes, 1);
     const size_t targets = text.size() / chunk_bytes;  // cuts wanted at chunk_bytes * (1..targets)
     const size_t window = std::min(chunk_bytes, kMaxSpecialTokenWindow);
@@ -92,7 +105,7 @@ std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens&
                                                              : omp_default_threads();
     parallel_for(targets, threads, [&](size_t index) {
         const size_t target = (index + 1) * chunk_bytes;
-        cuts[index] = next_cut(text, special_tokens, target, window, chunk_bytes);
+        cuts[index] = next_cut(text, special_tokens, target, window, chunk_bytes, pattern);
         // The search faulted in the pages it read, each fault a whole large folio (up to 2 MiB on
         // Linux 6): on many threads, hundreds of MiB that would stay until their chunks are counted.
         if (file != nullptr) {

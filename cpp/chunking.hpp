@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mapped_file.hpp"
+#include "pretokenize_gpt4.hpp"  // PretokenPattern
 #include "special_tokens.hpp"
 
 namespace bpe {
@@ -18,9 +19,11 @@ namespace bpe {
 // non-whitespace character (ASCII letters and digits being the common case), spanned by no special
 // token: no GPT-2 alternative matches whitespace after a non-space, so the word before p ends at p,
 // and `(?!\S)` only looks forward from p. Counting the chunks separately equals counting the whole.
+// Under another `pattern` the whitespace must follow an ASCII letter or digit (see chunking.cpp).
 // When `text` lies in `file`, the pages each search read are released as soon as its cut is found.
 std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens& special_tokens,
-                                     size_t chunk_bytes, int num_threads = 0, const MappedFile* file = nullptr);
+                                     size_t chunk_bytes, int num_threads = 0, const MappedFile* file = nullptr,
+                                     PretokenPattern pattern = PretokenPattern::kGpt2);
 
 // The chunk size when none is asked for: several chunks per thread, at least 1 MiB, the threads'
 // chunks together at most 64 MiB (a mapped chunk is resident while it is counted).

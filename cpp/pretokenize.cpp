@@ -1,5 +1,7 @@
 #include "pretokenize.hpp"
 
+#include "pretokenize_gpt4.hpp"
+
 #include <string>
 
 namespace bpe {
@@ -13,6 +15,16 @@ std::vector<size_t> pretoken_ends(std::string_view text) {
     ends.reserve(text.size() / 4 + 1);
     const size_t invalid =
         for_each_pretoken(text.data(), text.size(), [&](size_t, size_t end) { ends.push_back(end); });
+    if (invalid != kValidUtf8) throw InvalidUtf8Error(invalid);
+    return ends;
+}
+
+std::vector<size_t> pretoken_ends(std::string_view text, PretokenPattern pattern) {
+    if (pattern == PretokenPattern::kGpt2) return pretoken_ends(text);
+    std::vector<size_t> ends;
+    ends.reserve(text.size() / 4 + 1);
+    const size_t invalid =
+        for_each_pretoken_of(pattern, text.data(), text.size(), [&](size_t, size_t end) { ends.push_back(end); });
     if (invalid != kValidUtf8) throw InvalidUtf8Error(invalid);
     return ends;
 }

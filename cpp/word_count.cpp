@@ -55,13 +55,14 @@ struct Tables {
 
 // Counts the words of `text` split on the special tokens, where bytes up to counts.readable_end may be
 // read; kValidUtf8, or the offset of the first invalid byte in `text`. The caller flushes `counts`.
-size_t count_pieces(std::string_view text, const SpecialTokens& special, ThreadCounts& counts) {
+size_t count_pieces(std::string_view text, const SpecialTokens& special, PretokenPattern pattern,
+                    ThreadCounts& counts) {
     size_t invalid = kValidUtf8;
     special.for_each_piece(text, [&](size_t begin, size_t end) {
         if (invalid != kValidUtf8) return;
         const char* const piece = text.data() + begin;
-        const size_t bad = for_each_pretoken_block(
-            piece, end - begin, size_t(counts.readable_end - piece),
+        const size_t bad = for_each_pretoken_block_of(
+            pattern, piece, end - begin, size_t(counts.readable_end - piece),
             [&](size_t word_begin, size_t word_end) { counts.add(piece + word_begin, word_end - word_begin); },
             [&](const unsigned char* block, size_t offset, uint64_t boundaries) {
                 counts.add_block(block, piece + offset, boundaries);
@@ -77,10 +78,10 @@ void note_invalid(size_t invalid, std::atomic<size_t>& first_invalid) {
     }
 }
 
-void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialTokens& special,
+void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialTokens& special, PretokenPattern pattern,
                  ThreadCounts& counts, std::atomic<size_t>& first_invalid) {
     counts.readable_end = chunk.data() + chunk.size();
-    const size_t invalid = count_pieces(chunk, special, counts);
+    const size_t invalid = count_pieces(chunk, special, pattern, counts);
     counts.flush();
     if (invalid != kValidUtf8) note_invalid(chunk_offset + invalid, first_invalid);
 }
@@ -243,7 +244,7 @@ bool count_into(Tables& tables, std::string_view text, const SpecialTokens& spec
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes
                                : fold               ? default_chunk_bytes(text.size(), threads)
                                                     : piece_chunk_bytes(text.size(), threads);
-    const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads, file);
+    const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads, file, options.pattern);
     const size_t num_chunks = boundaries.size() - 1;
 
     std::vector<char> worked(per_thread.size(), 0);  // one byte per thread: no shared counter
@@ -261,7 +262,7 @@ bool count_into(Tables& tables, std::string_view text, const SpecialTokens& spec
         worked[thread] = 1;
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
         ThreadCounts& counts = per_thread[thread];
-        count_chunk(piece, begin, special, counts, first_invalid);
+        count_chunk(piece, begin, special, options.pattern, counts, first_invalid);
         counts.after_chunk(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads),
                            per_thread.size());
         if (file != nullptr) file->release(piece.data(), piece.size());
@@ -488,7 +489,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
         const size_t size = ends[index + 1] - ends[index];
         if (size > 2 * chunk_bytes) {
             if (run_start < index) tasks.push_back({run_start, index, 0, 0});
-            const std::vector<size_t> cuts = chunk_boundaries(layout.at(index), special, chunk_bytes, threads);
+            const std::vector<size_t> cuts = chunk_boundaries(layout.at(index), special, chunk_bytes, threads, nullptr, options.pattern);
             for (size_t cut = 0; cut + 1 < cuts.size(); ++cut) {
                 tasks.push_back({index, index + 1, ends[index] + cuts[cut], ends[index] + cuts[cut + 1]});
             }
@@ -508,7 +509,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
         if (task.end > task.begin) {  // a chunk of one large document
             const std::string_view chunk = layout.at(task.first).substr(task.begin - ends[task.first], task.end - task.begin);
             if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
-            count_chunk(chunk, task.begin, special, counts, first_invalid);
+            count_chunk(chunk, task.begin, special, options.pattern, counts, first_invalid);
             counts.after_chunk(chunk.size(), expected, per_thread.size());
             return;
         }
@@ -516,7 +517,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             const std::string_view document = layout.at(index);
             counts.readable_end = layout.readable_end(index, task.last);
             if (!refused.empty() && document.find(refused) != std::string_view::npos) holds_refused = true;
-            const size_t invalid = count_pieces(document, special, counts);
+            const size_t invalid = count_pieces(document, special, options.pattern, counts);
             if (invalid != kValidUtf8) {
                 note_invalid(ends[index] + invalid, first_invalid);
                 break;

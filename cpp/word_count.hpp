@@ -1,4 +1,4 @@
-// Counting GPT-2 pre-tokens ("words") of a whole corpus for BPE training, in parallel.
+// Counting pre-tokens ("words", GPT-2's or another native pattern's) of a whole corpus for BPE training, in parallel.
 //
 // The text is split on special tokens (they are not training data and no word crosses one), each
 // piece is pre-tokenized (pretokenize.hpp) and every word's occurrences are counted. For threads the
@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pretokenize_gpt4.hpp"  // PretokenPattern
 #include "word_counts.hpp"
 
 namespace bpe {
@@ -38,6 +39,9 @@ struct CountOptions {
     size_t expected_bytes = 0;
     CountProgress progress = nullptr;  // may be null
     void* progress_context = nullptr;
+    // The pre-tokenizer. A text (a piece between special tokens, cut where chunking.hpp cuts) ends
+    // where cl100k's `\s++$` sees an end only where the piece ends: a cut has no whitespace before it.
+    PretokenPattern pattern = PretokenPattern::kGpt2;
 };
 
 // What a count did, for tests and reports: a build that silently lost OpenMP shows threads_used 1.

@@ -69,22 +69,34 @@ if os.environ.get("CS336_SCALAR_SCANNER", "").strip().lower() not in ("", "0", "
     use_scanner_path("scalar")
 
 
-def pretoken_ends(const unsigned char[::1] data not None) -> list:
-    """End offsets of the GPT-2 pre-tokens of UTF-8 `data` (bytes-like): pre-token i is
-    `data[ends[i - 1]:ends[i]]`, the first starting at 0; they tile the input."""
+NATIVE_PATTERNS = ("gpt2", "cl100k", "rustbpe")  # the order of bpe::PretokenPattern
+
+
+cdef lib.PretokenPattern pattern_code(object name) except *:
+    """A named pattern's value for the C++ (pattern.py names them; this module imports nothing of the package)."""
+    if name not in NATIVE_PATTERNS:
+        raise ValueError(f"the native scanner runs the patterns {NATIVE_PATTERNS}, not {name!r}")
+    return <lib.PretokenPattern><int>NATIVE_PATTERNS.index(name)
+
+
+def pretoken_ends(const unsigned char[::1] data not None, pattern: str = "gpt2") -> list:
+    """End offsets of the pre-tokens of UTF-8 `data` (bytes-like) under one of NATIVE_PATTERNS:
+    pre-token i is `data[ends[i - 1]:ends[i]]`, the first starting at 0; they tile the input."""
     cdef string_view text = view_of(data)
     cdef vector[size_t] ends
+    cdef lib.PretokenPattern code = pattern_code(pattern)
     with nogil:
-        ends = lib.pretoken_ends(text)
+        ends = lib.pretoken_ends(text, code)
     return ends
 
 
-def pretokenize_bytes(const unsigned char[::1] data not None) -> list:
-    """The GPT-2 pre-tokens of UTF-8 `data` (bytes-like), as bytes."""
+def pretokenize_bytes(const unsigned char[::1] data not None, pattern: str = "gpt2") -> list:
+    """The pre-tokens of UTF-8 `data` (bytes-like) under one of NATIVE_PATTERNS, as bytes."""
     cdef string_view text = view_of(data)
     cdef vector[size_t] ends
+    cdef lib.PretokenPattern code = pattern_code(pattern)
     with nogil:
-        ends = lib.pretoken_ends(text)
+        ends = lib.pretoken_ends(text, code)
     cdef const char* base = text.data()
     cdef size_t start = 0
     result = []
@@ -94,9 +106,9 @@ def pretokenize_bytes(const unsigned char[::1] data not None) -> list:
     return result
 
 
-def pretokenize(str text not None) -> list:
-    """The GPT-2 pre-tokens of `text`, exactly as `regex.findall` with the GPT-2 pattern gives them."""
-    return [piece.decode("utf-8") for piece in pretokenize_bytes(text.encode("utf-8"))]
+def pretokenize(str text not None, pattern: str = "gpt2") -> list:
+    """The pre-tokens of `text`, exactly as `regex.findall` with the named pattern gives them."""
+    return [piece.decode("utf-8") for piece in pretokenize_bytes(text.encode("utf-8"), pattern)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,9 +129,10 @@ cdef int checked_threads(object num_threads) except -1:
     return num_threads
 
 
-cdef lib.CountOptions make_options(object num_threads, object chunk_bytes) except *:
+cdef lib.CountOptions make_options(object num_threads, object chunk_bytes, object pattern) except *:
     cdef lib.CountOptions options
     options.num_threads = checked_threads(num_threads)
+    options.pattern = pattern_code(pattern)
     if chunk_bytes is None:
         options.chunk_bytes = 0  # chosen from the input size and thread count
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
@@ -161,8 +174,9 @@ def count_words(
     num_threads: int | None = None,
     chunk_bytes: int | None = None,
     progress: Callable[[int], object] | None = None,
+    pattern: str = "gpt2",
 ) -> NativeWordCounts:
-    """Count the GPT-2 pre-tokens of a UTF-8 file, split on `special_tokens` (which are not counted;
+    """Count the pre-tokens (one of NATIVE_PATTERNS') of a UTF-8 file, split on `special_tokens` (which are not counted;
     overlapping ones resolve to the longest), on `num_threads` threads (None: OpenMP's default;
     backend.effective_num_threads resolves -1, -2, ...). The file is memory-mapped and cut into chunks of about
     `chunk_bytes` (None: automatic); the result does not depend on either setting. `progress`, if
@@ -170,7 +184,7 @@ def count_words(
     fits); they add up to the file size."""
     cdef string path = os.fsencode(input_path)
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
-    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes)
+    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     cdef lib.WordCounts counted
     cdef lib.CountReport report
     errors = []
@@ -191,10 +205,11 @@ def count_words_in_buffer(
     special_tokens: Iterable[str] = (),
     num_threads: int | None = None,
     chunk_bytes: int | None = None,
+    pattern: str = "gpt2",
 ) -> NativeWordCounts:
     """`count_words` for UTF-8 bytes in memory (bytes-like)."""
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
-    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes)
+    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     cdef string_view text = view_of(data)
     cdef lib.WordCounts counted
     cdef lib.CountReport report
@@ -218,11 +233,18 @@ cdef class WordCounter:
     cdef unique_ptr[lib.WordCounter] counter
     cdef int num_threads
 
-    def __cinit__(self, special_tokens: Iterable[str] = (), num_threads: int | None = None, expected_bytes: int = 0):
+    def __cinit__(
+        self,
+        special_tokens: Iterable[str] = (),
+        num_threads: int | None = None,
+        expected_bytes: int = 0,
+        pattern: str = "gpt2",
+    ):
         """`expected_bytes`: how much text is coming in all, when known (0: not known), so that the
-        tables are sized once, from the first piece, rather than grown as the pieces come."""
+        tables are sized once, from the first piece, rather than grown as the pieces come. `pattern`:
+        one of NATIVE_PATTERNS."""
         cdef vector[string] tokens = encode_special_tokens(special_tokens)
-        cdef lib.CountOptions options = make_options(num_threads, None)
+        cdef lib.CountOptions options = make_options(num_threads, None, pattern)
         if expected_bytes < 0:
             raise ValueError(f"expected_bytes must not be negative, got {expected_bytes!r}")
         options.expected_bytes = expected_bytes

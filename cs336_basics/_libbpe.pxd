@@ -58,6 +58,13 @@ cdef extern from "pretokenize.hpp" namespace "bpe" nogil:
     ScannerPath scanner_path() noexcept
 
 
+# pretokenize_gpt4.hpp: the other patterns the native scanner runs (NATIVE_PATTERNS' order).
+cdef extern from "pretokenize_gpt4.hpp" namespace "bpe" nogil:
+    enum class PretokenPattern:
+        pass
+    vector[size_t] pretoken_ends(string_view text, PretokenPattern pattern) except +
+
+
 # word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).
 cdef extern from "word_count.hpp" namespace "bpe" nogil:
     ctypedef cbool (*CountProgress)(void* context, size_t bytes_done) noexcept nogil  # true: stop
@@ -68,6 +75,7 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         size_t expected_bytes
         CountProgress progress
         void* progress_context
+        PretokenPattern pattern
 
     cdef cppclass CountReport:
         size_t chunks

@@ -69,7 +69,7 @@ from .formats import (
     parquet_file,
     read_blocks,
 )
-from .pattern import Pattern, resolve_pattern
+from .pattern import GPT2, Pattern, resolve_pattern
 from .phases import Report
 from .progress import progress_bar
 from .word_counts import (
@@ -460,7 +460,7 @@ def count_words_on_cluster(
         slices = num_workers
     topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
     # GPT-2's pattern is not sent: `count` need not take one, and the tasks stay as they were.
-    other = () if pattern.native else (pattern,)
+    other = () if pattern.name == GPT2 else (pattern,)
     counted = [
         client.submit(
             count_sliced, count, slices, batch, specials, options, topic, index, *other, pure=True, retries=retries
@@ -706,7 +706,7 @@ def _count_streamed_on_cluster(
             skip_bad_records,
             topic,
             index,
-            *(() if pattern.native else (pattern,)),
+            *(() if pattern.name == GPT2 else (pattern,)),
             pure=True,
             retries=retries,
         )

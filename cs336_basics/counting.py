@@ -314,7 +314,7 @@ def _count_buffer(
     native = _native_module() if pattern.native else None
     try:
         if native is not None:
-            return native.count_words_in_buffer(data, special_tokens, num_threads)
+            return native.count_words_in_buffer(data, special_tokens, num_threads, pattern=pattern.name)
         return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens, pattern))
     except (ValueError, UnicodeDecodeError) as error:
         raise BPEInputError(_located(task, str(error))) from None
@@ -391,7 +391,7 @@ def count_tasks(
                 progress(task_size(task))
         table = add_tables(tables)
         return table if num_slices is None else split_table(table, num_slices)
-    counter = native.WordCounter(special_tokens, num_threads)
+    counter = native.WordCounter(special_tokens, num_threads, pattern=pattern.name)
     for task in tasks:
         try:
             if len(task) == 1 and not is_url(task[0].path):
@@ -567,7 +567,11 @@ class _StreamCounter:
         self.label = "text"  # what is being fed, for error messages
         self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
         native = _native_module() if self.pattern.native else None
-        self._counter = native.WordCounter(self.tokens, num_threads, expected_bytes) if native is not None else None
+        self._counter = (
+            native.WordCounter(self.tokens, num_threads, expected_bytes, pattern=self.pattern.name)
+            if native is not None
+            else None
+        )
         self.native = self._counter is not None  # counts with the GIL released
         # Documents are counted as they come, each batch (or Arrow array) in place, when the separator keeps
         # them apart whatever they hold (<|endoftext|> does); else joined, and cut where it is safe.

@@ -11,7 +11,9 @@ Named patterns:
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
 
-The native scanner (`cpp/pretokenize.hpp`) runs `gpt2`; every other pattern counts through `regex`.
+The native scanners count `gpt2` (`cpp/pretokenize.hpp`), `cl100k` and `rustbpe`
+(`cpp/pretokenize_gpt4.hpp`); `o200k` and any other regex count through `regex`. Only `gpt2` encodes
+natively.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ _RUSTBPE_PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 
+# What the native scanners count, in bpe::PretokenPattern's order (`_count_cpp.NATIVE_PATTERNS`).
+NATIVE_PATTERNS = (GPT2, CL100K, RUSTBPE)
+
 NAMED_PATTERNS: dict[str, str] = {
     GPT2: GPT2_SPLIT_PATTERN,
     CL100K: _CL100K_PATTERN,
@@ -75,7 +80,12 @@ class Pattern:
 
     @property
     def native(self) -> bool:
-        """Whether the native scanner runs it (else counting and encoding go through `regex`)."""
+        """Whether the native scanner counts it (else counting goes through `regex`)."""
+        return self.name in NATIVE_PATTERNS
+
+    @property
+    def native_encoding(self) -> bool:
+        """Whether the compiled encoder runs it (GPT-2's only; else encoding goes through `regex`)."""
         return self.name == GPT2
 
     @property

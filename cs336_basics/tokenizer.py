@@ -295,7 +295,7 @@ class Tokenizer:
     def _make_native(self, native: bool | None, cache_slots: int):
         if native is False:
             return None
-        if not self.pattern.native:
+        if not self.pattern.native_encoding:
             if native:
                 raise BPEInputError(
                     f"native=True needs the gpt2 pattern, the only one the compiled encoder runs; "

@@ -1,13 +1,15 @@
-// Throughput of the native GPT-2 pre-tokenizer alone and of pre-tokenize + count, without Python.
+// Throughput of the native pre-tokenizers alone and of pre-tokenize + count, without Python.
 //
 // Build (from the repository root; -fopenmp for the two-thread count):
 //   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/*.cpp -o bench_scanner
 // Run:
-//   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2|read]
+//   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe]
 // Prints MB/s (10^6 bytes per second), best of `repeats` by wall clock and by CPU time, for the
 // scanner with an empty visitor (pre-tokenize only) on each scanner path, and for counting (split
 // on <|endoftext|>) on one and on two threads; the other modes run one of these, and `read` only
-// reads the file (the baseline to subtract from instruction counts). CPU time is the
+// reads the file (the baseline to subtract from instruction counts). `cl100k` and `rustbpe` run GPT-4's
+// scanner (pretokenize_gpt4.hpp) alone and counting on one thread under that pattern, `gpt4` both
+// (`all` includes them): compare their scan with the fast path's, GPT-2's. CPU time is the
 // steadier figure on a shared machine. Under `valgrind --tool=callgrind` use repeats=1 and one mode
 // for repeatable instruction counts.
 #include <time.h>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "pretokenize.hpp"
+#include "pretokenize_gpt4.hpp"
 #include "word_count.hpp"
 
 namespace {
@@ -57,7 +60,8 @@ Speed best_mb_per_s(size_t bytes, int repeats, Work&& work) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s FILE [repeats] [all|scan|count|fast|swar|scalar|count1|count2|read]\n",
+        std::fprintf(stderr,
+                     "usage: %s FILE [repeats] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe]\n",
                      argv[0]);
         return 2;
     }
@@ -111,6 +115,34 @@ int main(int argc, char** argv) {
         if (count_wall[1] > 0 && count_wall[2] > 0) {
             std::printf("  ratio: count 2 threads / 1 thread (wall) %.2fx\n", count_wall[2] / count_wall[1]);
         }
+    }
+    const std::pair<bpe::PretokenPattern, const char*> gpt4_patterns[] = {
+        {bpe::PretokenPattern::kCl100k, "cl100k"}, {bpe::PretokenPattern::kRustbpe, "rustbpe"}};
+    for (const auto& [pattern, name] : gpt4_patterns) {
+        if (mode != "all" && mode != "gpt4" && mode != name) continue;
+        size_t pretokens = 0;
+        size_t checksum = 0;
+        const Speed scan = best_mb_per_s(text.size(), repeats, [&] {
+            pretokens = 0;
+            checksum = 0;
+            const size_t bad = bpe::for_each_pretoken_of(pattern, text.data(), text.size(), [&](size_t, size_t end) {
+                ++pretokens;
+                checksum += end;
+            });
+            if (bad != bpe::kValidUtf8) std::printf("invalid UTF-8 at %zu\n", bad);
+        });
+        std::printf("pre-tokenize only, %-7s:     %8.1f MB/s (CPU %8.1f)  (%zu pre-tokens, checksum %zu)\n", name,
+                    scan.wall, scan.cpu, pretokens, checksum);
+        if (scan_cpu > 0) std::printf("  ratio: %s / GPT-2 fast path (CPU) %.2fx\n", name, scan.cpu / scan_cpu);
+        bpe::CountOptions options;
+        options.num_threads = 1;
+        options.pattern = pattern;
+        size_t words = 0;
+        const Speed count = best_mb_per_s(text.size(), repeats, [&] {
+            words = bpe::count_words_in_buffer(text, {"<|endoftext|>"}, options).counts.size();
+        });
+        std::printf("pre-tokenize + count, %-7s, 1 thread: %8.1f MB/s (CPU %8.1f)  (%zu distinct words)\n", name,
+                    count.wall, count.cpu, words);
     }
     return 0;
 }

@@ -1,0 +1,162 @@
+"""The native scanner under GPT-4's split (cl100k, rustbpe) against `regex` itself, directly and through
+the native counter (files on one and several threads, small chunks, the stream counter), and bpe_v7
+trained with --like rustbpe against the oracle bpe_v1.
+
+Where the two patterns part: a whitespace run that reaches the end of a text and holds a newline is one
+pre-token under cl100k (`\\s++$`), cut after its last newline under rustbpe. The end of a text is the end
+of each piece between special tokens, never a chunk's cut inside one (a cut follows a letter or digit,
+never whitespace or the punctuation that takes newlines after it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import regex
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import train_bpe
+from cs336_basics.backend import pure_python_forced
+from cs336_basics.contract import count_words_in_text
+from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
+
+if pure_python_forced():
+    pytest.skip("CS336_PURE_PYTHON is set: the native scanner is not loaded", allow_module_level=True)
+native = pytest.importorskip(
+    "cs336_basics._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
+)
+
+ENDOFTEXT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module", autouse=True, params=native.SCANNER_PATHS)
+def scanner_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test once per path: the 64-byte block path (SSE2, SWAR) and the state machine alone."""
+    previous = native.use_scanner_path(request.param)
+    yield request.param
+    native.use_scanner_path(previous)
+
+
+GPT4_PATTERNS = ["cl100k", "rustbpe"]
+COMPILED = {name: regex.compile(NAMED_PATTERNS[name]) for name in GPT4_PATTERNS}
+
+# Where GPT-4's alternatives meet: contractions in any case (and U+017F, which folds to s), a non-letter
+# before letters (a tab, punctuation, an apostrophe), digit runs cut in threes, punctuation followed by
+# newlines, \r\n runs and every kind of whitespace, marks, other scripts and planes.
+# fmt: off
+TRICKY = [
+    " ", "  ", "\n", "\r\n", "\r", "\n\n", " \n ", "\t", "\x0b", "\x0c", "\u3000", "\x85", "\xa0", "\u2028",
+    "\u1680", "\x1c", "\x00", "'", "'s", "'S", "'t", "'T", "'d", "'D", "'m", "'M", "'ll", "'LL", "'lL",
+    "'ve", "'VE", "'Re", "'re", "'\u017f", "\u017f", "'l", "'v", "'x", "DON'T", "We'RE", "a", "Z", "ab",
+    "é", "e\u0301", "\u0301", "ß", "я", "中", "\U00020000", "0", "7", "123", "1234", "12345", "²", "½",
+    "٣", "\U0001d7ce", "!", "?", ".", "!\n", "?\r\n", "/", "$", "€", "\U0001f600", "\u200d", "<|", "|>",
+]
+# fmt: on
+
+# Valid characters beside truncated ones, a surrogate, stray continuation and lead bytes.
+# fmt: off
+BYTE_PIECES = [
+    b"a", b" ", b"\n", b"'", b"!", b"1", b"\xff", b"\xc3", b"\xc3\xa9", b"\xed\xa0\x80", b"\xc5\xbf", b"\x80",
+    b"\xe4\xb8",
+]
+# fmt: on
+
+code_points = st.characters(codec="utf-8")
+runs = st.builds(lambda text, times: text * times, st.sampled_from(TRICKY), st.integers(1, 40))
+texts = st.lists(st.one_of(st.sampled_from(TRICKY), st.text(code_points, max_size=6), runs), max_size=40).map("".join)
+
+
+def test_the_native_patterns_are_named():
+    for name in ("gpt2", *GPT4_PATTERNS):
+        assert resolve_pattern(name).native
+    assert resolve_pattern("gpt2").native_encoding
+    assert not any(resolve_pattern(name).native_encoding for name in GPT4_PATTERNS)
+    assert not resolve_pattern("o200k").native and not resolve_pattern(r"\S+|\s+").native
+    with pytest.raises(ValueError, match="o200k"):
+        native.pretokenize("text", "o200k")
+
+
+@pytest.mark.parametrize("name", GPT4_PATTERNS)
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts)
+@example(text="ab\n  ")
+@example(text="x \n\t \r\n  ")
+@example(text="!!\n\nabc 'S 1234567 \tword  \u3000x")
+@example(text="'\u017fup '\u017f")
+@example(text="word, " * 12 + "!\n\n  \n " + "x" * 70 + "  \u2014abc \u2014\u2014abc")
+def test_scanner_equals_regex(name: str, text: str):
+    assert native.pretokenize(text, name) == COMPILED[name].findall(text)
+
+
+def test_the_patterns_differ_only_at_the_end():
+    assert native.pretokenize("ab\n  ", "cl100k") == ["ab", "\n  "]
+    assert native.pretokenize("ab\n  ", "rustbpe") == ["ab", "\n", "  "]
+    assert native.pretokenize("ab\n  x", "cl100k") == native.pretokenize("ab\n  x", "rustbpe")
+
+
+@pytest.mark.parametrize("name", GPT4_PATTERNS)
+@settings(max_examples=300, deadline=None)
+@given(data=st.lists(st.sampled_from(BYTE_PIECES), max_size=12).map(b"".join))
+def test_invalid_utf8_names_the_decoders_offset(name: str, data: bytes):
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        with pytest.raises(ValueError, match=f"at byte offset {error.start}$"):
+            native.pretoken_ends(data, name)
+    else:
+        assert sum(1 for _ in native.pretoken_ends(data, name)) == len(COMPILED[name].findall(data.decode()))
+
+
+def as_dict(counts) -> dict[bytes, int]:
+    return dict(counts.to_dict())
+
+
+@pytest.mark.parametrize("name", GPT4_PATTERNS)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(texts, min_size=1, max_size=6), repeat=st.integers(1, 30))
+def test_counting_a_file_equals_regex(tmp_path: Path, name: str, parts: list[str], repeat: int):
+    # Repeated so that small chunks cut inside pieces; pieces end in whitespace and punctuation often.
+    text = ENDOFTEXT.join(parts) * repeat
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(text.encode("utf-8"))
+    expected = dict(count_words_in_text(text, [ENDOFTEXT], name))
+    assert as_dict(native.count_words(str(path), [ENDOFTEXT], 1, pattern=name)) == expected
+    for threads, chunk_bytes in ((3, 64), (2, 1 << 10)):
+        assert as_dict(native.count_words(str(path), [ENDOFTEXT], threads, chunk_bytes, pattern=name)) == expected
+    assert as_dict(native.count_words_in_buffer(text.encode(), [ENDOFTEXT], 2, 97, pattern=name)) == expected
+
+
+@pytest.mark.parametrize("name", GPT4_PATTERNS)
+def test_chunks_do_not_cut_where_the_pattern_joins(name: str):
+    # Punctuation takes the newlines after it, and a whitespace run at a piece's end is cl100k's one
+    # pre-token: cuts there (whitespace after any non-space, GPT-2's rule) would split them.
+    text = "".join(f"word{i}!\n\nnext, line\r\n  \t" + (ENDOFTEXT if i % 7 == 0 else "") for i in range(3000))
+    text += "tail \n \n "
+    expected = dict(count_words_in_text(text, [ENDOFTEXT], name))
+    for threads, chunk_bytes in ((1, None), (3, 50), (2, 333)):
+        counts = native.count_words_in_buffer(text.encode(), [ENDOFTEXT], threads, chunk_bytes, pattern=name)
+        assert as_dict(counts) == expected
+
+
+@pytest.mark.parametrize("name", GPT4_PATTERNS)
+def test_the_stream_counter_takes_the_pattern(name: str):
+    documents = ["A doc'S end  \n", "12345 and!\n\n", "tail \t"]
+    counter = native.WordCounter([ENDOFTEXT], 2, pattern=name)
+    counter.count(ENDOFTEXT.join(documents).encode())
+    kept, _ = counter.count_texts(documents, ENDOFTEXT)
+    assert kept
+    expected = count_words_in_text(ENDOFTEXT.join(documents), [ENDOFTEXT], name)
+    expected.update(count_words_in_text(ENDOFTEXT.join(documents), [ENDOFTEXT], name))
+    assert as_dict(counter.take(True)) == dict(expected)
+
+
+def test_bpe_v7_like_rustbpe_equals_bpe_v1(tmp_path: Path):
+    words = ["The", " cat's", " DON'T", " 12345", "!!\n", "\r\n", "  ", "\tkey", " été", " 中文", "'LL", "\n \n"]
+    text = "".join(words[(i * 7 + i // 3) % len(words)] for i in range(4000))
+    text = ENDOFTEXT.join([text[:9000] + "\n  ", text[9000:] + " \n"])
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    oracle = train_bpe(path, 400, [ENDOFTEXT], trainer="bpe_v1", like="rustbpe")
+    assert train_bpe(path, 400, [ENDOFTEXT], trainer="bpe_v7", like="rustbpe") == oracle
