@@ -19,7 +19,7 @@ cdef extern from "Python.h":
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.bytes cimport PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_DATA, PyUnicode_GET_LENGTH
-from libc.stdint cimport uint64_t
+from libc.stdint cimport UINT64_MAX, uint64_t
 from libcpp cimport bool as cbool
 from libcpp.string cimport string
 from libcpp.memory cimport unique_ptr
@@ -447,6 +447,25 @@ cdef class NativeWordCounts:
                 total += part
                 part = 0
             part += count
+        return total + part
+
+    def text_bytes(self) -> int:
+        """Each word's length times its count, added up: the bytes of text the words cover."""
+        self.check_held()
+        cdef size_t index
+        cdef uint64_t part = 0, length, count, piece
+        total = 0
+        for index in range(self.words.counts.size()):
+            length = self.words.offsets[index + 1] - self.words.offsets[index]
+            count = <uint64_t>self.words.counts[index]
+            if length != 0 and count > UINT64_MAX // length:  # the product would wrap
+                total += length * <object>count
+                continue
+            piece = length * count
+            if part + piece < part:  # the sum would wrap: move the part into the Python int
+                total += part
+                part = 0
+            part += piece
         return total + part
 
     def to_arrays(self) -> tuple:

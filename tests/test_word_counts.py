@@ -173,6 +173,15 @@ def native_table(table: dict[bytes, int]):
     )
 
 
+@settings(max_examples=60, deadline=None)
+@given(table=st.dictionaries(st.binary(min_size=1, max_size=12), st.integers(min_value=1, max_value=2**63 - 1)))
+def test_a_native_tables_text_bytes_are_its_words_lengths_times_counts(table: dict[bytes, int]) -> None:
+    if word_counts._native_module() is None:
+        pytest.skip("the compiled word counter is not loaded")
+    # Counts up to 2**63 - 1 (a native table's most) times 12 bytes pass 64 bits: nothing may wrap.
+    assert word_counts.counted_text_bytes(native_table(table)) == sum(len(word) * n for word, n in table.items())
+
+
 def as_dict(table) -> dict[bytes, int]:
     return table if isinstance(table, dict) else table.to_dict()
 
