@@ -733,18 +733,14 @@ def _run_problem(run: object) -> str | None:
 
 
 def run_pattern(run: dict[str, Any] | None) -> Pattern:
-    """The pattern a run trained with (read_run_info's metadata): its recorded regex, which is a named
-    pattern when it is that pattern's text; GPT-2's for no run, or one from before patterns were
-    recorded."""
-    if run is None or "pattern" not in run:
-        return resolve_pattern(None)
-    return resolve_pattern(run["pattern"]["regex"])
+    """The pattern a run trained with (read_run_info's metadata, `recorded_rules`): its recorded regex,
+    which is a named pattern when it is that pattern's text."""
+    return resolve_pattern(recorded_rules(run or {})["pattern"]["regex"])
 
 
 def run_layout(run: dict[str, Any] | None) -> str:
-    """How the run's vocabulary numbers its tokens (`contract.assemble_vocab`); "cs336" for no run, or
-    one from before layouts were recorded."""
-    return CS336_LAYOUT if run is None else run.get("layout", CS336_LAYOUT)
+    """How the run's vocabulary numbers its tokens (`contract.assemble_vocab`; `recorded_rules`)."""
+    return recorded_rules(run or {})["layout"]
 
 
 def read_run_info(directory: str | os.PathLike) -> dict[str, Any] | None:
