@@ -16,7 +16,7 @@ import sys
 import sysconfig
 import tarfile
 import zipfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -38,21 +38,23 @@ def run(args: list[str | Path], cwd: Path, env: dict[str, str] | None = None) ->
     return result
 
 
-def tracked_files() -> list[str]:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, text=True)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: the sources to package are the tracked files")
-    return [name for name in listed.stdout.split("\0") if name and (REPO_ROOT / name).is_file()]
+def source_files() -> list[PurePosixPath]:
+    """The checkout's source, as scripts/make_submission.py selects it: no build products, venvs or data."""
+    spec = importlib.util.spec_from_file_location("make_submission", REPO_ROOT / "scripts" / "make_submission.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.select_files(REPO_ROOT, max_bytes=10**9)[0]
 
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    for module in ("build", "setuptools", "Cython"):
+    # build.__main__, not build: a build/ folder in the checkout would pass for a namespace package.
+    for module in ("build.__main__", "setuptools", "Cython"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed here, and the offline build needs it (pip install build)")
     root = tmp_path_factory.mktemp("wheel")
     source = root / "cs336-bpe"
-    for relative in tracked_files():  # a clean copy: no build products of this checkout
+    for relative in source_files():  # a clean copy: no build products of this checkout
         (source / relative).parent.mkdir(parents=True, exist_ok=True)
         (source / relative).write_bytes((REPO_ROOT / relative).read_bytes())
     dist = root / "dist"
@@ -81,7 +83,7 @@ def test_the_wheel_holds_every_compiled_module(artifacts: dict[str, Path]) -> No
         names = archive.namelist()
     for module in NATIVE_MODULES:
         assert any(name.startswith(f"cs336_bpe/{module}.") and name.endswith((".so", ".pyd")) for name in names), module
-    assert not any(name.endswith((".pyx", ".cpp", ".hpp")) for name in names)
+    assert not any(name.endswith((".c", ".cpp", ".hpp", ".o")) for name in names)  # sources stay in the sdist
 
 
 def test_the_wheel_works_without_a_compiler(artifacts: dict[str, Path]) -> None:
