@@ -44,19 +44,24 @@ LIBRARY_SOURCES = sorted(glob.glob(os.path.join("cpp", "*.cpp")))
 HEADERS = sorted(glob.glob(os.path.join("cpp", "*.hpp")))
 
 # With OMP_NUM_THREADS=2 a working OpenMP prints 2; a compiler that accepts the flag but ignores the
-# pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot.
+# pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot. The
+# loop is cpp/omp_shim.hpp's (a long long index, num_threads, a dynamic schedule): an OpenMP that
+# cannot compile it (an old MSVC /openmp) fails here, and the next flags are tried.
 OPENMP_PROBE = textwrap.dedent(
     """
     #include <omp.h>
     #include <stdio.h>
     int main(void) {
         int threads = 0;
+        long long squares[4] = {0, 0, 0, 0};
+        #pragma omp parallel for num_threads(2) schedule(dynamic, 1)
+        for (long long index = 0; index < 4; ++index) squares[index] = index * index;
         #pragma omp parallel
         {
             #pragma omp single
             threads = omp_get_num_threads();
         }
-        printf("%d", threads);
+        printf("%d", squares[3] == 9 ? threads : 0);
         return 0;
     }
     """

@@ -30,7 +30,8 @@
 #define BPE_NOINLINE
 #endif
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+// Every Windows target (x86, x64, ARM64) is little-endian; MSVC has no __BYTE_ORDER__ to say so.
+#if (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) || defined(_WIN32)
 #define BPE_LITTLE_ENDIAN 1
 #endif
 
