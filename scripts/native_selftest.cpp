@@ -9,16 +9,23 @@
 // AArch64 under qemu (Debian: g++-aarch64-linux-gnu, qemu-user):
 //   aarch64-linux-gnu-g++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*.cpp -o native_selftest_arm64
 //   qemu-aarch64 -L /usr/aarch64-linux-gnu ./native_selftest_arm64
+// Windows with mingw-w64, under Wine (Debian: mingw-w64, wine64):
+//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp scripts/native_selftest.cpp cpp/*.cpp -o native_selftest.exe
+//   /usr/lib/wine/wine64 ./native_selftest.exe
 // Prints each failure and a summary; exit status 0 when every check passed.
 //
 // Where the answers come from: hand-worked splits and merges (the CS336 handout's examples among
 // them); texts assembled from pre-tokens that the pattern's rules keep apart, so the split is known
 // by construction; a naive BPE trainer and encoder written here from the assignment's definition;
 // and agreement between the scanner paths on random bytes, invalid UTF-8 included.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -349,6 +356,22 @@ void counting() {
         }
     }
     bpe::set_scanner_path(ScannerPath::kFast);
+
+    // The same corpus from a file: memory-mapped on POSIX, read whole on Windows (mapped_file.hpp).
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / "cs336_native_selftest_corpus.txt";
+    {
+        std::ofstream file(path, std::ios::binary);
+        file.write(corpus.data(), std::streamsize(corpus.size()));
+        check(bool(file), "writing the corpus to " + path.string());
+    }
+    for (int threads : {1, kThreads}) {
+        bpe::CountOptions options;
+        options.num_threads = threads;
+        options.chunk_bytes = 512;
+        check(as_map(bpe::count_words(path.string(), {separator}, options)) == expected,
+              "gpt2 counts of a file on " + std::to_string(threads) + " thread(s)");
+    }
+    std::filesystem::remove(path);
 
     // GPT-4's patterns: the counts are those of the scalar scanner's pre-tokens, document by document.
     for (PretokenPattern pattern : {PretokenPattern::kCl100k, PretokenPattern::kRustbpe}) {
