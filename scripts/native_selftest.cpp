@@ -610,8 +610,8 @@ void encoding() {
 }  // namespace
 
 int main() {
-    std::printf("native_selftest: fast path %s, OpenMP %s (up to %d threads)\n", fast_path_kind(),
-                bpe::openmp_enabled() ? "on" : "off: several threads run as one", kThreads);
+    std::printf("native_selftest: fast path %s, OpenMP %s\n", fast_path_kind(),
+                bpe::openmp_enabled() ? "on (the several-thread checks use 4)" : "off (the several-thread checks run on one)");
     const struct {
         const char* name;
         void (*run)();
