@@ -10,8 +10,8 @@
 //   aarch64-linux-gnu-g++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*.cpp -o native_selftest_arm64
 //   qemu-aarch64 -L /usr/aarch64-linux-gnu ./native_selftest_arm64
 // Windows with mingw-w64, under Wine (Debian: mingw-w64, wine64):
-//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp scripts/native_selftest.cpp cpp/*.cpp -o native_selftest.exe
-//   /usr/lib/wine/wine64 ./native_selftest.exe
+//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp scripts/native_selftest.cpp cpp/*.cpp -o t.exe
+//   /usr/lib/wine/wine64 ./t.exe
 // Prints each failure and a summary; exit status 0 when every check passed.
 //
 // Where the answers come from: hand-worked splits and merges (the CS336 handout's examples among
@@ -191,7 +191,8 @@ private:
 Generated gpt2_text(Random& random, size_t count) {
     enum Kind { kLetters, kNumbers, kOthers, kContraction, kWhitespace, kBlank };
     const std::vector<std::string> letters = {"the", "cat", "Zebra", "h\xC3\xA9llo", "\xE6\x97\xA5\xE6\x9C\xAC",
-                                              "\xCE\xA9mega", "x", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"};
+                                              "\xCE\xA9mega", "x",
+                                              "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"};
     // ASCII digits, Arabic-Indic digits (Nd), Roman numeral twelve (Nl): all \p{N}.
     const std::vector<std::string> numbers = {"0", "42", "2024", "\xD9\xA3\xD9\xA4", "\xE2\x85\xAB"};
     // Punctuation, a currency sign, an em dash, an emoji (So): all "other".
@@ -234,7 +235,10 @@ Generated gpt2_text(Random& random, size_t count) {
             out.text += token;
             out.tokens.push_back(token);
             previous = kind;
-            previous_last = kind == kLetters || kind == kContraction ? 0 : kind == kNumbers ? 1 : kind == kOthers ? 2 : -1;
+            previous_last = kind == kLetters || kind == kContraction ? 0
+                            : kind == kNumbers                          ? 1
+                            : kind == kOthers                           ? 2
+                                                                        : -1;
             break;
         }
     }
@@ -248,8 +252,9 @@ void constructed_splits() {
         for (ScannerPath path : kPaths) {
             size_t error;
             const Tokens got = split(PretokenPattern::kGpt2, path, generated.text, &error);
-            if (!check(error == bpe::kValidUtf8 && got == generated.tokens,
-                       std::string("gpt2 ") + path_name(path) + " split of constructed text " + std::to_string(round))) {
+            const std::string what =
+                std::string("gpt2 ") + path_name(path) + " split of constructed text " + std::to_string(round);
+            if (!check(error == bpe::kValidUtf8 && got == generated.tokens, what)) {
                 for (size_t k = 0; k < got.size() && k < generated.tokens.size(); ++k) {
                     if (got[k] != generated.tokens[k]) {
                         std::printf("  first difference at pre-token %zu: got \"%s\", expected \"%s\"\n", k,
@@ -291,8 +296,9 @@ void paths_agree() {
             std::string joined;
             for (const std::string& token : scalar) joined += token;
             // The pre-tokens tile the text, or the part before the invalid byte up to the pre-token it ends.
-            const bool tiles = scalar_error == bpe::kValidUtf8 ? joined == text
-                                                               : joined.size() <= scalar_error && text.rfind(joined, 0) == 0;
+            const bool tiles = scalar_error == bpe::kValidUtf8
+                                   ? joined == text
+                                   : joined.size() <= scalar_error && text.rfind(joined, 0) == 0;
             check(tiles, std::string(pattern_name(pattern)) + " scalar pre-tokens tile \"" + shown(text) + "\"");
             for (ScannerPath path : {ScannerPath::kFast, ScannerPath::kSwar}) {
                 size_t error;
@@ -465,7 +471,8 @@ void merging() {
     // The CS336 handout's example: low x5, lower x2, widest x3, newest x6. (e, s) and (s, t) tie at 9
     // and (s, t) is greater; worked by hand, the first six merges are:
     const Counts handout = {{"low", 5}, {"lower", 2}, {"widest", 3}, {"newest", 6}};
-    const std::vector<Pair> handout_merges = {{"s", "t"}, {"e", "st"}, {"o", "w"}, {"l", "ow"}, {"w", "est"}, {"n", "e"}};
+    const std::vector<Pair> handout_merges = {{"s", "t"},  {"e", "st"},  {"o", "w"},
+                                              {"l", "ow"}, {"w", "est"}, {"n", "e"}};
     check(naive_merges(handout, 6) == handout_merges, "the naive trainer on the handout's example");
     for (int threads : {1, kThreads}) {
         const auto merges = bpe::train_merges(as_word_counts(handout), 6, nullptr, nullptr, threads,
@@ -481,15 +488,18 @@ void merging() {
         const std::string alphabet = "abcde\xC3\xA9\xFF";
         for (int i = 0; i < 60; ++i) {
             std::string word;
-            for (size_t length = 1 + random.below(9); length > 0; --length) word += alphabet[random.below(alphabet.size())];
+            for (size_t length = 1 + random.below(9); length > 0; --length) {
+                word += alphabet[random.below(alphabet.size())];
+            }
             counts[word] += int64_t(1 + random.below(20));
         }
         const std::vector<Pair> expected = naive_merges(counts, 1000);
         for (int threads : {1, kThreads}) {
             const auto merges = bpe::train_merges(as_word_counts(counts), 1000, nullptr, nullptr, threads,
                                                   bpe::kDefaultPrunePairs, /*parallel_words=*/0);
-            check(spelled(merges) == expected, "train_merges against the naive trainer, round " + std::to_string(round) +
-                                                   ", " + std::to_string(threads) + " thread(s)");
+            check(spelled(merges) == expected, "train_merges against the naive trainer, round " +
+                                                   std::to_string(round) + ", " + std::to_string(threads) +
+                                                   " thread(s)");
         }
     }
 }
@@ -589,7 +599,8 @@ void encoding() {
         for (size_t i = 0; i < texts.size(); ++i) {
             std::vector<uint32_t> ids;
             encoder.encode(texts[i], ids);
-            check(ids == expected[i], std::string("encode on the ") + path_name(path) + " path, text " + std::to_string(i));
+            check(ids == expected[i],
+                  std::string("encode on the ") + path_name(path) + " path, text " + std::to_string(i));
         }
     }
     bpe::set_scanner_path(ScannerPath::kFast);
@@ -603,7 +614,8 @@ void encoding() {
     encoder.encode_batch(views, outs.data(), written.data(), kThreads);
     for (size_t i = 0; i < texts.size(); ++i) {
         buffers[i].resize(written[i]);
-        check(buffers[i] == expected[i], "encode_batch on " + std::to_string(kThreads) + " threads, text " + std::to_string(i));
+        check(buffers[i] == expected[i],
+              "encode_batch on " + std::to_string(kThreads) + " threads, text " + std::to_string(i));
     }
 }
 
@@ -611,7 +623,8 @@ void encoding() {
 
 int main() {
     std::printf("native_selftest: fast path %s, OpenMP %s\n", fast_path_kind(),
-                bpe::openmp_enabled() ? "on (the several-thread checks use 4)" : "off (the several-thread checks run on one)");
+                bpe::openmp_enabled() ? "on (the several-thread checks use 4)"
+                                      : "off (the several-thread checks run on one)");
     const struct {
         const char* name;
         void (*run)();
