@@ -15,10 +15,11 @@
 #endif
 
 // SSE2 is x86-64's baseline; MSVC says so with _M_X64 (or _M_IX86_FP on 32-bit x86), not __SSE2__.
-// NEON is AArch64's baseline (32-bit ARM lacks the AArch64 instructions the NEON paths use).
+// NEON is AArch64's baseline (32-bit ARM lacks the AArch64 instructions the NEON paths use; their
+// masks read lanes in little-endian order, AArch64's usual one: __AARCH64EL__).
 #if defined(__SSE2__) || defined(_M_X64) || defined(_M_AMD64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #define BPE_SSE2 1
-#elif (defined(__ARM_NEON) && defined(__aarch64__)) || defined(_M_ARM64)
+#elif (defined(__ARM_NEON) && defined(__aarch64__) && defined(__AARCH64EL__)) || defined(_M_ARM64)
 #define BPE_NEON 1
 #endif
 
