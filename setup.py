@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import tempfile
@@ -43,36 +44,64 @@ LIBRARY_SOURCES = sorted(glob.glob(os.path.join("cpp", "*.cpp")))
 HEADERS = sorted(glob.glob(os.path.join("cpp", "*.hpp")))
 
 # With OMP_NUM_THREADS=2 a working OpenMP prints 2; a compiler that accepts the flag but ignores the
-# pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot.
+# pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot. The
+# loop is cpp/omp_shim.hpp's (a long long index, num_threads, a dynamic schedule): an OpenMP that
+# cannot compile it (an old MSVC /openmp) fails here, and the next flags are tried.
 OPENMP_PROBE = textwrap.dedent(
     """
     #include <omp.h>
     #include <stdio.h>
     int main(void) {
         int threads = 0;
+        long long squares[4] = {0, 0, 0, 0};
+        #pragma omp parallel for num_threads(2) schedule(dynamic, 1)
+        for (long long index = 0; index < 4; ++index) squares[index] = index * index;
         #pragma omp parallel
         {
             #pragma omp single
             threads = omp_get_num_threads();
         }
-        printf("%d", threads);
+        printf("%d", squares[3] == 9 ? threads : 0);
         return 0;
     }
     """
 )
 
 
-# GCC or Clang, on Linux or macOS: the native core uses POSIX (mmap, sigaction) and GCC's builtins
-# (behind cpp/bits.hpp), and no other toolchain is built or tested.
+# ---- Platform flags (which toolchain was built and tested where: docs/PLATFORMS.md) ----------------
+# GCC and Clang take the same flags on Linux and macOS; MSVC (compiler_type "msvc") its own. POSIX-only
+# calls in cpp/ (mmap, sigaction) sit behind `#if !defined(_WIN32)`, compiler builtins behind bits.hpp.
+
+
 def language_flags(compiler) -> list[str]:
+    if compiler.compiler_type == "msvc":
+        return ["/std:c++17", "/O2"]  # setuptools adds /EHsc to C++ sources itself
     return ["-std=c++17", "-O3"]
 
 
+# Homebrew's libomp is keg-only: its headers and library are under the prefix, not on any search path.
+# Apple Silicon's Homebrew lives in /opt/homebrew, Intel's in /usr/local; the machine's own comes first.
+HOMEBREW_LIBOMP = ["/opt/homebrew/opt/libomp", "/usr/local/opt/libomp"]
+
+
 def openmp_candidates(compiler) -> list[tuple[list[str], list[str]]]:
-    """(compile flags, link flags) to try, for this platform's compilers."""
+    """(compile flags, link flags) to try in order, for this platform's compilers; the probe keeps the first
+    that builds a program that runs two threads."""
+    if compiler.compiler_type == "msvc":
+        # MSVC's OpenMP 2.0 (vcomp140.dll, which a wheel carries: delvewheel), all the core needs; then
+        # /openmp:llvm (VS 2019 16.9+), LLVM's runtime.
+        return [(["/openmp"], []), (["/openmp:llvm"], [])]
     if sys.platform == "darwin":
-        # Apple clang has no -fopenmp driver flag: the preprocessor takes it, libomp is linked.
-        return [(["-Xpreprocessor", "-fopenmp"], ["-lomp"]), (["-fopenmp"], ["-fopenmp"])]
+        # Apple clang has no -fopenmp driver flag: the preprocessor takes it and libomp is linked, from
+        # CPPFLAGS/LDFLAGS if they name it, else from Homebrew's prefix for this machine, then the other.
+        prefixes = sorted(HOMEBREW_LIBOMP, key=lambda prefix: ("homebrew" in prefix) != (platform.machine() == "arm64"))
+        apple = [(["-Xpreprocessor", "-fopenmp"], ["-lomp"])]
+        for prefix in prefixes:
+            if os.path.isdir(prefix):
+                apple.append(
+                    (["-Xpreprocessor", "-fopenmp", f"-I{prefix}/include"], [f"-L{prefix}/lib", "-lomp"])
+                )
+        return [*apple, (["-fopenmp"], ["-fopenmp"])]  # the last: LLVM's own clang
     return [(["-fopenmp"], ["-fopenmp"])]
 
 

@@ -16,7 +16,9 @@
 #include <stdexcept>
 #include <type_traits>
 
-#if defined(__SSE2__)
+#include "bits.hpp"  // BPE_SSE2
+
+#if defined(BPE_SSE2)
 #include <emmintrin.h>
 #endif
 
@@ -49,7 +51,7 @@ constexpr size_t kPrefetchLines = 3;
 template <typename Symbol>
 inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length, TokenId left, TokenId right) {
     uint32_t at = from;
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
     constexpr uint32_t kLanes = 16 / sizeof(Symbol);
     const bool narrow = sizeof(Symbol) == 2;
     const __m128i lefts = narrow ? _mm_set1_epi16(int16_t(left)) : _mm_set1_epi32(left);

@@ -8,13 +8,17 @@ compiled version can run here is the backend's call (`backend.py`).
 
 from __future__ import annotations
 
-import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
+
+try:
+    import resource
+except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PLATFORMS.md)
+    resource = None  # type: ignore[assignment]
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, load_native
@@ -152,12 +156,17 @@ def _own_peak_rss_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    if resource is None:
+        return 0
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process or of its largest finished child (worker processes)."""
+    """Peak resident memory of this process or of its largest finished child (worker processes); 0
+    where the platform does not report it (Windows)."""
+    if resource is None:
+        return 0
     scale = 1 if sys.platform == "darwin" else 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
     return max(_own_peak_rss_bytes(), children)
