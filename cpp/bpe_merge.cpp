@@ -373,6 +373,19 @@ public:
         }
     }
 
+    // A base's merge, made whatever its count (bpe_merge.hpp, `replay`): its token joins the table
+    // and every word holding the pair is rewritten; no pair is pruned until the replay is over.
+    void replay_merge(const Merge& merge) {
+        const size_t num_tokens = tokens_.size();
+        if (merge.left >= num_tokens || merge.right >= num_tokens) {
+            throw std::invalid_argument("train_merges: a replayed merge names a token made after it");
+        }
+        if (num_tokens >= static_cast<size_t>(INT32_MAX)) throw std::length_error("train_merges: more than 2^31 tokens");
+        tokens_.add_merge(TokenId(merge.left), TokenId(merge.right));
+        const PairId pair = pair_ids_.find(pair_key(TokenId(merge.left), TokenId(merge.right)));
+        if (pair != PairIdMap::kMissing && pairs_[pair].count > 0) apply_merge(pair);
+    }
+
     // The merge as its tokens' ids; its token joins the token table.
     Merge add_token(PairId pair) {
         if (tokens_.size() >= static_cast<size_t>(INT32_MAX)) {
@@ -1044,7 +1057,7 @@ private:
 template <typename Symbol>
 std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
                               void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                              TieBreak tie_break) {
+                              TieBreak tie_break, const std::vector<Merge>& replay) {
     Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break);
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
@@ -1060,6 +1073,8 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
     trainer.profile_.load_seconds = std::chrono::duration<double>(loaded - started).count();
     trainer.profile_.initial_seconds = std::chrono::duration<double>(counted - loaded).count();
 #endif
+    // Replaying the base's merges in order leaves each word as its rank-order encoding by them.
+    for (const Merge& merge : replay) trainer.replay_merge(merge);
     std::vector<Merge> merges;
     merges.reserve(std::min<size_t>(num_merges, 1 << 16));
     while (merges.size() < num_merges) {
@@ -1079,7 +1094,7 @@ namespace {
 
 std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
                          void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                         TieBreak tie_break) {
+                         TieBreak tie_break, const std::vector<Merge>& replay) {
     if (tie_break != TieBreak::kCs336 && tie_break != TieBreak::kSmallestId && tie_break != TieBreak::kHf) {
         throw std::invalid_argument("train_merges: unknown tie_break");
     }
@@ -1088,28 +1103,29 @@ std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t nu
         return {};
     }
     // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
-    if (num_merges <= (size_t(1) << 16) - 256) {
+    if (replay.size() + num_merges <= (size_t(1) << 16) - 256) {
         return run_merges<uint16_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                    parallel_words, tie_break);
+                                    parallel_words, tie_break, replay);
     }
     return run_merges<uint32_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                parallel_words, tie_break);
+                                parallel_words, tie_break, replay);
 }
 
 }  // namespace
 
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
                                 void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                                TieBreak tie_break) {
+                                TieBreak tie_break, const std::vector<Merge>& replay) {
     return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
-                 tie_break);
+                 tie_break, replay);
 }
 
 std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges, MergeProgress progress,
                                                 void* context, int num_threads, size_t prune_pairs,
-                                                size_t parallel_words, TieBreak tie_break) {
+                                                size_t parallel_words, TieBreak tie_break,
+                                                const std::vector<Merge>& replay) {
     return train(words, &words, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
-                 tie_break);
+                 tie_break, replay);
 }
 
 }  // namespace bpe
