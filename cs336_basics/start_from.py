@@ -150,8 +150,9 @@ def check_base(
                 "by no merge; if it is a special token, name it in special_tokens"
             )
     # The base's special tokens in id order: those no merge builds, and one-byte ones beside their byte.
-    own = [token for token in specials if token.encode("utf-8") not in built or len(held[token.encode("utf-8")]) > 1]
-    own.sort(key=lambda token: max(held[token.encode("utf-8")]))
+    spelled = {token: token.encode("utf-8") for token in specials}
+    own = [token for token, data in spelled.items() if data in held and (data not in built or len(held[data]) > 1)]
+    own.sort(key=lambda token: max(held[spelled[token]]))
     return Base(dict(vocab), merges, own, source)
 
 
