@@ -45,9 +45,9 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // as it runs; 0: every merge on every thread, for tests); one thread is the serial loop. Once
 // more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
 // (see bpe_merge.cpp). The result depends on none of these.
-// `replay`: a base tokenizer's merges (cs336_basics/start_from.py), made first and in order
-// whatever their counts, their tokens taking ids 256, 257, ...; each word is then its rank-order
-// encoding by them (their parts must come before them), and the merges returned continue from there.
+// `replay`: a base tokenizer's merges in rank order (cs336_basics/start_from.py), their tokens
+// taking ids 256, 257, ... (a merge's parts must come before it): each word starts as its encoding
+// by them, as the tokenizer encodes, and the merges returned continue from there.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
 constexpr size_t kDefaultParallelWords = 256;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,

@@ -423,7 +423,8 @@ cdef class NativeWordCounts:
         peak memory then holds them no longer); this object can do nothing after that. `tie_break`:
         which pair wins among equal counts, a rule of `tie_break.py`. `num_threads`: at most this
         many threads (a caller's --workers); fewer when the words were counted on fewer.
-        `start_from`: a base's merges, made first (`start_from.py`); only the new merges come back."""
+        `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
+        only the new merges come back."""
         self.check_held()
         cdef int threads = self.num_threads
         if num_threads is not None:

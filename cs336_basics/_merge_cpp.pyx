@@ -54,8 +54,8 @@ def merge(
     least `parallel_words` words (default 256) while timing shows that faster than one thread; 0
     sends every merge to the threads (a tuning and testing knob): the merges depend on neither.
     `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
-    `start_from`: a base's merges, made first whatever their counts (`start_from.py`); only the
-    merges after them come back.
+    `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
+    only the merges after them come back.
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")

@@ -43,7 +43,8 @@ cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) exc
 
 
 # release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
-# start_from: a base's merges, made first (bpe_merge.hpp, `replay`); only the new merges come back.
+# start_from: a base's merges; each word starts as their encoding (bpe_merge.hpp, `replay`); only the
+# new merges come back.
 cdef inline list train_merges(
     lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
     object parallel_words, bint release_words, object tie_break, object start_from=None

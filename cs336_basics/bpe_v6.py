@@ -29,5 +29,5 @@ def merge(
     tie_break: str = CS336,
     start_from: Merges | None = None,
 ) -> Merges:
-    # The binding checks tie_break, and replays start_from's merges first (start_from.py).
+    # The binding checks tie_break; each word starts as its encoding by start_from (start_from.py).
     return _merge_cpp.merge(word_counts, num_merges, report, tie_break=tie_break, start_from=start_from)

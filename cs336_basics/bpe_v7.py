@@ -88,7 +88,7 @@ def merge(
     -1, -2, ... as for counting). `release_words`: free the native counts once the loop has loaded
     them (they can do nothing after that), so that its peak memory does not hold them too.
     `tie_break` (a rule of `tie_break.py`) is checked by the binding; `start_from`: a base's merges,
-    replayed first (`start_from.py`)."""
+    each word starts as its encoding by them (`start_from.py`)."""
     threads = None if num_threads is None else effective_num_threads(num_threads)
     if isinstance(word_counts, dict):
         return _merge_cpp.merge(

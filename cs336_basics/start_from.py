@@ -9,10 +9,11 @@ Inside the merge loop the base's tokens take the ids a run from scratch would gi
 0-255, then 256 + k for the base's merge k), so the tie-breaks by id rank them as they rank a run's
 own tokens: training 1,000 tokens and then going on to 3,000 is training 3,000 at once.
 
-The fast versions replay the base's merges in order instead of encoding each word (`replay_ids`):
-each merge's parts come before it (`check_base`), so a merge can only make pairs ranked after it,
-and merging every pair in rank order, whatever its count, leaves each word as its rank-order
-encoding. The oracle, bpe_v1, encodes each word (`encode_word`), and the tests hold them equal.
+The oracle, bpe_v1, encodes each word (`encode_word`). bpe_v2 to bpe_v5 replay the base's merges in
+order instead (`replay_ids`): each merge's parts come before it (`check_base`), so a merge can only
+make pairs ranked after it, and merging every pair in rank order, whatever its count, leaves each
+word as its rank-order encoding. The C++ loop encodes each word natively (`cpp/bpe_merge.hpp`,
+`replay`). The tests hold them all equal.
 """
 
 from __future__ import annotations

@@ -378,3 +378,15 @@ def test_count_files_and_dask_from_the_command(tmp_path: Path, small_runs: dict)
     assert cli_main(["auto", str(tmp_path / "dask"), "-d", corpus, "--cluster", "local:2", "-v", "600", "-q",
                      "--start-from", base]) == 0  # fmt: skip
     assert read_set(tmp_path / "dask") == expected
+
+
+def test_a_huge_word_starts_as_the_base_encodes_it(tmp_path: Path, trainer: str) -> None:
+    # One pre-token of 100,001 bytes (the native loop encodes it with a heap, not pass after pass),
+    # and a short one where (a, a) overlaps: "aaa" is [aa, a].
+    path = tmp_path / "text.txt"
+    path.write_text("a" * 100_001 + " aaa b aaa", encoding="utf-8")
+    merges = [(b"a", b"a"), (b"aa", b"aa"), (b"aaaa", b"aaaa")]
+    vocab = byte_vocab() | {256: b"aa", 257: b"aaaa", 258: b"a" * 8}
+    expected = train_bpe(path, 266, [], trainer="bpe_v1", start_from=(vocab, merges))
+    assert expected[1][3] == (b"a" * 8, b"a" * 8)  # the huge word is 12,500 of them and "a"
+    assert train_bpe(path, 266, [], trainer=trainer, start_from=(vocab, merges)) == expected
