@@ -429,8 +429,8 @@ public:
     // merged at every occurrence from the left, until no ranked pair is left, as the tokenizer
     // encodes; the base's tokens join the token table first. Then every pair is counted from the
     // words (they are no longer pairs of bytes). Replaying the merges on the pair tables instead
-    // gave the same words 1.5 times slower than training as many merges: no pair can be pruned
-    // while any may be replayed.
+    // took up to 1.5 times as long as training as many merges: no pair can be pruned while any may
+    // be replayed.
     void encode_words(const std::vector<Merge>& base, int num_threads) {
         PairIdMap ranks(base.size());
         for (const Merge& merge : base) {

@@ -17,8 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from cs336_basics.start_from import load_base, num_new_merges, run_special_tokens
-from cs336_basics.trainers import default_trainer, train
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+from cs336_basics.start_from import load_base, num_new_merges, run_special_tokens  # noqa: E402
+from cs336_basics.trainers import default_trainer, train  # noqa: E402
 
 
 def cpu_model() -> str:
