@@ -54,7 +54,7 @@ from .formats import expand_inputs, inspect_input, is_url
 from .pattern import GPT2, pattern_label
 from .presets import TrainingRules, resolve_rules
 from .serialization import OutputDirectory, run_rules
-from .start_from import Base, load_base, run_special_tokens
+from .start_from import Base, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
 
@@ -262,6 +262,8 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         options = _workers_option(args.workers)
         rules = resolve_rules(args.pattern, args.tie_break, args.like)
         start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), args.special)
+        for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
+            num_new_merges(start, size, run_special_tokens(start, args.special))
         with contextlib.ExitStack() as held:
             # Every output directory is checked and locked before training, not after.
             outputs = [

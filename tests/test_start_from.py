@@ -390,3 +390,14 @@ def test_a_huge_word_starts_as_the_base_encodes_it(tmp_path: Path, trainer: str)
     expected = train_bpe(path, 266, [], trainer="bpe_v1", start_from=(vocab, merges))
     assert expected[1][3] == (b"a" * 8, b"a" * 8)  # the huge word is 12,500 of them and "a"
     assert train_bpe(path, 266, [], trainer=trainer, start_from=(vocab, merges)) == expected
+
+
+def test_the_command_refuses_a_size_below_the_base_before_training(
+    tmp_path: Path, small_runs: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = cli_main(["auto", str(out), "-v", "280,600", "-d", str(small_runs["corpus"]), "-q",
+                     "--start-from", str(small_runs["base"])])  # fmt: skip
+    assert code == 2
+    assert "vocab_size=280 is too small to start from" in capsys.readouterr().err
+    assert not out.exists()
