@@ -401,3 +401,41 @@ def test_the_command_refuses_a_size_below_the_base_before_training(
     assert code == 2
     assert "vocab_size=280 is too small to start from" in capsys.readouterr().err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The tools' own output as bases: their first half of merges, then ours, is all of theirs
+
+
+@pytest.mark.parametrize("corpus", ["ties", "real_mix_64k"])
+def test_going_on_from_hf_and_rustbpe_halfway_gives_their_whole_output(
+    trainer: str, corpus: str, tmp_path: Path
+) -> None:
+    from tests.test_references import hf_merges, hf_vocab, load, rustbpe_ranks
+    from tests.test_references import write_corpus as write_reference_corpus
+
+    path = write_reference_corpus(tmp_path, corpus)
+    model = load(corpus, "hf-iterator")["model"]
+    half = len(model["merges"]) // 2
+    document = {
+        "added_tokens": [{"id": 0, "content": EOT, "special": True}],
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+        "model": {
+            "type": "BPE",
+            "vocab": {text: token_id for text, token_id in model["vocab"].items() if token_id < 257 + half},
+            "merges": model["merges"][:half],
+        },
+    }
+    (tmp_path / "tokenizer.json").write_text(json.dumps(document), encoding="utf-8")
+    expected = hf_vocab(corpus, "hf-iterator")
+    got = train_bpe(path, len(expected), SPECIALS, trainer=trainer, like="hf", start_from=tmp_path / "tokenizer.json")
+    assert got == (expected, hf_merges(corpus, "hf-iterator"))
+
+    ranks = rustbpe_ranks(corpus)
+    by_rank = {rank: token for token, rank in ranks.items()}
+    half = (len(ranks) - 256) // 2
+    save_tiktoken_ranks(tmp_path / "rustbpe.tiktoken", {rank: by_rank[rank] for rank in range(256 + half)})
+    vocab, _ = train_bpe(
+        path, len(ranks) + 1, SPECIALS, trainer=trainer, like="rustbpe", start_from=tmp_path / "rustbpe.tiktoken"
+    )
+    assert vocab == {**by_rank, len(ranks): EOT.encode()}  # a rank file holds no special token: it is new
