@@ -50,6 +50,12 @@ class Base:
         return max(self.vocab) + 1
 
 
+PathName = str | os.PathLike
+# What `start_from` takes (`load_base`): (vocab, merges), a path, the paths of a vocab.json and a
+# merges.txt, or a checked Base.
+StartFrom = Base | tuple[Vocab, Merges] | PathName | tuple[PathName, PathName]
+
+
 # ---------------------------------------------------------------------------------------------
 # The semantics, readably (bpe_v1)
 
@@ -199,7 +205,7 @@ def num_new_merges(base: Base, vocab_size: int, special_tokens: list[str]) -> in
 # Reading a base from files
 
 
-def load_base(start_from: object, special_tokens: Iterable[str] = ()) -> Base:
+def load_base(start_from: StartFrom, special_tokens: Iterable[str] = ()) -> Base:
     """A base from a `(vocab, merges)` pair, or from files: a training directory of ours, a directory
     holding GPT-2's `vocab.json` and `merges.txt` (or the pair of their paths), an HF `tokenizer.json`
     (byte-level BPE) or a tiktoken rank file. `special_tokens`: tokens of its vocabulary no merge

@@ -33,7 +33,7 @@ from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import TrainingRules, resolve_rules
 from .progress import progress_bar
-from .start_from import Base, extended_vocab, load_base, num_new_merges, run_special_tokens
+from .start_from import Base, StartFrom, extended_vocab, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
@@ -223,7 +223,7 @@ def train(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -405,7 +405,7 @@ def train_bpe(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
@@ -438,7 +438,7 @@ def train_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
@@ -526,7 +526,7 @@ def train_bpe_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like`, `start_from` as there; the pattern defaults to the counts'); see
@@ -565,7 +565,7 @@ def train_after_counting(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
@@ -605,7 +605,7 @@ def train_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -662,7 +662,7 @@ def train_bpe_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
-    start_from: object = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
