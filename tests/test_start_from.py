@@ -178,6 +178,13 @@ def test_the_tokenizer_and_the_exports_work_on_the_result(tmp_path: Path, gpt2_p
     # Each export is a base again, with the same merges.
     assert load_base(tmp_path / "tokenizer.json").merges == merges
     assert load_base(tmp_path / "ranks.tiktoken").merges == merges
+    # And the tools encode with it as our tokenizer does.
+    tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is optional: pip install -e '.[export]'")
+    assert tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).ids == ids
+    pytest.importorskip("tiktoken", reason="tiktoken is optional: pip install -e '.[export]'")
+    from cs336_basics.export import tiktoken_encoding
+
+    assert tiktoken_encoding(vocab, SPECIALS).encode(text, allowed_special="all") == ids
 
 
 # ---------------------------------------------------------------------------------------------
