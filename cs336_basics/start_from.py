@@ -284,17 +284,24 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
         "end_of_word_suffix"
     ):
         raise BPEInputError(f"start_from: {path} is not byte-level BPE (no ByteLevel pre-tokenizer, or word affixes)")
+    if not isinstance(model.get("vocab"), dict) or not isinstance(model["merges"], list):
+        raise BPEInputError(f"start_from: {path}: model.vocab must be an object and model.merges a list")
     vocab: Vocab = {}
-    for token, token_id in model.get("vocab", {}).items():
+    for token, token_id in model["vocab"].items():
         vocab[token_id] = decode_token(token, path)
     merges: Merges = []
     for merge in model["merges"]:
         parts = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(parts, list) or len(parts) != 2:
+        if not isinstance(parts, list) or len(parts) != 2 or not all(isinstance(part, str) for part in parts):
             raise BPEInputError(f"start_from: {path}: a merge must be two tokens, got {merge!r}")
         merges.append((decode_token(parts[0], path), decode_token(parts[1], path)))
     added = document.get("added_tokens") or []
-    recorded = [entry["content"] for entry in added if isinstance(entry, dict) and entry.get("special")]
+    if not isinstance(added, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("id"), int) and isinstance(entry.get("content"), str)
+        for entry in added
+    ):
+        raise BPEInputError(f"start_from: {path}: added_tokens must be a list of objects with an id and a content")
+    recorded = [entry["content"] for entry in added if entry.get("special")]
     for entry in added:
         vocab.setdefault(entry["id"], entry["content"].encode("utf-8"))
     return check_base(vocab, merges, _union(recorded, specials), str(path))
@@ -305,7 +312,12 @@ def _load_tiktoken(path: Path, specials: list[str]) -> Base:
     encode to by the tokens ranked before it (how tiktoken itself encodes), else it is refused."""
     from .export import load_tiktoken_ranks
 
-    ranks = load_tiktoken_ranks(path)
+    try:
+        ranks = load_tiktoken_ranks(path)
+    except UnicodeDecodeError:
+        raise BPEInputError(
+            f"start_from: {path} is not a tokenizer: not a tiktoken rank file (base64 lines), nor a .json"
+        ) from None
     vocab: Vocab = {rank: token for token, rank in ranks.items()}
     if len(vocab) != len(ranks):
         raise BPEInputError(f"start_from: {path}: two tokens share a rank")

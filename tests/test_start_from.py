@@ -347,6 +347,15 @@ def test_bad_files_are_refused_naming_them(tmp_path: Path) -> None:
     save_tiktoken_ranks(ranks, byte_vocab() | {256: b"abc"})
     with pytest.raises(BPEInputError, match=rf"{ranks}.*b'abc' is not two tokens ranked before it"):
         train_bpe(text, 400, [], start_from=ranks)
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\xff\xfe\x00 weights")
+    with pytest.raises(BPEInputError, match=f"{binary} is not a tokenizer"):
+        train_bpe(text, 400, [], start_from=binary)
+    malformed = tmp_path / "malformed.json"
+    document = {"model": {"type": "BPE", "vocab": {}, "merges": [[1, 2]]}, "pre_tokenizer": {"type": "ByteLevel"}}
+    malformed.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(BPEInputError, match=f"{malformed}: a merge must be two tokens"):
+        train_bpe(text, 400, [], start_from=malformed)
     with pytest.raises(BPEInputError, match="no such file or directory"):
         train_bpe(text, 400, [], start_from=tmp_path / "missing")
     with pytest.raises(BPEInputError, match="holds no tokenizer"):
