@@ -5,7 +5,7 @@
 
 Each round trains `--new` merges from scratch (vocab 256 + specials + new), then the base plus `--new`
 merges, alternately, both end to end (counting included) with the same trainer and threads; prints
-each pair's times and the ratio (base + new) / scratch, and the medians. docs/START_FROM.md quotes it.
+each pair's times and the ratios (base + new) / scratch, wall and CPU, and the medians. docs/START_FROM.md quotes it.
 """
 
 from __future__ import annotations
@@ -55,23 +55,26 @@ def main() -> None:
     options = {} if args.workers is None else {"num_workers": args.workers}
     print(f"{trainer} on {args.corpus.name} ({args.corpus.stat().st_size / 1e6:.1f} MB), {cpu_model()}, "
           f"{os.cpu_count()} cores; base {base.source}: {len(base.vocab):,} tokens")  # fmt: skip
-    ratios, scratch_times, extended_times = [], [], []
+    ratios, cpu_ratios, scratch_times, extended_times = [], [], [], []
     for round_number in range(1, args.rounds + 1):
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         scratch = train(args.corpus, scratch_size, specials, trainer=trainer, **options)
-        middle = time.perf_counter()
+        middle, middle_cpu = time.perf_counter(), time.process_time()
         extended = train(args.corpus, extended_size, specials, trainer=trainer, start_from=base, **options)
-        ended = time.perf_counter()
+        ended, ended_cpu = time.perf_counter(), time.process_time()
         assert len(scratch.merges) == args.new and len(extended.merges) == len(base.merges) + args.new
         scratch_times.append(middle - began)
         extended_times.append(ended - middle)
         ratios.append(extended_times[-1] / scratch_times[-1])
+        cpu_ratios.append((ended_cpu - middle_cpu) / (middle_cpu - began_cpu))  # all threads' CPU seconds
         print(f"round {round_number}: scratch {scratch_times[-1]:.2f} s (merge {scratch.seconds['merge']:.2f}), "
               f"base + {args.new:,} {extended_times[-1]:.2f} s (merge {extended.seconds['merge']:.2f}), "
-              f"ratio {ratios[-1]:.2f}")  # fmt: skip
+              f"ratio {ratios[-1]:.2f}, CPU ratio {cpu_ratios[-1]:.2f}")  # fmt: skip
         sys.stdout.flush()
     print(f"median: scratch {statistics.median(scratch_times):.2f} s, base + {args.new:,} "
-          f"{statistics.median(extended_times):.2f} s, ratio {statistics.median(ratios):.2f}")  # fmt: skip
+          f"{statistics.median(extended_times):.2f} s, ratio {statistics.median(ratios):.2f} "
+          f"({min(ratios):.2f}-{max(ratios):.2f}), CPU ratio {statistics.median(cpu_ratios):.2f} "
+          f"({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f})")  # fmt: skip
 
 
 if __name__ == "__main__":
