@@ -455,3 +455,19 @@ def test_going_on_from_hf_and_rustbpe_halfway_gives_their_whole_output(
         path, len(ranks) + 1, SPECIALS, trainer=trainer, like="rustbpe", start_from=tmp_path / "rustbpe.tiktoken"
     )
     assert vocab == {**by_rank, len(ranks): EOT.encode()}  # a rank file holds no special token: it is new
+
+
+def test_the_timing_script_runs_both_and_gives_the_ratio(small_runs: dict) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "bench_start_from.py"
+    arguments = ["--corpus", str(small_runs["corpus"]), "--start-from", str(small_runs["base"]), "--new", "50"]
+    done = subprocess.run(
+        [sys.executable, str(script), *arguments, "--rounds", "2", "--trainer", "bpe_v2"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("bpe_v2 on corpus.en") and "300 tokens" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:]] == ["round 1", "round 2", "median"]
+    assert "ratio" in lines[-1] and "CPU ratio" in lines[-1]
