@@ -9,6 +9,7 @@ the dicts, sets and lists become unordered_map and vector, so the loop runs with
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
+from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_rank
 
 from cython.operator cimport dereference as deref
@@ -257,18 +258,23 @@ def merge(
     progress: Callable[[int], None] | None = None,
     *,
     tie_break: str = CS336,
+    start_from: list[tuple[bytes, bytes]] | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
     `word_counts` maps each pre-token's UTF-8 bytes to how often it occurs (words seen 0 times are
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
+    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `start_from`: a
+    base's merges, replayed first whatever their counts (`start_from.py`); only the merges after
+    them come back.
     """
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     rule = check_tie_break(tie_break)
     cdef PairIndex index = PairIndex(word_counts)
+    for left, right in replay_ids(start_from):  # each word becomes its encoding by the base
+        index.apply_merge(make_pair(left, right))
     cdef PairHeap heap = PairHeap(index, rule)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0

@@ -15,6 +15,7 @@ from collections import defaultdict
 from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict, merge_word
 from .phases import Report, ignore_progress
+from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_key
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
@@ -25,7 +26,7 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336) -> None:
+    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336, start_from: Merges | None = None) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
         # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
         self.tie_key = token_key(tie_break)
@@ -39,6 +40,9 @@ class PairIndex:
             for pair in zip(word, word[1:]):
                 self.pair_counts[pair] += count
                 self.words_with[pair].add(index)
+        # A base's merges replayed in order, whatever their counts: each word becomes its encoding.
+        for pair in replay_ids(start_from):
+            self.apply_merge(pair)
 
     def rank(self, pair: Pair) -> tuple[int, object, object]:
         """Higher count first, ties to the greatest (left key, right key): with CS336's keys, the
@@ -58,7 +62,8 @@ class PairIndex:
         self.tie_keys.append(self.tie_key(new_token, self.token_bytes[new_token]))
         changed: set[Pair] = set()
         # The index may name words that no longer hold the pair; merge_word leaves those unchanged.
-        for index in self.words_with.pop(pair):
+        # (A replayed base merge may name a pair no word holds.)
+        for index in self.words_with.pop(pair, ()):
             old = self.words[index]
             new = merge_word(old, pair, new_token)
             if len(new) == len(old):
@@ -79,9 +84,14 @@ class PairIndex:
 
 
 def merge(
-    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+    word_counts: WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    tie_break: str = CS336,
+    start_from: Merges | None = None,
 ) -> Merges:
-    index = PairIndex(word_counts, check_tie_break(tie_break))
+    index = PairIndex(word_counts, check_tie_break(tie_break), start_from)
     merges: Merges = []
     for _ in range(num_merges):
         if not index.pair_counts:

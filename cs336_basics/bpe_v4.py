@@ -78,10 +78,15 @@ class PairHeap:
 
 
 def merge(
-    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+    word_counts: WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    tie_break: str = CS336,
+    start_from: Merges | None = None,
 ) -> Merges:
     tie_break = check_tie_break(tie_break)
-    index = PairIndex(word_counts, tie_break)
+    index = PairIndex(word_counts, tie_break, start_from)
     heap = PairHeap(index, tie_break)
     merges: Merges = []
     for _ in range(num_merges):

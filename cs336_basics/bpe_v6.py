@@ -22,6 +22,12 @@ __all__ = ["merge", "pretokenize_and_count"]
 
 
 def merge(
-    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+    word_counts: WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    tie_break: str = CS336,
+    start_from: Merges | None = None,
 ) -> Merges:
-    return _merge_cpp.merge(word_counts, num_merges, report, tie_break=tie_break)  # which checks tie_break
+    # The binding checks tie_break; each word starts as its encoding by start_from (start_from.py).
+    return _merge_cpp.merge(word_counts, num_merges, report, tie_break=tie_break, start_from=start_from)

@@ -37,6 +37,7 @@ from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import TrainingRules, resolve_rules
 from .progress import progress_bar
+from .start_from import Base, StartFrom, extended_vocab, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
@@ -187,6 +188,8 @@ class TrainingResult:
     pattern: Pattern = field(default_factory=lambda: resolve_pattern(None))
     tie_break: str = CS336
     layout: str = CS336_LAYOUT
+    # The tokenizer it started from (start_from.py); its merges begin `merges`.
+    base: Base | None = None
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
@@ -194,6 +197,10 @@ class TrainingResult:
         run's merges are this run's first ones; where this run stopped early, a larger size stops at
         the same place."""
         vocab_size = check_vocab_size(vocab_size, len(self.special_tokens))
+        if self.base is not None:
+            first = len(self.base.merges)
+            new = self.merges[first : first + num_new_merges(self.base, vocab_size, self.special_tokens)]
+            return extended_vocab(self.base, self.special_tokens, new, self.layout), [*self.base.merges, *new]
         merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
         return assemble_vocab(self.special_tokens, merges, self.layout), merges
 
@@ -225,6 +232,7 @@ def train(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -240,10 +248,17 @@ def train(
     `skip_bad_records`: leave out JSON-lines records that are not JSON or lack the field, and report
     how many on stderr, instead of stopping at the first (see `counting.count_words`). An input that
     holds no text at all is refused; a special token the text never holds is noted on stderr (see
-    `absent_special_tokens`). `input_path` may be an fsspec URL."""
+    `absent_special_tokens`). `input_path` may be an fsspec URL.
+
+    `start_from`: a tokenizer to go on from, `(vocab, merges)` or the path of its files (see
+    `start_from.load_base`); its ids and merges are kept, `vocab_size` counts its tokens, its special
+    tokens join `special_tokens` (docs/START_FROM.md)."""
     from .formats import inspect_input, is_url
 
     specials = check_special_tokens(special_tokens)
+    base = None if start_from is None else load_base(start_from, specials)
+    if base is not None:
+        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     rules = resolve_rules(pattern, tie_break, like)
     source = inspect_input(input_path, format, text_field)
@@ -271,10 +286,11 @@ def train(
             trainer=name,
             progress=progress,
             num_workers=count_options.num_workers,
+            start_from=base,
             **rules_keywords(rules, like),
         )[0]
     path = check_input_file(input_path)
-    num_merges = vocab_size - 256 - len(specials)
+    num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
 
     started = time.perf_counter()
     size = path.stat().st_size
@@ -295,6 +311,7 @@ def train(
         size,
         count_options.num_workers,
         rules,
+        base,
     )
 
 
@@ -317,13 +334,15 @@ def _merge_phase(
     source_bytes: int = 0,
     num_workers: int | None = None,
     rules: TrainingRules | None = None,
+    base: Base | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
     version's merge frees the counts once loaded (see Registered.merges_native_counts).
     `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks.
     `num_workers`: the threads of a version whose merge loop has threads (checked already). `rules`:
-    the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's)."""
+    the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's).
+    `base`: the tokenizer the merges go on from (`num_merges` counts the new ones)."""
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
@@ -336,11 +355,18 @@ def _merge_phase(
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
     options["tie_break"] = rules.tie_break
+    if base is not None:
+        options["start_from"] = base.merges
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
+    if base is not None:
+        vocab = extended_vocab(base, specials, merges, rules.layout)
+        merges = [*base.merges, *merges]
+    else:
+        vocab = assemble_vocab(specials, merges, rules.layout)
     return TrainingResult(
-        vocab=assemble_vocab(specials, merges, rules.layout),
+        vocab=vocab,
         merges=merges,
         trainer=name,
         seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
@@ -351,6 +377,7 @@ def _merge_phase(
         pattern=rules.pattern,
         tie_break=rules.tie_break,
         layout=rules.layout,
+        base=base,
     )
 
 
@@ -387,14 +414,16 @@ def train_bpe(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
     (by default; `pattern`, `tie_break` and `like` train as another tool does, see `train`).
+    `start_from=(vocab, merges)` (or a path) goes on from that tokenizer (see `train`).
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
-    rules = {"pattern": pattern, "tie_break": tie_break, "like": like}
+    rules = {"pattern": pattern, "tie_break": tie_break, "like": like, "start_from": start_from}
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
         return result.vocab, result.merges
@@ -418,6 +447,7 @@ def train_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
@@ -427,7 +457,8 @@ def train_from_counts(
 
     `special_tokens` and `pattern` default to the ones the counts were made with; other ones are
     refused, since the counts would not be those of the text split on them or pre-tokenized by it (a
-    plain mapping carries none, so any special tokens and pattern are taken as given)."""
+    plain mapping carries none, so any special tokens and pattern are taken as given). `start_from`
+    as in `train`: the counts do not depend on it, but its special tokens must be among theirs."""
     from .word_counts import WordCounts
 
     started = time.perf_counter()
@@ -438,6 +469,14 @@ def train_from_counts(
         counts = WordCounts.load_all(counts)
     if isinstance(counts, WordCounts):
         if special_tokens is None:
+            special_tokens = list(counts.special_tokens)
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+        if base is not None and set(run_special_tokens(base, special_tokens)) != set(counts.special_tokens):
+            raise BPEInputError(
+                f"the word counts were made with special tokens {counts.special_tokens}; the run from "
+                f"{base.source} splits on {run_special_tokens(base, special_tokens)}: count again with those"
+            )
+        if base is not None:
             special_tokens = list(counts.special_tokens)
         elif list(special_tokens) != list(counts.special_tokens):
             raise BPEInputError(
@@ -455,14 +494,17 @@ def train_from_counts(
     else:
         rules = resolve_rules(pattern, tie_break, like)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
     specials = check_special_tokens(special_tokens)
+    if base is not None:
+        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
     version = load_trainer(name)
     # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
     native = REGISTRY[name].merges_native_counts and counts.native is not None
     word_counts = counts.native if native else counts.counts
-    num_merges = vocab_size - 256 - len(specials)
+    num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
 
     source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
     return _merge_phase(
@@ -478,6 +520,7 @@ def train_from_counts(
         source_bytes,
         num_workers=num_workers,
         rules=rules,
+        base=base,
     )
 
 
@@ -492,10 +535,12 @@ def train_bpe_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
-    `tie_break`, `like` as there; the pattern defaults to the counts'); see `train_from_counts`."""
-    rules = {"pattern": pattern, "tie_break": tie_break, "like": like}
+    `tie_break`, `like`, `start_from` as there; the pattern defaults to the counts'); see
+    `train_from_counts`."""
+    rules = {"pattern": pattern, "tie_break": tie_break, "like": like, "start_from": start_from}
     if vocab_sizes is None:
         result = train_from_counts(
             counts,
@@ -529,6 +574,7 @@ def train_after_counting(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
@@ -546,6 +592,7 @@ def train_after_counting(
         pattern=pattern,
         tie_break=tie_break,
         like=like,
+        start_from=start_from,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -567,6 +614,7 @@ def train_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -574,10 +622,13 @@ def train_from_iterator(
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
-    (counting and merging threads). `pattern`, `tie_break`, `like` as in `train`."""
+    (counting and merging threads). `pattern`, `tie_break`, `like`, `start_from` as in `train`."""
     from .counting import count_words_from_iterator
 
     specials = check_special_tokens(special_tokens)
+    base = None if start_from is None else load_base(start_from, specials)
+    if base is not None:  # the base's special tokens split the documents too
+        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     rules = resolve_rules(pattern, tie_break, like)
     count_options = CountParallelism.from_keywords(options)
@@ -606,6 +657,7 @@ def train_from_iterator(
         trainer=name,
         progress=progress,
         num_workers=count_options.num_workers,
+        start_from=base,
         **rules_keywords(rules, like),
     )[0]
 
@@ -619,12 +671,21 @@ def train_bpe_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
-    see `train_from_iterator` (`pattern`, `tie_break`, `like` as in `train`)."""
+    see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from` as in `train`)."""
     result = train_from_iterator(
-        texts, vocab_size, special_tokens, trainer=trainer, pattern=pattern, tie_break=tie_break, like=like, **options
+        texts,
+        vocab_size,
+        special_tokens,
+        trainer=trainer,
+        pattern=pattern,
+        tie_break=tie_break,
+        like=like,
+        start_from=start_from,
+        **options,
     )
     return result.vocab, result.merges
 
