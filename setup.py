@@ -215,10 +215,11 @@ class BuildWithLibrary(build_ext):
         compile_flags = language_flags(compiler) + (openmp[0] if openmp else [])
         link_flags = openmp[1] if openmp else []
 
-        # Objects and bindings depend on the flags: a switch between a build with and one without
-        # OpenMP rebuilds everything (the bindings inline bpe::openmp_enabled from omp_shim.hpp).
+        # Objects and bindings depend on the compiler and its flags: another compiler, CFLAGS, or a
+        # switch between a build with and one without OpenMP rebuilds everything (the bindings inline
+        # bpe::openmp_enabled from omp_shim.hpp).
         library_dir = os.path.join(self.build_temp, "libbpe")
-        configuration = " ".join([*compile_flags, "|", *link_flags])
+        configuration = " ".join([*getattr(compiler, "compiler_so", []), *compile_flags, "|", *link_flags])
         stamp = os.path.join(self.build_temp, "libbpe-flags.txt")
         if not os.path.exists(stamp) or open(stamp).read() != configuration:
             self.force = True
