@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Let `tiktoken.get_encoding("gpt2")` work offline, from the CS336 handout's fixtures.
 
-    python scripts/seed_tiktoken_cache.py path/to/assignment1-basics/tests/fixtures
+    cs336-seed-tiktoken path/to/assignment1-basics/tests/fixtures   # or: python -m cs336_bpe.seed_tiktoken_cache
     export TIKTOKEN_CACHE_DIR=...   # only if you chose --cache-dir; the default is tiktoken's own
 
 The handout's tokenizer tests compare against tiktoken's GPT-2 encoding, which tiktoken downloads
@@ -20,6 +19,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+from .command_line import EXIT_BAD_INPUT, EXIT_FAILED
 
 GPT2_FILES = "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/"
 # (fixture, download URL, header the download has and the fixture lacks, SHA-256 tiktoken expects)
@@ -61,8 +62,11 @@ def seed(fixtures: Path, cache_dir: Path) -> list[Path]:
     cache_dir.mkdir(parents=True, exist_ok=True)
     for target, data in entries:
         partial = target.with_name(target.name + ".partial")
-        partial.write_bytes(data)
-        partial.replace(target)
+        try:
+            partial.write_bytes(data)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)  # after a failed write: nothing half-written is left
     return [target for target, _ in entries]
 
 
@@ -76,7 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         written = seed(args.fixtures, cache_dir)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except OSError as error:
+        print(f"error: cannot write tiktoken's cache in {cache_dir}: {error.strerror or error}", file=sys.stderr)
+        return EXIT_FAILED
     print(f"tiktoken's GPT-2 files are in {cache_dir}: " + ", ".join(path.name for path in written))
     if args.cache_dir is not None:
         print(f"tiktoken reads them there with TIKTOKEN_CACHE_DIR={cache_dir}")

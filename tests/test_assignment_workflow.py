@@ -139,10 +139,15 @@ def load_script(name: str):
     return module
 
 
-def run(args: list[str | Path], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def scratch_environment(**env: str) -> dict[str, str]:
     environment = {**os.environ, "PYTHONNOUSERSITE": "1", **env}
     for name in ("PYTHONPATH", "CS336_TRAINER"):  # the scratch venv must find only what it installed
         environment.pop(name, None)
+    return environment
+
+
+def run(args: list[str | Path], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = scratch_environment(**env)
     result = subprocess.run([str(arg) for arg in args], cwd=cwd, env=environment, capture_output=True, text=True)
     assert result.returncode == 0, f"{args} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return result
@@ -279,6 +284,17 @@ assert type(table).__module__ == "cs336_bpe._count_cpp", type(table).__module__
 assert pickle.loads(pickle.dumps(table)).to_dict() == counts.counts
 print("pickled", len(counts))
 """
+
+
+def test_the_installed_seeding_command_names_what_it_lacks(workspace: dict[str, Path]) -> None:
+    # The mock handout's fixtures hold no GPT-2 files: the installed command runs and says which one.
+    fixtures = workspace["checkout"] / "tests" / "fixtures"
+    seeding = [workspace["python"].parent / "cs336-seed-tiktoken", fixtures]
+    result = subprocess.run(
+        seeding, cwd=workspace["root"], env=scratch_environment(), capture_output=True, text=True, timeout=120
+    )
+    assert (result.returncode, result.stderr) == (2, f"error: {fixtures / 'gpt2_merges.txt'} not found: "
+                                                      "give the handout's tests/fixtures directory\n")
 
 
 def test_the_installed_package_pickles_its_counts(workspace: dict[str, Path]) -> None:
