@@ -9,7 +9,8 @@ really runs threads.
 
 Every unit (a library source, a binding's Cython output) is compiled in parallel, one compiler per
 usable core (`build_ext -j N` to choose), with a line per finished unit on stderr (`pip install -v`
-shows them). An object newer than its sources is kept, so installing again only relinks.
+shows them). Objects are kept in build/ and one newer than its sources is not compiled again, so
+installing again (`pip install -e ".[test]"` after `pip install -e .`) only relinks.
 
 Environment variables (parsed by cs336_basics/backend.py, which this file loads directly because
 the package cannot be imported before it is built):
@@ -29,6 +30,7 @@ import os
 import queue
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 import threading
@@ -50,6 +52,9 @@ backend = load_backend()
 LIBRARY = "bpe"
 LIBRARY_SOURCES = sorted(glob.glob(os.path.join("cpp", "*.cpp")))
 HEADERS = sorted(glob.glob(os.path.join("cpp", "*.hpp")))
+# Where objects are kept between builds: setuptools' own build_temp is a new temporary directory for
+# each editable install, so `pip install -e ".[test]"` after `pip install -e .` would compile again.
+OBJECTS_DIR = os.path.join("build", f"objects.{sysconfig.get_platform()}-{sys.implementation.cache_tag}")
 PXD_FILES = sorted(glob.glob(os.path.join("cs336_basics", "*.pxd")))
 
 # With OMP_NUM_THREADS=2 a working OpenMP prints 2; a compiler that accepts the flag but ignores the
@@ -218,12 +223,12 @@ class BuildWithLibrary(build_ext):
         # Objects and bindings depend on the compiler and its flags: another compiler, CFLAGS, or a
         # switch between a build with and one without OpenMP rebuilds everything (the bindings inline
         # bpe::openmp_enabled from omp_shim.hpp).
-        library_dir = os.path.join(self.build_temp, "libbpe")
+        library_dir = os.path.join(OBJECTS_DIR, "libbpe")
         configuration = " ".join([*getattr(compiler, "compiler_so", []), *compile_flags, "|", *link_flags])
-        stamp = os.path.join(self.build_temp, "libbpe-flags.txt")
+        stamp = os.path.join(OBJECTS_DIR, "flags.txt")
         if not os.path.exists(stamp) or open(stamp).read() != configuration:
             self.force = True
-            os.makedirs(self.build_temp, exist_ok=True)
+            os.makedirs(OBJECTS_DIR, exist_ok=True)
             with open(stamp, "w") as file:
                 file.write(configuration)
         library_objects = compiler.object_filenames(LIBRARY_SOURCES, output_dir=library_dir)
@@ -261,7 +266,7 @@ class BuildWithLibrary(build_ext):
 
     def binding_object(self, extension: Extension) -> str:
         translated = os.path.splitext(extension.sources[0])[0] + ".cpp"  # where Cython writes it
-        return self.compiler.object_filenames([translated], output_dir=self.build_temp)[0]
+        return self.compiler.object_filenames([translated], output_dir=OBJECTS_DIR)[0]
 
     def binding_is_stale(self, extension: Extension) -> bool:
         """Whether the binding's object is older than its .pyx, any .pxd or any C++ header (a
@@ -276,7 +281,7 @@ class BuildWithLibrary(build_ext):
         compile_binding = functools.partial(
             self.compiler.compile,
             translated.sources,
-            output_dir=self.build_temp,
+            output_dir=OBJECTS_DIR,
             include_dirs=extension.include_dirs,
             extra_postargs=extension.extra_compile_args,
         )
