@@ -64,7 +64,7 @@ Pass the UTF-8 text to train on with -d PATH, for example
     {prog} {trainer} {out} -d data/TinyStoriesV2-GPT4-train.txt
 or train on the built-in demo corpus, no download needed:
     {prog} {trainer} {out} --demo
-(the README's "Training data" section has the download commands for the assignment's datasets)"""
+(the README's "Train a tokenizer" section has the download commands for the assignment's datasets)"""
 
 
 def vocab_sizes_argument(text: str) -> list[int]:

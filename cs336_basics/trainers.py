@@ -163,14 +163,21 @@ def _own_peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
+# The children's peak survives exec too: `pip install -e . && python cs336_basics/test_trainer.py ...`
+# in one `bash -c`, whose shell execs the last command, starts the run with the peak of the compiler
+# pip ran (about 350 MB). Only a child peak above what this process image started with is a worker's.
+_INHERITED_CHILDREN_PEAK = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
 def peak_rss_bytes() -> int:
     """Peak resident memory of this process or of its largest finished child (worker processes); 0
     where the platform does not report it (Windows)."""
     if resource is None:
         return 0
     scale = 1 if sys.platform == "darwin" else 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
-    return max(_own_peak_rss_bytes(), children)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    workers = children * scale if children > _INHERITED_CHILDREN_PEAK else 0
+    return max(_own_peak_rss_bytes(), workers)
 
 
 @dataclass

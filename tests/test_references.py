@@ -26,7 +26,9 @@ from cs336_basics.serialization import decode_token, gpt2_bytes_to_unicode
 from tests.support import REPO_ROOT, SHARED_CORPUS
 
 REFERENCES = REPO_ROOT / "tests" / "data" / "references"
-CORPORA = ("ties", "real_mix_64k", "real_mix_256k_at_10m")
+# The largest corpus runs through every rule in the exhaustive tier; the default tier trains on it whole
+# through the default trainer (test_largest_corpus_through_the_default_trainer).
+CORPORA = ("ties", "real_mix_64k", pytest.param("real_mix_256k_at_10m", marks=pytest.mark.exhaustive))
 # Documents ending in whitespace after a newline, where rustbpe's pattern is not cl100k's (below).
 TRAILING = "trailing_whitespace"
 # The corpora every trainer version trains on through like=; the largest goes whole through the default
