@@ -50,16 +50,16 @@ from .contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .counting import (
     DOCUMENT_SEPARATOR,
     CountTask,
-    _document_items,
     _feed,
     _StreamCounter,
     count_tasks,
     group_into_batches,
     input_bytes,
     plan_count_tasks,
+    source_items,
     task_size,
 )
-from .formats import BLOCK_BYTES, BadRecords, InputFile, iter_document_bytes, read_blocks
+from .formats import BadRecords, InputFile
 from .ingest.plan import InputPlan, plan_inputs
 from .ingest.table import format_row
 from .pattern import GPT2, Pattern, resolve_pattern
@@ -603,13 +603,8 @@ def count_stream_part(
     try:
         for source in part.sources:
             counter.label = source.path
-            if not source.holds_documents:
-                for block in read_blocks(source):
-                    counter.text(block)
-            else:
-                documents_of_part = iter_document_bytes(source, text_field, skipped, part.part)
-                for item in _document_items(counter, documents_of_part, BLOCK_BYTES, checked=True):
-                    _feed(counter, item)
+            for item in source_items(counter, source, text_field, skipped, part.part):
+                _feed(counter, item)
         table = counter.take()
     except BPEInputError as error:
         return _Refused(str(error))

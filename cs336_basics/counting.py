@@ -9,7 +9,8 @@ cuts, so that counting them apart and adding the tables gives the count of the w
 are counted **as if concatenated** (no separator is inserted): where one file does not end at a safe
 cut, its tail and the next file's head are one task, so a word or a special token split across the
 file boundary is counted once, whole. Inputs are local paths or, with `fsspec` installed, URLs
-(`s3://...`, `gs://...`, `file://...`). The same tasks run locally (`count_tasks`, the native counter
+(`s3://...`, `gs://...`, `file://...`), inspected once into a plan (`ingest/plan.py`, see
+docs/INGEST.md) that `count_plan` runs. The same tasks run locally (`count_tasks`, the native counter
 on threads) and on Dask (`cluster.py`). Compressed files, files of documents (JSON lines, Parquet) and
 iterables of documents are streamed (`_StreamCounter`): read ahead on one thread, cut at safe
 points, counted block by block. Progress is a `report(n)` callable, as in the merge phase
@@ -73,6 +74,7 @@ __all__ = [
     "group_into_batches",
     "input_bytes",
     "plan_count_tasks",
+    "source_items",
 ]
 
 
@@ -439,7 +441,7 @@ def count_words(
     or a regex, see `pattern.py`; None: GPT-2's): one the native scanner does not run is counted with
     `regex` on `num_threads` worker processes (text files) or on one thread (streamed inputs).
 
-    Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `formats.py`; `format` forces
+    Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `ingest/`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
     (`_StreamCounter`): a file of documents counts as its documents joined by the first special
     token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
@@ -460,7 +462,7 @@ def count_words(
 
 def count_plan(
     plan: InputPlan,
-    special_tokens: Iterable[str] | None = None,
+    special_tokens: Iterable[str],
     *,
     num_threads: int | None = None,
     progress: bool = False,
@@ -1075,7 +1077,9 @@ def _document_items(
 
 
 def _documents_in(item: Any) -> int:
-    """How many documents an item of `_document_items` holds."""
+    """How many documents an item of `_document_items` holds (a block of text: none)."""
+    if isinstance(item, bytes):
+        return 0
     if isinstance(item, DocumentBatch):
         return len(item.documents)
     if isinstance(item, LaidOutDocuments):
@@ -1084,8 +1088,10 @@ def _documents_in(item: Any) -> int:
 
 
 def _feed(counter: _StreamCounter, item: Any) -> int:
-    """Counts an item of `_document_items`; how many documents it held."""
-    if isinstance(item, DocumentBatch):
+    """Counts an item of `_document_items` or `source_items`; how many documents it held."""
+    if isinstance(item, bytes):
+        counter.text(item)
+    elif isinstance(item, DocumentBatch):
         counter.document_batch(item)
     elif isinstance(item, LaidOutDocuments):
         counter.laid_out_documents(item)
@@ -1094,6 +1100,25 @@ def _feed(counter: _StreamCounter, item: Any) -> int:
     else:
         counter.arrow_documents(item)
     return _documents_in(item)
+
+
+def source_items(
+    counter: _StreamCounter,
+    source: InputFile,
+    text_field: str,
+    skipped: BadRecords | None,
+    part: tuple[int, ...] | None = None,
+    laid_out: bool = False,
+) -> Iterator[Any]:
+    """What `_feed` takes from one file of a plan, on this machine or on a worker: its text in blocks
+    (bytes), else its documents (`part` of them) as its format's reader gives them, in batches
+    (`_document_items`) or, `laid_out` where the reader can and the counter keeps documents apart,
+    as blocks laid out for the native counter to read in place."""
+    if not source.holds_documents:
+        return read_blocks(source)
+    if laid_out and counter.apart and format_row(source.format).laid_out:
+        return iter_document_bytes(source, text_field, skipped, part, laid_out=True)
+    return _document_items(counter, iter_document_bytes(source, text_field, skipped, part), BLOCK_BYTES, checked=True)
 
 
 def _count_streamed(
@@ -1115,24 +1140,13 @@ def _count_streamed(
     with progress_bar(progress, None, "count", "B", unit_scale=True) as report:
         for source in sources:
             counter.label = source.path
-            if not source.holds_documents:
-                with Prefetched(lambda source=source: read_blocks(source)) as blocks:
-                    for block in blocks:
-                        counter.text(block)
-                        report(len(block))
-            else:
-
-                def items(source: InputFile = source) -> Iterator[Any]:
-                    if counter.apart and format_row(source.format).laid_out:  # read in place, a block at a time
-                        return iter_document_bytes(source, text_field, skipped, laid_out=True)
-                    documents = iter_document_bytes(source, text_field, skipped)
-                    return _document_items(counter, documents, BLOCK_BYTES, checked=True)
-
-                with Prefetched(items) as fed:
-                    for item in fed:
-                        before = counter.text_fed
-                        _feed(counter, item)
-                        report(counter.text_fed - before)
+            with Prefetched(
+                lambda source=source: source_items(counter, source, text_field, skipped, laid_out=True)
+            ) as fed:
+                for item in fed:
+                    before = counter.text_fed
+                    _feed(counter, item)
+                    report(counter.text_fed - before)
         table = counter.take()
     counts = WordCounts(table, specials, counter.pattern.regex, counter.source_bytes)
     if skipped is not None:
