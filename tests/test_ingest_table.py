@@ -64,3 +64,23 @@ def test_a_registered_format_is_found_by_name_or_chosen(records_format: InputFor
 def test_an_unknown_format_names_the_registered_ones(records_format: InputFormat, tmp_path: Path) -> None:
     with pytest.raises(BPEInputError, match="choose one of text, jsonl, parquet, records"):
         plan_inputs([write_records(tmp_path / "corpus.records")], format="csv")
+
+
+def test_the_cluster_cuts_a_file_as_its_row_says(records_format: InputFormat, tmp_path: Path) -> None:
+    from cs336_basics.cluster import StreamPart, _plan_stream_parts
+
+    def records_parts(source: InputFile, range_bytes: int) -> list[tuple[tuple[int, ...], int]]:
+        return [((0, 2), 2 * range_bytes), ((2, 3), range_bytes)]
+
+    register_format(
+        InputFormat("records", "records", named=records_format.named, documents=read_records, parts=records_parts)
+    )
+    text = tmp_path / "a.txt"
+    text.write_text("the cat", encoding="utf-8")
+    files = plan_inputs([text, write_records(tmp_path / "b.records")]).files
+    assert _plan_stream_parts(files, 10, single=False) == [
+        StreamPart((files[0],), None, 7),
+        StreamPart((files[1],), (0, 2), 20),
+        StreamPart((files[1],), (2, 3), 10),
+    ]
+    assert _plan_stream_parts(files, 10, single=True) == [StreamPart(files, None, 7 + files[1].size())]
