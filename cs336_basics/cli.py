@@ -50,7 +50,8 @@ from .command_line import (
 from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
-from .formats import expand_inputs, inspect_input, is_url
+from .formats import expand_inputs, is_url
+from .ingest.plan import inspect_input
 from .pattern import GPT2, pattern_label
 from .presets import TrainingRules, resolve_rules
 from .serialization import OutputDirectory, run_rules

@@ -33,6 +33,7 @@ from .contract import (
     check_special_tokens,
     check_vocab_size,
 )
+from .ingest.plan import InputPlan
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import TrainingRules, resolve_rules
@@ -250,7 +251,7 @@ def train(
     (`tie_break.py`); `like`: `cs336`, `rustbpe` or `hf` sets both and the vocabulary's layout to
     give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
 
-    A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
+    A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `ingest.plan.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
     `skip_bad_records`: leave out JSON-lines records that are not JSON or lack the field, and report
     how many on stderr, instead of stopping at the first (see `counting.count_words`). An input that
@@ -260,7 +261,8 @@ def train(
     `start_from`: a tokenizer to go on from, `(vocab, merges)` or the path of its files (see
     `start_from.load_base`); its ids and merges are kept, `vocab_size` counts its tokens, its special
     tokens join `special_tokens` (docs/START_FROM.md)."""
-    from .formats import inspect_input, is_url
+    from .formats import is_url
+    from .ingest.plan import inspect_input
 
     specials = check_special_tokens(special_tokens)
     base = None if start_from is None else load_base(start_from, specials)
@@ -273,17 +275,11 @@ def train(
     name = trainer or default_trainer()
     version = load_trainer(name)
     if not source.in_place or is_url(source.path):  # a version reads only local files in place
+        plan = InputPlan((source.path,), (source,), text_field, skip_bad_records)  # inspected once, above
 
         def count() -> WordCounts:
             return count_inputs(
-                [source.path],
-                specials,
-                num_threads=count_options.num_workers,
-                progress=progress,
-                format=source.format,
-                text_field=text_field,
-                skip_bad_records=skip_bad_records,
-                pattern=rules.pattern,
+                plan, specials, num_threads=count_options.num_workers, progress=progress, pattern=rules.pattern
             )
 
         return train_after_counting(
@@ -702,7 +698,7 @@ def train_bpe_from_iterator(
 
 
 def count_inputs(
-    paths: list[str],
+    paths: list[str] | InputPlan,
     special_tokens: list[str],
     *,
     cluster: str | None = None,
@@ -720,7 +716,9 @@ def count_inputs(
     Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
     `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
     at all are refused, as an empty text file is: what every command and `train` count goes through.
-    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's)."""
+    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's). `paths` may be a plan of inputs
+    already inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records`
+    are the plan's."""
     counts = _count_inputs(
         paths,
         special_tokens,
@@ -735,7 +733,8 @@ def count_inputs(
         pattern=resolve_pattern(pattern),
     )
     if not counts.source_bytes:
-        raise BPEInputError(no_text_message(paths, counts.skipped_records))
+        named = list(paths.paths) if isinstance(paths, InputPlan) else paths
+        raise BPEInputError(no_text_message(named, counts.skipped_records))
     return counts
 
 
@@ -754,7 +753,7 @@ def no_text_message(paths: Sequence[str], skipped_records: int = 0) -> str:
 
 
 def _count_inputs(
-    paths: list[str],
+    paths: list[str] | InputPlan,
     special_tokens: list[str],
     *,
     cluster: str | None,
@@ -767,15 +766,19 @@ def _count_inputs(
     skip_bad_records: bool,
     pattern: Pattern,
 ) -> WordCounts:
-    from .formats import inspect_input
+    from .ingest.plan import inspect_input, plan_inputs
 
     if cluster is not None:
         from .cluster import connect, count_words_on_cluster
 
-        # Local inputs are inspected (and a bad one refused) before a cluster is started.
-        for path in paths:
-            if "://" not in path:
-                inspect_input(path, format, text_field)
+        # Local inputs are inspected (and a bad one refused) before a cluster is started: all local,
+        # into the plan the cluster runs; beside URLs (which the cluster inspects), each on its own.
+        if not isinstance(paths, InputPlan) and not any("://" in path for path in paths):
+            paths = plan_inputs(paths, format, text_field, skip_bad_records=skip_bad_records)
+        elif not isinstance(paths, InputPlan):
+            for path in paths:
+                if "://" not in path:
+                    inspect_input(path, format, text_field)
         with connect(cluster, timeout=cluster_timeout) as client:
             return count_words_on_cluster(
                 client,
@@ -788,8 +791,17 @@ def _count_inputs(
                 skip_bad_records=skip_bad_records,
                 pattern=pattern,
             )
-    from .counting import LOCAL_TASK_BYTES, count_words
+    from .counting import LOCAL_TASK_BYTES, count_plan, count_words
 
+    if isinstance(paths, InputPlan):
+        return count_plan(
+            paths,
+            special_tokens,
+            num_threads=num_threads,
+            task_bytes=task_bytes or LOCAL_TASK_BYTES,
+            progress=progress,
+            pattern=pattern,
+        )
     return count_words(
         paths,
         special_tokens,
