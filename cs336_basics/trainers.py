@@ -167,7 +167,7 @@ def _own_peak_rss_bytes() -> int:
 # The children's peak survives exec too: `pip install -e . && python cs336_basics/test_trainer.py ...`
 # in one `bash -c`, whose shell execs the last command, starts the run with the peak of the compiler
 # pip ran (about 350 MB). Only a child peak above what this process image started with is a worker's.
-_INHERITED_CHILDREN_PEAK = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+_INHERITED_CHILDREN_PEAK = 0 if resource is None else resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
 
 def peak_rss_bytes() -> int:
