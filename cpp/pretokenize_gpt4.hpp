@@ -379,43 +379,52 @@ inline unsigned o200k_contraction(const unsigned char* p, const unsigned char* e
     return suffix != 0 ? 1 + suffix : 0;
 }
 
-// The o200k masks beyond GPT-4's: `upper`, letters in UP only (the rest of `letter` is in LO only), and
-// `slash`, '/' (taken after punctuation with newlines). Characters in both classes (Lm, Lo, marks) are
-// left undecided: whether they end a word depends on what follows its upper run.
+// The o200k masks beyond GPT-4's: `upper`, letters in UP only, `both`, letters in UP and LO (Lm, Lo;
+// the rest of `letter` is in LO only), and `slash`, '/' (taken after punctuation with newlines). The
+// marks, in both classes but no letter (a prefix, part of a punctuation run), are left undecided.
 struct O200kMasks {
     uint64_t upper;
+    uint64_t both;
     uint64_t slash;
 };
 
-// classify_multibyte_gpt4 for o200k: it also stops at a character in both letter classes, and marks
-// the upper-only letters in `upper`.
-inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint64_t& continuation, uint64_t& upper) {
+// classify_multibyte_gpt4 for o200k: it also stops at a mark, and marks the letters of each case.
+inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint64_t& continuation, O200kMasks& o) {
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
         uint8_t cls, letter_case;
         const unsigned length = read_char_o200k(p + at, p + kBlockBytes, cls, letter_case);
         if (length == 0 || cls == unicode_tables::kSpace || cls == unicode_tables::kNumber ||
-            letter_case == unicode_tables::kEitherCase || (cls == unicode_tables::kOther && letter_case != 0)) {
+            (cls == unicode_tables::kOther && letter_case != 0)) {
             return;
         }
         const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;
         if (cls == unicode_tables::kLetter) m.letter |= bytes;
-        if (letter_case == unicode_tables::kUpper) upper |= bytes;
+        if (letter_case == unicode_tables::kUpper) o.upper |= bytes;
+        if (letter_case == unicode_tables::kEitherCase) o.both |= bytes;
         continuation |= bytes & (bytes - 1);
         m.non_ascii &= ~bytes;
         pending &= ~bytes;
     }
 }
 
-inline Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, O200kMasks& o) {
-    Gpt4Masks g{};
-    for (uint64_t controls = m.space & ~m.blank; controls != 0; controls &= controls - 1) {
-        const unsigned at = count_trailing_zeros(controls);
-        if (is_newline(p[at])) g.newline |= uint64_t(1) << at;
+// Bit 5 of each byte (an ASCII letter's lower case), and the '/' bytes, of the 64 bytes at `p`.
+template <bool kSse2>
+inline void case_and_slash_masks(const unsigned char* p, uint64_t& case_bit, uint64_t& slash) {
+    case_bit = 0;
+    slash = 0;
+#if defined(__SSE2__)
+    if (kSse2) {
+        for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * lane));
+            // Shifting 16-bit lanes by 2 moves each byte's bit 5 to its bit 7, what movemask reads.
+            case_bit |= uint64_t(unsigned(_mm_movemask_epi8(_mm_slli_epi16(bytes, 2)))) << (16 * lane);
+            slash |= uint64_t(unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8('/'))))) << (16 * lane);
+        }
+        return;
     }
-    // ASCII upper case: a letter with bit 5 clear (shifted to each byte's high bit); '/' as in block_masks_swar.
-    uint64_t case_bit = 0, slash = 0;
+#endif
     for (unsigned word_index = 0; word_index < kBlockBytes / 8; ++word_index) {
         const uint64_t word = load_little_endian64(p + 8 * word_index);
         const uint64_t ascii = ~word & kHighBits;
@@ -423,21 +432,33 @@ inline Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, O200kMasks& 
         case_bit |= gather_high_bits((word << 2) & kHighBits) << (8 * word_index);
         slash |= gather_high_bits(is_slash) << (8 * word_index);
     }
-    o.upper = m.letter & ~case_bit;
-    o.slash = slash;
-    if (m.non_ascii != 0) classify_multibyte_o200k(p, m, g.continuation, o.upper);
+}
+
+template <bool kSse2>
+BPE_ALWAYS_INLINE Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, O200kMasks& o) {
+    Gpt4Masks g{};
+    for (uint64_t controls = m.space & ~m.blank; controls != 0; controls &= controls - 1) {
+        const unsigned at = count_trailing_zeros(controls);
+        if (is_newline(p[at])) g.newline |= uint64_t(1) << at;
+    }
+    uint64_t case_bit;
+    case_and_slash_masks<kSse2>(p, case_bit, o.slash);
+    o.upper = m.letter & ~case_bit;  // ASCII letters so far
+    o.both = 0;
+    if (m.non_ascii != 0) classify_multibyte_o200k(p, m, g.continuation, o);
     g.undecided = m.non_ascii;
     return g;
 }
 
 // gpt4_block_boundaries under o200k. The differences:
-//  * a letter run also starts a pre-token where an upper-only letter follows a lower-only one (a
-//    word's LO run ends there; its UP run takes every upper-case letter before its first lower one);
+//  * a letter run also starts a pre-token at an upper-only letter (U) in a word's LO run: after a
+//    lower-only letter (l) and any letters of both classes (B) after it; and at the U run that ends
+//    a word's UP run after a B, where a non-letter follows (the word ends after its last B);
 //  * the newlines a punctuation run takes are a run of \r \n '/' after it (`[\r\n/]*`), whose '/'
 //    then neither continues the punctuation run nor starts one;
 //  * a contraction is a suffix: an apostrophe right after a letter takes it, unless that letter ends
 //    a contraction itself (then the apostrophe starts the next pre-token, a prefix before letters).
-inline uint64_t o200k_block_boundaries(const unsigned char* p, const BlockMasks& m, const Gpt4Masks& g,
+BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const BlockMasks& m, const Gpt4Masks& g,
                                        const O200kMasks& o) {
     constexpr uint64_t kDecidable = (uint64_t(1) << (kBlockBytes - 2)) - 1;
     const uint64_t letter = m.letter, digit = m.digit, blank = m.blank, newline = g.newline;
@@ -454,22 +475,29 @@ inline uint64_t o200k_block_boundaries(const unsigned char* p, const BlockMasks&
     }
     if (decided == 0) return 0;
 
-    // What a punctuation run takes: each run of \r \n '/' from a newline right after it. A newline
-    // after a taken '/' is such a seed too, inside the run: one carry per run, from its first seed.
+    // What a punctuation run takes: each run of \r \n '/' from a newline right after it, carried
+    // through to the run's end. A newline after a taken '/' is such a seed too, inside the run: the
+    // carry passes it with its bit set, so the seeds are added back.
     const uint64_t taken_kind = newline | o.slash;
-    uint64_t taken = 0;
-    for (uint64_t seeds = (other << 1) & newline; seeds != 0; seeds &= ~taken) {
-        taken |= ((taken_kind + (seeds & (~seeds + 1))) ^ taken_kind) & taken_kind;
-    }
+    const uint64_t seeds = (other << 1) & newline;
+    const uint64_t taken = (((taken_kind + seeds) ^ taken_kind) & taken_kind) | seeds;
     const uint64_t free_other = other & ~taken;
 
     uint64_t first_of_run = ~g.continuation & ~(free_other << 1) & ~(blank << 1);
     for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
     const uint64_t lone_other = free_other & first_of_run;
 
-    const uint64_t lower = letter & ~o.upper;
     uint64_t starts = letter & ~(letter << 1) & ~(horizontal << 1) & ~(lone_other << 1);
-    starts |= o.upper & (lower << 1);
+    // The LO runs: each l, and the B run right after it (one carry each).
+    const uint64_t lower = letter & ~o.upper & ~o.both;
+    const uint64_t lower_phase = lower | (((o.both + ((lower << 1) & o.both)) ^ o.both) & o.both);
+    starts |= o.upper & (lower_phase << 1);
+    // A U run after a B of an UP run, ending at what is known to be no letter (nor undecided).
+    for (uint64_t seeds = ((o.both & ~lower_phase) << 1) & o.upper; seeds != 0; seeds &= seeds - 1) {
+        const uint64_t seed = seeds & (~seeds + 1);
+        const uint64_t after_run = (o.upper + seed) & ~o.upper;
+        if ((after_run & ~letter & ~m.non_ascii) != 0) starts |= seed;
+    }
     starts |= free_other & ~(free_other << 1) & ~(blank << 1);
     uint64_t digit_starts = digit & ~(digit << 1);
     const uint64_t three_digits = digit & (digit << 1) & (digit << 2);
@@ -525,7 +553,7 @@ size_t scan_o200k_pretokens(const char* data, size_t size, size_t readable, OnPr
             BlockMasks masks = block_masks_swar(block);
 #endif
             O200kMasks cases;
-            const Gpt4Masks more = o200k_masks(block, masks, cases);
+            const Gpt4Masks more = o200k_masks<kPath == ScannerPath::kFast>(block, masks, cases);
             const uint64_t boundaries = o200k_block_boundaries(block, masks, more, cases);
             if (boundaries > 1) {
                 on_block(block, size_t(p - base), boundaries);
