@@ -11,9 +11,8 @@ Named patterns:
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
 
-The native scanners count `gpt2` (`cpp/pretokenize.hpp`), `cl100k` and `rustbpe`
-(`cpp/pretokenize_gpt4.hpp`); `o200k` and any other regex count through `regex`. Only `gpt2` encodes
-natively.
+The native scanners count and encode `gpt2` (`cpp/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
+(`cpp/pretokenize_gpt4.hpp`); any other regex counts and encodes through `regex`.
 """
 
 from __future__ import annotations
@@ -86,8 +85,9 @@ class Pattern:
 
     @property
     def native_encoding(self) -> bool:
-        """Whether the compiled encoder runs it (GPT-2's only; else encoding goes through `regex`)."""
-        return self.name == GPT2
+        """Whether the compiled encoder runs it (the native scanner's patterns; else encoding goes
+        through `regex`)."""
+        return self.name in NATIVE_PATTERNS
 
     @property
     def whitespace_cuts_safe(self) -> bool:
