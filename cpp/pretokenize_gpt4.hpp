@@ -1,4 +1,5 @@
-// GPT-4's pre-tokenization (tiktoken's cl100k_base, and rustbpe's variant of it) on UTF-8 bytes,
+// GPT-4's pre-tokenization (tiktoken's cl100k_base, and rustbpe's variant of it) on UTF-8 bytes, and
+// GPT-4o's (o200k_base, further down: scan_o200k_pretokens),
 // exactly as `regex.finditer` splits text with cs336_basics/pattern.py's strings:
 //
 //     '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*
