@@ -174,7 +174,8 @@ cdef class NativeEncoder:
         for rule.left, rule.right, rule.merged in merges:
             c_merges.push_back(rule)
         cdef vector[pair[string, uint32_t]] c_specials = special_tokens
-        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots, <lib.PretokenPattern><int>NATIVE_PATTERNS.index(pattern))
+        cdef lib.PretokenPattern code = <lib.PretokenPattern><int>NATIVE_PATTERNS.index(pattern)
+        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots, code)
 
     def __dealloc__(self):
         del self.encoder
