@@ -491,15 +491,31 @@ BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const 
     for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
     const uint64_t lone_other = free_other & first_of_run;
 
-    uint64_t starts = letter & ~(letter << 1) & ~(horizontal << 1) & ~(lone_other << 1);
+    // Contractions first: a word ends after its contraction, so the letters of a suffix neither
+    // continue nor start a word's case runs.
+    uint64_t contraction = 0, after_contraction = 0;
+    unsigned suffix_end = 0;  // where the last contraction ended
+    for (uint64_t quotes = m.apostrophe & (letter << 1) & decided; quotes != 0; quotes &= quotes - 1) {
+        const unsigned at = count_trailing_zeros(quotes);
+        if (at == suffix_end) continue;
+        const unsigned suffix = contraction_suffix_ci(p + at + 1, p + kBlockBytes);
+        if (suffix == 0) continue;
+        contraction |= ((uint64_t(1) << (suffix + 1)) - 1) << at;
+        suffix_end = at + 1 + suffix;
+        if (suffix_end < 64) after_contraction |= uint64_t(1) << suffix_end;
+    }
+    const uint64_t word = letter & ~contraction;
+    const uint64_t upper = o.upper & ~contraction, both = o.both & ~contraction;
+
+    uint64_t starts = word & ~(word << 1) & ~(horizontal << 1) & ~(lone_other << 1);
     // The LO runs: each l, and the B run right after it (one carry each).
-    const uint64_t lower = letter & ~o.upper & ~o.both;
-    const uint64_t lower_phase = lower | (((o.both + ((lower << 1) & o.both)) ^ o.both) & o.both);
-    starts |= o.upper & (lower_phase << 1);
+    const uint64_t lower = word & ~upper & ~both;
+    const uint64_t lower_phase = lower | (((both + ((lower << 1) & both)) ^ both) & both);
+    starts |= upper & (lower_phase << 1);
     // A U run after a B of an UP run, ending at what is known to be no letter (nor undecided).
-    for (uint64_t seeds = ((o.both & ~lower_phase) << 1) & o.upper; seeds != 0; seeds &= seeds - 1) {
+    for (uint64_t seeds = ((both & ~lower_phase) << 1) & upper; seeds != 0; seeds &= seeds - 1) {
         const uint64_t seed = seeds & (~seeds + 1);
-        const uint64_t after_run = (o.upper + seed) & ~o.upper;
+        const uint64_t after_run = (upper + seed) & ~upper;
         if ((after_run & ~letter & ~m.non_ascii) != 0) starts |= seed;
     }
     starts |= free_other & ~(free_other << 1) & ~(blank << 1);
@@ -518,16 +534,7 @@ BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const 
         const uint64_t past = (horizontal + at) & ~horizontal;
         if ((past & newline) == 0) starts |= at;
     }
-    unsigned suffix_end = 0;  // where the last contraction ended
-    for (uint64_t quotes = m.apostrophe & (letter << 1) & decided; quotes != 0; quotes &= quotes - 1) {
-        const unsigned at = count_trailing_zeros(quotes);
-        if (at == suffix_end) continue;
-        const unsigned suffix = contraction_suffix_ci(p + at + 1, p + kBlockBytes);
-        if (suffix == 0) continue;
-        starts &= ~(((uint64_t(1) << (suffix + 1)) - 1) << at);
-        suffix_end = at + 1 + suffix;
-        if (suffix_end < 64) starts |= uint64_t(1) << suffix_end;
-    }
+    starts = (starts & ~contraction) | after_contraction;
     return (starts | 1) & decided;
 }
 

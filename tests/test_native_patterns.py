@@ -92,6 +92,7 @@ def test_the_native_patterns_are_named():
 @example(text="word, " * 12 + "!\n\n  \n " + "x" * 70 + "  \u2014abc \u2014\u2014abc")
 @example(text="HelloWorld HELLOworld helloWORLD don't DON'T a's's !\n/\n!x a/\n/b \u0301ABC A\u0301BC \u01c5abc")
 @example(text="!!\u0301a \u0301x \u02b0ABC Ab\u0301Cd \u4e2d\u6587abc\u4e2dDEF ab\u02b0CD ab\u02b0cd" * 3)
+@example(text="L'd\u4e2d\u042fd Ae't\u02b0Ba a's's\u4e2dB" * 4)  # a contraction ends a word: no lower run goes on
 def test_scanner_equals_regex(name: str, text: str):
     assert native.pretokenize(text, name) == COMPILED[name].findall(text)
 
