@@ -314,12 +314,14 @@ private:
 };
 
 Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
-                 const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots)
+                 const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots,
+                 PretokenPattern pattern)
     : specials_([&] {
           std::vector<std::string> tokens;
           for (const auto& special : special_tokens) tokens.push_back(special.first);
           return tokens;
-      }()) {
+      }()),
+      pattern_(pattern) {
     if (byte_ids.size() != 256) throw std::invalid_argument("byte_ids must have 256 entries");
     const auto check_id = [](uint32_t id) {
         if (id == std::numeric_limits<uint32_t>::max()) throw std::invalid_argument("token ids must be below 2**32 - 1");
@@ -373,7 +375,7 @@ size_t Encoder::encode(std::string_view text, uint32_t* out) {
 }
 
 std::vector<size_t> Encoder::pieces(std::string_view text, size_t piece_bytes) const {
-    return chunk_boundaries(text, specials_, piece_bytes, 1);
+    return chunk_boundaries(text, specials_, piece_bytes, 1, nullptr, pattern_);
 }
 
 void Encoder::encode(std::string_view text, std::vector<uint32_t>& out) {
@@ -403,7 +405,7 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
             // Enough chunks to balance the threads, small enough that the ids in flight stay modest.
             chunk_bytes = std::clamp<size_t>(text.size() / (size_t(threads) * 8) + 1, size_t(1) << 18, size_t(8) << 20);
         }
-        const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads, &file);
+        const std::vector<size_t> cuts = chunk_boundaries(text, specials_, chunk_bytes, threads, &file, pattern_);
         const size_t chunks = cuts.size() - 1;
         threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
         const CacheLease lease(*this, threads);
@@ -617,8 +619,8 @@ size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& c
         text,
         [&](size_t begin, size_t stop) {
             if (stop == begin || invalid != kValidUtf8) return;
-            const size_t bad = for_each_pretoken_block(
-                text.data() + begin, stop - begin, text.size() - begin,
+            const size_t bad = for_each_pretoken_block_of(
+                pattern_, text.data() + begin, stop - begin, text.size() - begin,
                 [&](size_t, size_t word_end) { lookup.add(begin + word_end); },
                 [&](const unsigned char*, size_t offset, uint64_t boundaries) {
                     lookup.add_block(begin + offset, boundaries);
@@ -635,8 +637,8 @@ size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& c
 
 uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out) const {
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
-    const size_t invalid = for_each_pretoken(
-        text.data(), text.size(), [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); });
+    const size_t invalid = for_each_pretoken_of(
+        pattern_, text.data(), text.size(), [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); });
     if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
     return out;
 }

@@ -1,7 +1,8 @@
 // Encoding text with a trained BPE vocabulary: the compiled twin of cs336_basics/tokenizer.py.
 //
 // Same semantics as the Python reference: split on special tokens (leftmost occurrence first, the
-// longest of those starting there), pre-tokenize the rest with the GPT-2 pattern (pretokenize.hpp),
+// longest of those starting there), pre-tokenize the rest with the vocabulary's pattern (GPT-2's,
+// pretokenize.hpp, or cl100k's, rustbpe's, o200k's, pretokenize_gpt4.hpp),
 // and within each pre-token repeatedly merge every occurrence of the adjacent pair whose merge has
 // the lowest rank, left to right, until no adjacent pair has a merge.
 //
@@ -43,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "pretokenize_gpt4.hpp"  // PretokenPattern
 #include "special_tokens.hpp"
 
 namespace bpe {
@@ -70,11 +72,13 @@ public:
 
     // `byte_ids[b]` is the id of the single byte b (256 entries); `merges` in rank order (a pair that
     // repeats keeps its first rank); `special_tokens` as (UTF-8 bytes, id), any order, none empty;
-    // `cache_slots` is rounded up to a power of two, at least four (0 disables the caches).
+    // `cache_slots` is rounded up to a power of two, at least four (0 disables the caches); `pattern`
+    // is the pre-tokenizer the vocabulary was trained with.
     // Throws std::invalid_argument on malformed arguments, std::bad_alloc if the cache cannot be
     // reserved.
     Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
-            const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots);
+            const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots,
+            PretokenPattern pattern = PretokenPattern::kGpt2);
     ~Encoder();
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
@@ -135,6 +139,7 @@ private:
     std::vector<uint32_t> byte_pair_ranks_;  // [left byte * 256 + right byte]: the rank of their ids' pair
     SpecialTokens specials_;
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
+    PretokenPattern pattern_;
 
     size_t cache_slots_ = 0;
     bool narrow_ids_ = false;  // every id is below 2^16: the caches keep up to kNarrowInlineIds inline

@@ -1,4 +1,5 @@
-// GPT-4's pre-tokenization (tiktoken's cl100k_base, and rustbpe's variant of it) on UTF-8 bytes,
+// GPT-4's pre-tokenization (tiktoken's cl100k_base, and rustbpe's variant of it) on UTF-8 bytes, and
+// GPT-4o's (o200k_base, further down: scan_o200k_pretokens),
 // exactly as `regex.finditer` splits text with cs336_basics/pattern.py's strings:
 //
 //     '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*
@@ -32,6 +33,7 @@ enum class PretokenPattern : int {
     kGpt2 = 0,
     kCl100k = 1,
     kRustbpe = 2,
+    kO200k = 3,
 };
 
 namespace detail {
@@ -51,6 +53,36 @@ inline unsigned contraction_suffix_ci(const unsigned char* p, const unsigned cha
         return 0;
     }
     return (end - p >= 2 && p[0] == 0xC5 && p[1] == 0xBF) ? 2 : 0;
+}
+
+// The end of the pre-token that starts a whitespace run at `start`, whose first character ends at
+// `p` and is followed by a character of class `next_cls` and `next_length` bytes (0: the text's
+// end), under GPT-4's and o200k's rules: `\s++$` (cl100k's, `kEndRun`), `\s*[\r\n]+`, `\s+(?!\S)`,
+// `\s+`. nullptr on invalid UTF-8, with `p` at the bad byte.
+template <bool kEndRun>
+inline const unsigned char* whitespace_pretoken_end(const unsigned char* start, const unsigned char*& p,
+                                                    const unsigned char* end, unsigned next_length, uint8_t next_cls) {
+    // Where the run ends, where its last character starts and where its last newline ends.
+    const unsigned char* last = start;
+    const unsigned char* after_newline = is_newline(*start) ? p : nullptr;
+    if (next_length != 0 && next_cls == unicode_tables::kSpace) {
+        last = p;
+        p += next_length;
+        if (is_newline(*last)) after_newline = p;
+        while (p < end) {
+            uint8_t cls;
+            const unsigned length = read_char(p, end, cls);
+            if (length == 0) return nullptr;
+            if (cls != unicode_tables::kSpace) break;
+            last = p;
+            p += length;
+            if (is_newline(*last)) after_newline = p;
+        }
+    }
+    if (kEndRun && p == end) return p;                  // \s++$
+    if (after_newline != nullptr) return after_newline;  // \s*[\r\n]
+    if (p == end || last == start) return p;            // \s+(?!\S) at the end, or \s+ of one character
+    return last;  // \s+(?!\S) gives back the last character, which starts the next pre-token
 }
 
 
@@ -167,9 +199,12 @@ inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& 
 }
 
 // `kEndRun`: cl100k's `\s++$`. As scan_pretokens (pretokenize.hpp): `readable` >= `size` bytes of
-// `data` may be read, never scanned past `size`.
+// `data` may be read, never scanned past `size`. Not inlined into its callers (nor o200k's): the
+// counter's and the encoder's loops hold every pattern's scanner, and inlined they grew past what GCC
+// inlines into, which left GPT-2's read_multibyte a call (counting real_mix on one thread: 2.3% more
+// instructions than before o200k, 1.4% with these two out of line).
 template <bool kEndRun, ScannerPath kPath, typename OnPretoken, typename OnBlock>
-size_t scan_gpt4_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken,
+BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken,
                            OnBlock& on_block) {
     using unicode_tables::kLetter;
     using unicode_tables::kNumber;
@@ -255,34 +290,342 @@ size_t scan_gpt4_pretokens(const char* data, size_t size, size_t readable, OnPre
             continue;
         }
 
-        // A whitespace run from `start`: where it ends, where its last character starts and where
-        // its last newline ends (the run's end of `\s*[\r\n]`).
-        const unsigned char* last = start;
-        const unsigned char* after_newline = is_newline(*start) ? p : nullptr;
-        if (next_length != 0 && next_cls == kSpace) {
-            last = p;
-            p += next_length;
-            if (is_newline(*last)) after_newline = p;
-            while (p < end) {
-                length = read_char(p, end, cls);
-                if (length == 0) return size_t(p - base);
-                if (cls != kSpace) break;
-                last = p;
-                p += length;
-                if (is_newline(*last)) after_newline = p;
+        const unsigned char* const to = whitespace_pretoken_end<kEndRun>(start, p, end, next_length, next_cls);
+        if (to == nullptr) return size_t(p - base);
+        emit(start, to);
+        p = to;
+    }
+    return kValidUtf8;
+}
+
+// ---------------------------------------------------------------------------------------------
+// o200k (GPT-4o): tiktoken's o200k_base pat_str (cs336_basics/pattern.py), as `regex` matches it:
+//
+//     [^\r\n\p{L}\p{N}]?UP*LO+C?|[^\r\n\p{L}\p{N}]?UP+LO*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*
+//     |\s*[\r\n]+|\s+(?!\S)|\s+
+//
+// with UP = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LO = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (unicode_tables'
+// letter_case: bit 0 in UP, bit 1 in LO) and C the contractions (?i:'s|'t|'re|'ve|'m|'ll|'d). A
+// character "with a case" is in UP or LO: every letter, and the marks (\p{M}, no letter: "other" to
+// the prefix and to punctuation runs). Worked out from the backtracking order:
+//  * from a character with a case, the pre-token is its "word" (o200k_word_end) and a contraction:
+//    the UP run, then the LO run if a lower-only letter (Ll) follows it; else up to the run's last
+//    character in both classes (Lm, Lo, a mark); else the whole run (upper-only letters, `UP+`). A
+//    mark that starts a pre-token is such a character, not a prefix;
+//  * any other character but \r \n (a space, a symbol) before a character with a case is the prefix;
+//  * the rest is GPT-4's (digits in threes, ` ?` and a punctuation run, marks in it, taking \r \n and
+//    '/' after it; whitespace without `\s++$`).
+
+// The code point of the valid multi-byte character of `length` bytes at `p`.
+inline uint32_t code_point_of(const unsigned char* p, unsigned length) {
+    if (length == 2) return (uint32_t(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
+    if (length == 3) return (uint32_t(p[0] & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+    return (uint32_t(p[0] & 0x07) << 18) | (uint32_t(p[1] & 0x3F) << 12) | (uint32_t(p[2] & 0x3F) << 6) |
+           (p[3] & 0x3F);
+}
+
+// read_char (pretokenize.hpp) that also gives o200k's case of the character (unicode_tables::LetterCase).
+inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end, uint8_t& cls, uint8_t& letter_case) {
+    if (*p < 0x80) {
+        cls = kAscii.classes[*p];
+        letter_case = cls != unicode_tables::kLetter ? unicode_tables::kNoCase
+                      : (*p & 0x20) != 0             ? unicode_tables::kLower
+                                                     : unicode_tables::kUpper;
+        return 1;
+    }
+    const unsigned length = read_multibyte(p, end, cls);
+    letter_case = length != 0 && cls != unicode_tables::kNumber && cls != unicode_tables::kSpace
+                      ? unicode_tables::letter_case(code_point_of(p, length))
+                      : unicode_tables::kNoCase;
+    return length;
+}
+
+inline bool is_ascii_lower(unsigned char byte) { return byte >= 'a' && byte <= 'z'; }
+
+// The end of the word `UP*LO+` (else `UP+LO*`) from `t`, a character with a case; nullptr on invalid
+// UTF-8, with `t` at the bad byte.
+inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsigned char* end) {
+    using unicode_tables::kEitherCase;
+    using unicode_tables::kLower;
+    using unicode_tables::kUpper;
+    const unsigned char*& p = t;
+    const unsigned char* after_either = nullptr;  // after the UP run's last character also in LO
+    uint8_t cls, letter_case = unicode_tables::kNoCase;
+    unsigned length = 0;
+    while (p < end) {
+        length = read_char_o200k(p, end, cls, letter_case);
+        if (length == 0) return nullptr;
+        if ((letter_case & kUpper) == 0) break;
+        p += length;
+        if (letter_case == kEitherCase) after_either = p;
+        letter_case = unicode_tables::kNoCase;
+    }
+    if (letter_case != kLower) return after_either != nullptr ? after_either : p;
+    p += length;  // LO+ from the first lower-only letter, to the first character not in LO
+    for (;;) {
+        while (p < end && is_ascii_lower(*p)) ++p;
+        if (p >= end) return p;
+        length = read_char_o200k(p, end, cls, letter_case);
+        if (length == 0) return nullptr;
+        if ((letter_case & kLower) == 0) return p;
+        p += length;
+    }
+}
+
+// The contraction after a word at `p`: its length with the apostrophe, or 0.
+inline unsigned o200k_contraction(const unsigned char* p, const unsigned char* end) {
+    if (p >= end || *p != '\'') return 0;
+    const unsigned suffix = contraction_suffix_ci(p + 1, end);
+    return suffix != 0 ? 1 + suffix : 0;
+}
+
+// The o200k masks beyond GPT-4's: `upper`, letters in UP only, `both`, letters in UP and LO (Lm, Lo;
+// the rest of `letter` is in LO only), and `slash`, '/' (taken after punctuation with newlines). The
+// marks, in both classes but no letter (a prefix, part of a punctuation run), are left undecided.
+struct O200kMasks {
+    uint64_t upper;
+    uint64_t both;
+    uint64_t slash;
+};
+
+// classify_multibyte_gpt4 for o200k: it also stops at a mark, and marks the letters of each case.
+inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint64_t& continuation, O200kMasks& o) {
+    uint64_t pending = m.non_ascii;
+    while (pending != 0) {
+        const unsigned at = count_trailing_zeros(pending);
+        uint8_t cls, letter_case;
+        const unsigned length = read_char_o200k(p + at, p + kBlockBytes, cls, letter_case);
+        if (length == 0 || cls == unicode_tables::kSpace || cls == unicode_tables::kNumber ||
+            (cls == unicode_tables::kOther && letter_case != 0)) {
+            return;
+        }
+        const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;
+        if (cls == unicode_tables::kLetter) m.letter |= bytes;
+        if (letter_case == unicode_tables::kUpper) o.upper |= bytes;
+        if (letter_case == unicode_tables::kEitherCase) o.both |= bytes;
+        continuation |= bytes & (bytes - 1);
+        m.non_ascii &= ~bytes;
+        pending &= ~bytes;
+    }
+}
+
+// Bit 5 of each byte (an ASCII letter's lower case), and the '/' bytes, of the 64 bytes at `p`.
+template <bool kSse2>
+inline void case_and_slash_masks(const unsigned char* p, uint64_t& case_bit, uint64_t& slash) {
+    case_bit = 0;
+    slash = 0;
+#if defined(__SSE2__)
+    if (kSse2) {
+        for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * lane));
+            // Shifting 16-bit lanes by 2 moves each byte's bit 5 to its bit 7, what movemask reads.
+            case_bit |= uint64_t(unsigned(_mm_movemask_epi8(_mm_slli_epi16(bytes, 2)))) << (16 * lane);
+            slash |= uint64_t(unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8('/'))))) << (16 * lane);
+        }
+        return;
+    }
+#endif
+    for (unsigned word_index = 0; word_index < kBlockBytes / 8; ++word_index) {
+        const uint64_t word = load_little_endian64(p + 8 * word_index);
+        const uint64_t ascii = ~word & kHighBits;
+        const uint64_t is_slash = ~(((word & kLowBits) ^ repeat_byte('/')) + kLowBits) & ascii;
+        case_bit |= gather_high_bits((word << 2) & kHighBits) << (8 * word_index);
+        slash |= gather_high_bits(is_slash) << (8 * word_index);
+    }
+}
+
+template <bool kSse2>
+BPE_ALWAYS_INLINE Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, O200kMasks& o) {
+    Gpt4Masks g{};
+    for (uint64_t controls = m.space & ~m.blank; controls != 0; controls &= controls - 1) {
+        const unsigned at = count_trailing_zeros(controls);
+        if (is_newline(p[at])) g.newline |= uint64_t(1) << at;
+    }
+    uint64_t case_bit;
+    case_and_slash_masks<kSse2>(p, case_bit, o.slash);
+    o.upper = m.letter & ~case_bit;  // ASCII letters so far
+    o.both = 0;
+    if (m.non_ascii != 0) classify_multibyte_o200k(p, m, g.continuation, o);
+    g.undecided = m.non_ascii;
+    return g;
+}
+
+// gpt4_block_boundaries under o200k. The differences:
+//  * a letter run also starts a pre-token at an upper-only letter (U) in a word's LO run: after a
+//    lower-only letter (l) and any letters of both classes (B) after it; and at the U run that ends
+//    a word's UP run after a B, where a non-letter follows (the word ends after its last B);
+//  * the newlines a punctuation run takes are a run of \r \n '/' after it (`[\r\n/]*`), whose '/'
+//    then neither continues the punctuation run nor starts one;
+//  * a contraction is a suffix: an apostrophe right after a letter takes it, unless that letter ends
+//    a contraction itself (then the apostrophe starts the next pre-token, a prefix before letters).
+BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const BlockMasks& m, const Gpt4Masks& g,
+                                       const O200kMasks& o) {
+    constexpr uint64_t kDecidable = (uint64_t(1) << (kBlockBytes - 2)) - 1;
+    const uint64_t letter = m.letter, digit = m.digit, blank = m.blank, newline = g.newline;
+    const uint64_t white = m.space;
+    const uint64_t horizontal = white & ~newline;
+    const uint64_t other = ~(letter | digit | m.space | m.non_ascii);
+    const uint64_t undecided = g.undecided;
+    uint64_t decided = kDecidable & (undecided != 0 ? (undecided & (~undecided + 1)) - 1 : ~uint64_t(0));
+    const unsigned edge = undecided != 0 ? count_trailing_zeros(undecided) : 64;
+    if (edge > 0 && (white >> (edge - 1)) & 1) {
+        const uint64_t below = edge - 1 == 0 ? 0 : ~white & ((uint64_t(1) << (edge - 1)) - 1);
+        const unsigned run_start = below == 0 ? 0 : 64 - count_leading_zeros(below);
+        decided &= (uint64_t(1) << run_start) - 1;
+    }
+    if (decided == 0) return 0;
+
+    // What a punctuation run takes: each run of \r \n '/' from a newline right after it, carried
+    // through to the run's end. A newline after a taken '/' is such a seed too, inside the run: the
+    // carry passes it with its bit set, so the seeds are added back.
+    const uint64_t taken_kind = newline | o.slash;
+    const uint64_t seeds = (other << 1) & newline;
+    const uint64_t taken = (((taken_kind + seeds) ^ taken_kind) & taken_kind) | seeds;
+    const uint64_t free_other = other & ~taken;
+
+    uint64_t first_of_run = ~g.continuation & ~(free_other << 1) & ~(blank << 1);
+    for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
+    const uint64_t lone_other = free_other & first_of_run;
+
+    // Contractions first: a word ends after its contraction, so the letters of a suffix neither
+    // continue nor start a word's case runs.
+    uint64_t contraction = 0, after_contraction = 0;
+    unsigned suffix_end = 0;  // where the last contraction ended
+    for (uint64_t quotes = m.apostrophe & (letter << 1) & decided; quotes != 0; quotes &= quotes - 1) {
+        const unsigned at = count_trailing_zeros(quotes);
+        if (at == suffix_end) continue;
+        const unsigned suffix = contraction_suffix_ci(p + at + 1, p + kBlockBytes);
+        if (suffix == 0) continue;
+        contraction |= ((uint64_t(1) << (suffix + 1)) - 1) << at;
+        suffix_end = at + 1 + suffix;
+        if (suffix_end < 64) after_contraction |= uint64_t(1) << suffix_end;
+    }
+    const uint64_t word = letter & ~contraction;
+    const uint64_t upper = o.upper & ~contraction, both = o.both & ~contraction;
+
+    uint64_t starts = word & ~(word << 1) & ~(horizontal << 1) & ~(lone_other << 1);
+    // The LO runs: each l, and the B run right after it (one carry each).
+    const uint64_t lower = word & ~upper & ~both;
+    const uint64_t lower_phase = lower | (((both + ((lower << 1) & both)) ^ both) & both);
+    starts |= upper & (lower_phase << 1);
+    // A U run after a B of an UP run, ending at what is known to be no letter (nor undecided).
+    for (uint64_t seeds = ((both & ~lower_phase) << 1) & upper; seeds != 0; seeds &= seeds - 1) {
+        const uint64_t seed = seeds & (~seeds + 1);
+        const uint64_t after_run = (upper + seed) & ~upper;
+        if ((after_run & ~letter & ~m.non_ascii) != 0) starts |= seed;
+    }
+    starts |= free_other & ~(free_other << 1) & ~(blank << 1);
+    uint64_t digit_starts = digit & ~(digit << 1);
+    const uint64_t three_digits = digit & (digit << 1) & (digit << 2);
+    for (uint64_t step = digit_starts; step != 0;) {
+        step = (step << 3) & three_digits;
+        digit_starts |= step;
+    }
+    starts |= digit_starts;
+    const uint64_t free_white = white & ~taken;
+    starts |= free_white & (~(white << 1) | (taken << 1));
+    starts |= horizontal & (horizontal << 1) & ~(white >> 1);
+    for (uint64_t after = (newline << 1) & horizontal & decided; after != 0; after &= after - 1) {
+        const uint64_t at = after & (~after + 1);
+        const uint64_t past = (horizontal + at) & ~horizontal;
+        if ((past & newline) == 0) starts |= at;
+    }
+    starts = (starts & ~contraction) | after_contraction;
+    return (starts | 1) & decided;
+}
+
+// As scan_gpt4_pretokens, under o200k.
+template <ScannerPath kPath, typename OnPretoken, typename OnBlock>
+BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken,
+                            OnBlock& on_block) {
+    using unicode_tables::kNumber;
+    using unicode_tables::kOther;
+    const auto* const base = reinterpret_cast<const unsigned char*>(data);
+    const unsigned char* const end = base + size;
+    const unsigned char* p = base;
+    const auto emit = [&](const unsigned char* from, const unsigned char* to) {
+        on_pretoken(size_t(from - base), size_t(to - base));
+    };
+    while (p < end) {
+        if (kPath != ScannerPath::kScalar) {
+            const unsigned char* block = p;
+            unsigned char padded[kBlockBytes];
+            if (size_t(end - p) < kBlockBytes) {
+                pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
+                block = padded;
+            }
+#if defined(__SSE2__)
+            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_sse2(block) : block_masks_swar(block);
+#else
+            BlockMasks masks = block_masks_swar(block);
+#endif
+            O200kMasks cases;
+            const Gpt4Masks more = o200k_masks<kPath == ScannerPath::kFast>(block, masks, cases);
+            const uint64_t boundaries = o200k_block_boundaries(block, masks, more, cases);
+            if (boundaries > 1) {
+                on_block(block, size_t(p - base), boundaries);
+                p += 63 - count_leading_zeros(boundaries);
+                continue;
             }
         }
-        if (kEndRun && p == end) {  // \s++$
-            emit(start, p);
-        } else if (after_newline != nullptr) {  // \s*[\r\n]
-            emit(start, after_newline);
-            p = after_newline;
-        } else if (p == end || last == start) {  // \s+(?!\S) at the end, or \s+ of one character
-            emit(start, p);
-        } else {  // \s+(?!\S) gives back the last character, which starts the next pre-token
-            emit(start, last);
-            p = last;
+
+        const unsigned char* const start = p;
+        uint8_t cls, letter_case;
+        unsigned length = read_char_o200k(p, end, cls, letter_case);
+        if (length == 0) return size_t(p - base);
+
+        // A word: from here, or after a prefix (anything but \r \n, letters and numbers).
+        const unsigned char* word = nullptr;
+        uint8_t next_cls = unicode_tables::kSpace;
+        unsigned next_length = 0;
+        if (letter_case != 0) {
+            word = start;
+        } else if (cls != kNumber && !is_newline(*start)) {
+            p += length;
+            if (p < end) {
+                uint8_t next_case;
+                next_length = read_char_o200k(p, end, next_cls, next_case);
+                if (next_length == 0) return size_t(p - base);
+                if (next_case != 0) word = p;
+            }
+            p = start;
         }
+        if (word != nullptr) {
+            const unsigned char* to = o200k_word_end(word, end);
+            if (to == nullptr) return size_t(word - base);
+            to += o200k_contraction(to, end);
+            emit(start, to);
+            p = to;
+            continue;
+        }
+        p += length;
+
+        if (cls == kNumber) {  // \p{N}{1,3}
+            for (int more = 0; more < 2 && p < end; ++more) {
+                length = read_char(p, end, next_cls);
+                if (length == 0) return size_t(p - base);
+                if (next_cls != kNumber) break;
+                p += length;
+            }
+            emit(start, p);
+            continue;
+        }
+        if (is_newline(*start) && p < end) {  // the prefix's look at the next character was skipped
+            next_length = read_char(p, end, next_cls);
+            if (next_length == 0) return size_t(p - base);
+        }
+        if (cls == kOther || (*start == ' ' && next_length != 0 && next_cls == kOther)) {
+            // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`, marks in the run
+            if (cls != kOther) p += next_length;
+            if (!skip_run<true>(p, end, kOther)) return size_t(p - base);
+            while (p < end && (is_newline(*p) || *p == '/')) ++p;
+            emit(start, p);
+            continue;
+        }
+        const unsigned char* const to = whitespace_pretoken_end<false>(start, p, end, next_length, next_cls);
+        if (to == nullptr) return size_t(p - base);
+        emit(start, to);
+        p = to;
     }
     return kValidUtf8;
 }
@@ -303,9 +646,19 @@ size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, siz
     };
     using EndRun = std::true_type;
     using NoEndRun = std::false_type;
-    using Fast = std::integral_constant<ScannerPath, ScannerPath::kFast>;
     using Swar = std::integral_constant<ScannerPath, ScannerPath::kSwar>;
     using Scalar = std::integral_constant<ScannerPath, ScannerPath::kScalar>;
+    using Fast = std::integral_constant<ScannerPath, ScannerPath::kFast>;
+    if (pattern == PretokenPattern::kO200k) {
+        switch (scanner_path()) {
+            case ScannerPath::kSwar:
+                return detail::scan_o200k_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block);
+            case ScannerPath::kScalar:
+                return detail::scan_o200k_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block);
+            default:
+                return detail::scan_o200k_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block);
+        }
+    }
     const bool end_run = pattern == PretokenPattern::kCl100k;
     switch (scanner_path()) {
         case ScannerPath::kSwar:

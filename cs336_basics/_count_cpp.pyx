@@ -69,7 +69,7 @@ if os.environ.get("CS336_SCALAR_SCANNER", "").strip().lower() not in ("", "0", "
     use_scanner_path("scalar")
 
 
-NATIVE_PATTERNS = ("gpt2", "cl100k", "rustbpe")  # the order of bpe::PretokenPattern
+NATIVE_PATTERNS = ("gpt2", "cl100k", "rustbpe", "o200k")  # the order of bpe::PretokenPattern
 
 
 cdef lib.PretokenPattern pattern_code(object name) except *:

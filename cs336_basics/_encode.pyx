@@ -9,6 +9,8 @@ tokenizer.py.
 
 import os
 
+from cs336_basics.pattern import NATIVE_PATTERNS
+
 cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
 from cpython.list cimport PyList_New
@@ -149,14 +151,17 @@ cdef cbool take_ids(void* context, const uint32_t* ids, size_t count, size_t byt
 
 cdef class NativeEncoder:
     """`byte_ids`: the id of each byte 0..255; `merges`: (left id, right id, merged id) in rank
-    order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of each thread's cache."""
+    order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of each thread's cache;
+    `pattern`: the pre-tokenizer, one of `pattern.NATIVE_PATTERNS` (by name)."""
 
     cdef lib.Encoder* encoder
     cdef list ints  # ints[i] is i, for every id below SHARED_INTS_LIMIT
     cdef bint all_ids_shared  # every id has its int in `ints`
     cdef vector[Py_ssize_t] uses  # encode_list's references per shared int, zero between calls
 
-    def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots):
+    def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots, str pattern="gpt2"):
+        if pattern not in NATIVE_PATTERNS:
+            raise ValueError(f"the compiled encoder runs the patterns {NATIVE_PATTERNS}, not {pattern!r}")
         largest = max(max(byte_ids), max([merged for _, _, merged in merges], default=0),
                       max([token_id for _, token_id in special_tokens], default=0))
         self.ints = list(range(min(largest + 1, SHARED_INTS_LIMIT)))
@@ -169,7 +174,8 @@ cdef class NativeEncoder:
         for rule.left, rule.right, rule.merged in merges:
             c_merges.push_back(rule)
         cdef vector[pair[string, uint32_t]] c_specials = special_tokens
-        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots)
+        cdef lib.PretokenPattern code = <lib.PretokenPattern><int>NATIVE_PATTERNS.index(pattern)
+        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots, code)
 
     def __dealloc__(self):
         del self.encoder

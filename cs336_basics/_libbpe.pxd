@@ -151,6 +151,7 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
             const vector[MergeRule]& merges,
             const vector[pair[string, uint32_t]]& special_tokens,
             size_t cache_slots,
+            PretokenPattern pattern,
         ) except +
         size_t encode(string_view text, uint32_t* out) except +
         vector[size_t] pieces(string_view text, size_t piece_bytes) except +

@@ -11,9 +11,8 @@ Named patterns:
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
 
-The native scanners count `gpt2` (`cpp/pretokenize.hpp`), `cl100k` and `rustbpe`
-(`cpp/pretokenize_gpt4.hpp`); `o200k` and any other regex count through `regex`. Only `gpt2` encodes
-natively.
+The native scanners count and encode `gpt2` (`cpp/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
+(`cpp/pretokenize_gpt4.hpp`); any other regex counts and encodes through `regex`.
 """
 
 from __future__ import annotations
@@ -34,13 +33,14 @@ _CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
-_O200K_UPPER = r"""[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"""
-_O200K_LOWER = r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}]"""
+# o200k's letter classes (scripts/gen_unicode_tables.py builds the native scanner's tables from them).
+O200K_UPPER_CLASS = r"""[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"""
+O200K_LOWER_CLASS = r"""[\p{Ll}\p{Lm}\p{Lo}\p{M}]"""
 _O200K_CONTRACTION = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
 _O200K_PATTERN = "|".join(
     [
-        rf"""[^\r\n\p{{L}}\p{{N}}]?{_O200K_UPPER}*{_O200K_LOWER}+{_O200K_CONTRACTION}""",
-        rf"""[^\r\n\p{{L}}\p{{N}}]?{_O200K_UPPER}+{_O200K_LOWER}*{_O200K_CONTRACTION}""",
+        rf"""[^\r\n\p{{L}}\p{{N}}]?{O200K_UPPER_CLASS}*{O200K_LOWER_CLASS}+{_O200K_CONTRACTION}""",
+        rf"""[^\r\n\p{{L}}\p{{N}}]?{O200K_UPPER_CLASS}+{O200K_LOWER_CLASS}*{_O200K_CONTRACTION}""",
         r"""\p{N}{1,3}""",
         r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
         r"""\s*[\r\n]+""",
@@ -57,7 +57,7 @@ _RUSTBPE_PATTERN = (
 )
 
 # What the native scanners count, in bpe::PretokenPattern's order (`_count_cpp.NATIVE_PATTERNS`).
-NATIVE_PATTERNS = (GPT2, CL100K, RUSTBPE)
+NATIVE_PATTERNS = (GPT2, CL100K, RUSTBPE, O200K)
 
 NAMED_PATTERNS: dict[str, str] = {
     GPT2: GPT2_SPLIT_PATTERN,
@@ -85,8 +85,9 @@ class Pattern:
 
     @property
     def native_encoding(self) -> bool:
-        """Whether the compiled encoder runs it (GPT-2's only; else encoding goes through `regex`)."""
-        return self.name == GPT2
+        """Whether the compiled encoder runs it (the native scanner's patterns; else encoding goes
+        through `regex`)."""
+        return self.name in NATIVE_PATTERNS
 
     @property
     def whitespace_cuts_safe(self) -> bool:

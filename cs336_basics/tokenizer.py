@@ -20,7 +20,7 @@ mergeable_ranks=<the vocabulary>)`.
 
 This module is the readable reference. When the compiled `cs336_basics._encode` is built (and
 `CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/bpe_encode.cpp`)
-for the GPT-2 pattern, the one its scanner knows; every other pattern encodes here, in Python. The
+for the named patterns, those the native scanner knows; a custom regex encodes here, in Python. The
 tests check that both give the same ids.
 """
 
@@ -53,7 +53,7 @@ from .contract import (
     special_token_ids,
     special_token_regex,
 )
-from .pattern import CL100K, GPT2, O200K, RUSTBPE, Pattern, resolve_pattern
+from .pattern import CL100K, GPT2, NATIVE_PATTERNS, O200K, RUSTBPE, Pattern, resolve_pattern
 from .serialization import _current_umask, load_tokenizer_files, run_pattern
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
@@ -156,8 +156,8 @@ class Tokenizer:
     pre-token is merged anew).
 
     `pattern` is the pre-tokenizer the vocabulary was trained with (`pattern.resolve_pattern`: None
-    or "gpt2", "cl100k", "o200k", or any regex). The compiled encoder runs "gpt2" only: any other
-    pattern encodes on the pure-Python path (`native=True` is refused with it). There,
+    or "gpt2", "cl100k", "o200k", or any regex). The compiled encoder runs the named ones: a custom
+    regex encodes on the pure-Python path (`native=True` is refused with it). There,
     `encode_iterable` and `encode_file` cut the text where the named patterns cannot span; a custom
     regex is cut only after special tokens, so text between two of them is held whole.
     """
@@ -298,7 +298,7 @@ class Tokenizer:
         if not self.pattern.native_encoding:
             if native:
                 raise BPEInputError(
-                    f"native=True needs the gpt2 pattern, the only one the compiled encoder runs; "
+                    f"native=True needs a pattern the compiled encoder runs ({', '.join(NATIVE_PATTERNS)}); "
                     f"pattern {self.pattern.label!r} encodes with native=None or False"
                 )
             return None
@@ -312,7 +312,7 @@ class Tokenizer:
             return None
         merges = [(left, right, merged) for (left, right), (_, merged) in self._ranked_merges()]
         specials = [(token.encode("utf-8"), token_id) for token, token_id in self._special_ids.items()]
-        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots)
+        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots, self.pattern.name)
 
     def _ranked_merges(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
         return sorted(self._merge_ranks.items(), key=lambda item: item[1][0])

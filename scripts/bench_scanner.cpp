@@ -3,13 +3,13 @@
 // Build (from the repository root; -fopenmp for the two-thread count):
 //   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/*.cpp -o bench_scanner
 // Run:
-//   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe]
+//   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe|o200k]
 // Prints MB/s (10^6 bytes per second), best of `repeats` by wall clock and by CPU time, for the
 // scanner with an empty visitor (pre-tokenize only) on each scanner path, and for counting (split
 // on <|endoftext|>) on one and on two threads; the other modes run one of these, and `read` only
-// reads the file (the baseline to subtract from instruction counts). `cl100k` and `rustbpe` run GPT-4's
-// scanner (pretokenize_gpt4.hpp) alone and counting on one thread under that pattern, `gpt4` both
-// (`all` includes them): compare their scan with the fast path's, GPT-2's. CPU time is the
+// reads the file (the baseline to subtract from instruction counts). `cl100k`, `rustbpe` and `o200k` run
+// GPT-4's and GPT-4o's scanners (pretokenize_gpt4.hpp) alone and counting on one thread under that
+// pattern, `gpt4` all three (`all` includes them): compare their scan with the fast path's, GPT-2's. CPU time is the
 // steadier figure on a shared machine. Under `valgrind --tool=callgrind` use repeats=1 and one mode
 // for repeatable instruction counts.
 #include <time.h>
@@ -61,7 +61,7 @@ Speed best_mb_per_s(size_t bytes, int repeats, Work&& work) {
 int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
-                     "usage: %s FILE [repeats] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe]\n",
+                     "usage: %s FILE [repeats] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe|o200k]\n",
                      argv[0]);
         return 2;
     }
@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
         }
     }
     const std::pair<bpe::PretokenPattern, const char*> gpt4_patterns[] = {
-        {bpe::PretokenPattern::kCl100k, "cl100k"}, {bpe::PretokenPattern::kRustbpe, "rustbpe"}};
+        {bpe::PretokenPattern::kCl100k, "cl100k"},
+        {bpe::PretokenPattern::kRustbpe, "rustbpe"},
+        {bpe::PretokenPattern::kO200k, "o200k"}};
     for (const auto& [pattern, name] : gpt4_patterns) {
         if (mode != "all" && mode != "gpt4" && mode != name) continue;
         size_t pretokens = 0;

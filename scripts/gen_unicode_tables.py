@@ -1,15 +1,18 @@
-"""Generate cpp/unicode_tables.hpp: the character classes of the GPT-2 pre-tokenization pattern.
+"""Generate cpp/unicode_tables.hpp: the character classes of the native pre-tokenizers' patterns.
 
 The native pre-tokenizer must agree with `regex.finditer` on every input, so the classes `\\p{L}`,
-`\\p{N}` and `\\s` are not taken from a Unicode database but from the installed `regex` package itself:
-every code point 0..0x10FFFF (surrogates included) is tested with it. Rerun this script after
+`\\p{N}` and `\\s` (every pattern's), and o200k's upper- and lower-case letter classes (marks in both),
+are not taken from a Unicode database but from the installed `regex` package itself: every code point
+0..0x10FFFF (surrogates included) is tested with it. Rerun this script after
 upgrading `regex`; CI runs `--check`, which fails when the checked-in tables no longer match (the
 versions named in the file's header may differ: Python's `unicodedata` changes with Python, not
 with `regex`).
 
-Layout: two-level lookup. Code points are grouped into blocks of 128; `kClassBlockIndex[cp >> 7]`
-names one of the distinct blocks, stored 2 bits per code point in `kClassBlocks`. Code points past
-the last block that has a letter, number or space are all "other" and need no table.
+Layout: two tables, each a two-level lookup. Code points are grouped into blocks of 128;
+`kClassBlockIndex[cp >> 7]` names one of the distinct blocks, stored 2 bits per code point in
+`kClassBlocks`. Code points past the last block that has a letter, number or space are all "other" and
+need no table. The case table (`kCaseBlockIndex`, `kCaseBlocks`) is built the same way from o200k's
+two letter classes: bit 0 in the upper-case one, bit 1 in the lower-case one.
 
     python scripts/gen_unicode_tables.py           # rewrite cpp/unicode_tables.hpp
     python scripts/gen_unicode_tables.py --check   # exit 1 if the checked-in tables are stale
@@ -24,6 +27,9 @@ from pathlib import Path
 
 import regex
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from cs336_basics.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # noqa: E402
+
 OUTPUT = Path(__file__).resolve().parent.parent / "cpp" / "unicode_tables.hpp"
 MAX_CODE_POINT = 0x10FFFF
 BLOCK_SHIFT = 7
@@ -36,6 +42,10 @@ WORDS_PER_BLOCK = BLOCK_SIZE // CLASSES_PER_WORD
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 # Compiled with the same (default) flags as the GPT-2 pattern in cs336_basics/contract.py.
 CLASS_PATTERNS = {LETTER: r"\p{L}+", NUMBER: r"\p{N}+", SPACE: r"\s+"}
+# o200k's letter classes as cs336_basics/pattern.py spells them: a code point's case is the sum of
+# the bits of those it is in (3: in both, Lm, Lo and the marks).
+UPPER, LOWER = 1, 2
+CASE_PATTERNS = {UPPER: O200K_UPPER_CLASS + "+", LOWER: O200K_LOWER_CLASS + "+"}
 PROVENANCE = "// Source:"
 
 
@@ -53,6 +63,23 @@ def classify_all_code_points() -> bytearray:
     return classes
 
 
+def case_of_all_code_points(classes: bytearray) -> bytearray:
+    """The o200k case bits of every code point; checks what the scanner assumes: every letter has a
+    case, and a code point with a case that is no letter (a mark) is "other" to the main classes."""
+    everything = "".join(map(chr, range(MAX_CODE_POINT + 1)))
+    cases = bytearray(MAX_CODE_POINT + 1)
+    for bit, pattern in CASE_PATTERNS.items():
+        for match in regex.finditer(pattern, everything):
+            for code_point in range(match.start(), match.end()):
+                cases[code_point] |= bit
+    for code_point, case in enumerate(cases):
+        if (case != 0) != (classes[code_point] == LETTER) and classes[code_point] != OTHER:
+            sys.exit(f"U+{code_point:04X} has o200k case {case} but class {classes[code_point]}")
+        if classes[code_point] == LETTER and case == 0:
+            sys.exit(f"U+{code_point:04X} is a letter in neither of o200k's letter classes")
+    return cases
+
+
 def pack_block(classes: bytearray) -> tuple[int, ...]:
     words = []
     for first in range(0, BLOCK_SIZE, CLASSES_PER_WORD):
@@ -65,7 +92,7 @@ def pack_block(classes: bytearray) -> tuple[int, ...]:
 
 def build_tables(classes: bytearray) -> tuple[list[int], list[tuple[int, ...]], int]:
     """(block index per 128-code-point block, distinct packed blocks, first untabled code point)."""
-    last_classified = max(cp for cp in range(len(classes)) if classes[cp] != OTHER)
+    last_classified = max(cp for cp in range(len(classes)) if classes[cp] != 0)
     num_blocks = (last_classified >> BLOCK_SHIFT) + 1
     distinct: dict[tuple[int, ...], int] = {}
     index = []
@@ -80,16 +107,27 @@ def format_rows(items: list[str], per_row: int, indent: str = "    ") -> str:
     return ",\n".join(indent + row for row in rows)
 
 
+def index_type(blocks: list[tuple[int, ...]]) -> str:
+    return "uint8_t" if len(blocks) <= 256 else "uint16_t"
+
+
+def block_words(blocks: list[tuple[int, ...]]) -> list[str]:
+    return [f"0x{word:016x}" for block in blocks for word in block]
+
+
 def render() -> str:
     classes = classify_all_code_points()
+    cases = case_of_all_code_points(classes)
     index, blocks, table_end = build_tables(classes)
-    index_type = "uint8_t" if len(blocks) <= 256 else "uint16_t"
-    words = [f"0x{word:016x}" for block in blocks for word in block]
+    case_index, case_blocks, case_table_end = build_tables(cases)
+    words = block_words(blocks)
+    case_words = block_words(case_blocks)
     class_counts = ", ".join(f"{pattern[:-1]} {classes.count(code)}" for code, pattern in CLASS_PATTERNS.items())
+    case_counts = f"upper only {cases.count(UPPER)}, lower only {cases.count(LOWER)}, both {cases.count(UPPER | LOWER)}"
     return f"""\
 // GENERATED by scripts/gen_unicode_tables.py -- do not edit by hand; rerun the script instead.
 {PROVENANCE} the `regex` package {regex.__version__} (Python unicodedata {unicodedata.unidata_version}),
-// testing every code point 0..0x10FFFF. Code points: {class_counts}.
+// testing every code point 0..0x10FFFF. Code points: {class_counts}; o200k cases {case_counts}.
 #pragma once
 
 #include <cstdint>
@@ -103,7 +141,7 @@ inline constexpr uint32_t kBlockShift = {BLOCK_SHIFT};
 // Code points from here on are all kOther.
 inline constexpr uint32_t kTableEnd = 0x{table_end:X};
 
-inline constexpr {index_type} kClassBlockIndex[{len(index)}] = {{
+inline constexpr {index_type(blocks)} kClassBlockIndex[{len(index)}] = {{
 {format_rows([str(value) for value in index], 20)}
 }};
 
@@ -118,6 +156,29 @@ inline constexpr CharClass classify(uint32_t code_point) {{
     const uint32_t block = kClassBlockIndex[code_point >> kBlockShift];
     const uint64_t word = kClassBlocks[block * {WORDS_PER_BLOCK} + offset / {CLASSES_PER_WORD}];
     return static_cast<CharClass>((word >> ((offset % {CLASSES_PER_WORD}) * {BITS_PER_CLASS})) & 3u);
+}}
+
+// o200k's letter classes: {O200K_UPPER_CLASS} (bit 0) and {O200K_LOWER_CLASS} (bit 1).
+enum LetterCase : uint8_t {{ kNoCase = 0, kUpper = {UPPER}, kLower = {LOWER}, kEitherCase = {UPPER | LOWER} }};
+
+// Code points from here on have no case.
+inline constexpr uint32_t kCaseTableEnd = 0x{case_table_end:X};
+
+inline constexpr {index_type(case_blocks)} kCaseBlockIndex[{len(case_index)}] = {{
+{format_rows([str(value) for value in case_index], 20)}
+}};
+
+// {len(case_blocks)} distinct blocks of {BLOCK_SIZE} code points, {BITS_PER_CLASS} bits per code point.
+inline constexpr uint64_t kCaseBlocks[{len(case_words)}] = {{
+{format_rows(case_words, WORDS_PER_BLOCK)}
+}};
+
+inline constexpr LetterCase letter_case(uint32_t code_point) {{
+    if (code_point >= kCaseTableEnd) return kNoCase;
+    const uint32_t offset = code_point & ((1u << kBlockShift) - 1);
+    const uint32_t block = kCaseBlockIndex[code_point >> kBlockShift];
+    const uint64_t word = kCaseBlocks[block * {WORDS_PER_BLOCK} + offset / {CLASSES_PER_WORD}];
+    return static_cast<LetterCase>((word >> ((offset % {CLASSES_PER_WORD}) * {BITS_PER_CLASS})) & 3u);
 }}
 
 }}  // namespace unicode_tables

@@ -1,11 +1,14 @@
-"""The native scanner under GPT-4's split (cl100k, rustbpe) against `regex` itself, directly and through
-the native counter (files on one and several threads, small chunks, the stream counter), and bpe_v7
-trained with --like rustbpe against the oracle bpe_v1.
+"""The native scanner under GPT-4's split (cl100k, rustbpe) and GPT-4o's (o200k) against `regex` itself,
+directly and through the native counter (files on one and several threads, small chunks, the stream
+counter), and bpe_v7 trained with --like rustbpe and with o200k against the oracle bpe_v1.
 
 Where the two patterns part: a whitespace run that reaches the end of a text and holds a newline is one
 pre-token under cl100k (`\\s++$`), cut after its last newline under rustbpe. The end of a text is the end
 of each piece between special tokens, never a chunk's cut inside one (a cut follows a letter or digit,
-never whitespace or the punctuation that takes newlines after it)."""
+never whitespace or the punctuation that takes newlines after it).
+
+o200k's words are case runs: its upper-case class (Lu, Lt, Lm, Lo and the marks) then its lower-case one
+(Ll, Lm, Lo, marks), contractions only after them, and punctuation takes \r \n and '/' after it."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ def scanner_path(request: pytest.FixtureRequest) -> Iterator[str]:
     native.use_scanner_path(previous)
 
 
-GPT4_PATTERNS = ["cl100k", "rustbpe"]
+GPT4_PATTERNS = ["cl100k", "rustbpe", "o200k"]
 COMPILED = {name: regex.compile(NAMED_PATTERNS[name]) for name in GPT4_PATTERNS}
 
 # Where GPT-4's alternatives meet: contractions in any case (and U+017F, which folds to s), a non-letter
@@ -52,6 +55,8 @@ TRICKY = [
     "'ve", "'VE", "'Re", "'re", "'\u017f", "\u017f", "'l", "'v", "'x", "DON'T", "We'RE", "a", "Z", "ab",
     "é", "e\u0301", "\u0301", "ß", "я", "中", "\U00020000", "0", "7", "123", "1234", "12345", "²", "½",
     "٣", "\U0001d7ce", "!", "?", ".", "!\n", "?\r\n", "/", "$", "€", "\U0001f600", "\u200d", "<|", "|>",
+    "A", "HELLO", "Hello", "hELLO", "\u01c5", "\u02b0", "\u3005", "\u0903", "\u20dd", "\U0001d400", "É", "\u0130",
+    "\u0915\u094d", "ग", "\u0e01\u0e34", "߁", "\u0f20", "Ⅻ", "\n/", "/\r\n/", "!/\n", "//", "'s'S", "A's",
 ]
 # fmt: on
 
@@ -72,10 +77,9 @@ def test_the_native_patterns_are_named():
     for name in ("gpt2", *GPT4_PATTERNS):
         assert resolve_pattern(name).native
     assert resolve_pattern("gpt2").native_encoding
-    assert not any(resolve_pattern(name).native_encoding for name in GPT4_PATTERNS)
-    assert not resolve_pattern("o200k").native and not resolve_pattern(r"\S+|\s+").native
-    with pytest.raises(ValueError, match="o200k"):
-        native.pretokenize("text", "o200k")
+    assert not resolve_pattern(r"\S+|\s+").native
+    with pytest.raises(ValueError, match="the native scanner runs the patterns"):
+        native.pretokenize("text", r"\S+")
 
 
 @pytest.mark.parametrize("name", GPT4_PATTERNS)
@@ -86,6 +90,9 @@ def test_the_native_patterns_are_named():
 @example(text="!!\n\nabc 'S 1234567 \tword  \u3000x")
 @example(text="'\u017fup '\u017f")
 @example(text="word, " * 12 + "!\n\n  \n " + "x" * 70 + "  \u2014abc \u2014\u2014abc")
+@example(text="HelloWorld HELLOworld helloWORLD don't DON'T a's's !\n/\n!x a/\n/b \u0301ABC A\u0301BC \u01c5abc")
+@example(text="!!\u0301a \u0301x \u02b0ABC Ab\u0301Cd \u4e2d\u6587abc\u4e2dDEF ab\u02b0CD ab\u02b0cd" * 3)
+@example(text="L'd\u4e2d\u042fd Ae't\u02b0Ba a's's\u4e2dB" * 4)  # a contraction ends a word: no lower run goes on
 def test_scanner_equals_regex(name: str, text: str):
     assert native.pretokenize(text, name) == COMPILED[name].findall(text)
 
@@ -132,7 +139,11 @@ def test_counting_a_file_equals_regex(tmp_path: Path, name: str, parts: list[str
 def test_chunks_do_not_cut_where_the_pattern_joins(name: str):
     # Punctuation takes the newlines after it, and a whitespace run at a piece's end is cl100k's one
     # pre-token: cuts there (whitespace after any non-space, GPT-2's rule) would split them.
-    text = "".join(f"word{i}!\n\nnext, line\r\n  \t" + (ENDOFTEXT if i % 7 == 0 else "") for i in range(3000))
+    # Under o200k punctuation takes '/' with the newlines, and a word's case runs and marks decide its end.
+    text = "".join(
+        f"word{i}!\n\nnext, line\r\n  \t/x!\n/ HTTPServer's na\u0303o\n" + (ENDOFTEXT if i % 7 == 0 else "")
+        for i in range(3000)
+    )
     text += "tail \n \n "
     expected = dict(count_words_in_text(text, [ENDOFTEXT], name))
     for threads, chunk_bytes in ((1, None), (3, 50), (2, 333)):
@@ -150,6 +161,18 @@ def test_the_stream_counter_takes_the_pattern(name: str):
     expected = count_words_in_text(ENDOFTEXT.join(documents), [ENDOFTEXT], name)
     expected.update(count_words_in_text(ENDOFTEXT.join(documents), [ENDOFTEXT], name))
     assert as_dict(counter.take(True)) == dict(expected)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_bpe_v7_with_o200k_equals_bpe_v1(tmp_path: Path, threads: int):
+    words = ["The", "McDonald's", " DON'T", " 12345", "!!\n/", "\r\n", "  ", "\tkey", " \u00e9t\u00e9", " \u4e2d\u6587",
+             "'LL", "\n \n", "HTTPServer", " na\u0303o", "\u01c5ab", " /path/to\n"]
+    text = "".join(words[(i * 7 + i // 3) % len(words)] for i in range(4000))
+    text = ENDOFTEXT.join([text[:9000] + "\n  ", text[9000:] + " \n"])
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    oracle = train_bpe(path, 400, [ENDOFTEXT], trainer="bpe_v1", pattern="o200k")
+    assert train_bpe(path, 400, [ENDOFTEXT], trainer="bpe_v7", pattern="o200k", num_workers=threads) == oracle
 
 
 def test_bpe_v7_like_rustbpe_equals_bpe_v1(tmp_path: Path):

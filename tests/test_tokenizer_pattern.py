@@ -1,7 +1,8 @@
 """Encoding with the pattern a vocabulary was trained with: `Tokenizer(..., pattern=)` gives tiktoken's ids
 for `Encoding(pat_str=<the pattern's regex>, mergeable_ranks=<ours>)` (built from our own ranks, nothing
-downloaded), streaming cuts nowhere a pre-token of the pattern could span, and a training directory's
-tokenizer carries the pattern of its bpe_run.json."""
+downloaded) on the Python path and, for the named patterns, on the compiled encoder; streaming cuts
+nowhere a pre-token of the pattern could span, and a training directory's tokenizer carries the
+pattern of its bpe_run.json."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ from cs336_basics.serialization import RUN_FILE, save_tokenizer
 SPECIALS = [ENDOFTEXT, "<|pad|>"]
 # A regex of none of the names, with a group: its matches, not the group, are the pre-tokens.
 CUSTOM = r"\p{L}+|(\p{N})|\s+|[^\s\p{L}\p{N}]+"
-PATTERNS = ["cl100k", "o200k", CUSTOM]
-PATTERN_IDS = ["cl100k", "o200k", "custom"]
+PATTERNS = ["cl100k", "o200k", "rustbpe", CUSTOM]
+PATTERN_IDS = ["cl100k", "o200k", "rustbpe", "custom"]
+# Which encoder runs: the readable Python one, or the compiled one (named patterns only).
+ENCODERS = ["python", "native"]
 
 # What the cl100k and o200k patterns treat apart from GPT-2's: case in contractions and letter runs,
 # numbers of more than three digits, newlines after symbols, "/" after symbols, marks, symbols before
@@ -36,7 +39,8 @@ FRAGMENTS = [
     "a", "ab", "the", " the", "The", "THE", "HelloWorld", "aBC", "ABCdef", "é", "e\u0301", "\u0301", "Ω", "中文",
     "ки", "😀", " ", "  ", "\n", "\n\n", "\t", "\r\n", "\r", "\u3000", "\xa0", "\x85", "\x0b", "\u2028",
     "0", "42", "1234567", "١٢٣٤", "'", "'s", "'S", "'ll", "'LL", "'Ve", "n't", ".", "!?", "...\n", "/",
-    "!/\n", "(", "$", "<", "|", ">", "-", "x", ENDOFTEXT, "<|pad|>", "<|endo", "ftext|>",
+    "!/\n", "(", "$", "<", "|", ">", "-", "x", ENDOFTEXT, "<|pad|>", "<|endo", "ftext|>", "\u01c5", "\u02b0",
+    "DON'T", "\u0915\u093f", "\n/", "abc\n  ",
 ]
 fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join)
 
@@ -74,6 +78,24 @@ def tokenizer(pattern: str, directory: Path, **options: object) -> Tokenizer:
     return Tokenizer(vocab, merges, SPECIALS, pattern=pattern, **options)
 
 
+@pytest.fixture(scope="module", params=ENCODERS)
+def encoder_kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@cache
+def encoder(pattern: str, directory: Path, kind: str) -> Tokenizer:
+    """The tokenizer on the path `kind` names (skipped where that path cannot run the pattern)."""
+    if kind == "python":
+        return tokenizer(pattern, directory, native=False)
+    if not tokenizer_module.native_available():
+        pytest.skip("the compiled encoder is not built (or CS336_PURE_PYTHON is set)")
+    if not resolve_pattern(pattern).native_encoding:
+        pytest.skip("a custom regex encodes on the Python path only")
+    return tokenizer(pattern, directory, native=True)
+
+
+@cache
 def tiktoken_encoding(pattern: str, directory: Path):
     tiktoken = pytest.importorskip("tiktoken", reason="tiktoken is optional: pip install -e '.[test]'")
     vocab, _ = trained(pattern, directory)
@@ -88,18 +110,18 @@ def tiktoken_encoding(pattern: str, directory: Path):
 # The ids are tiktoken's
 
 
-def test_tiktoken_gives_our_ids_on_the_training_text(pattern: str, directory: Path) -> None:
+def test_tiktoken_gives_our_ids_on_the_training_text(pattern: str, directory: Path, encoder_kind: str) -> None:
     text = training_text(directory)
-    ours = tokenizer(pattern, directory).encode(text)
+    ours = encoder(pattern, directory, encoder_kind).encode(text)
     assert tiktoken_encoding(pattern, directory).encode(text, allowed_special="all") == ours
     assert len(ours) < len(text.encode("utf-8")) / 2  # the merges are in use
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.one_of(fragment_text, st.text(max_size=60)))
-def test_tiktoken_gives_our_ids_on_generated_text(pattern: str, directory: Path, text: str) -> None:
+def test_tiktoken_gives_our_ids_on_generated_text(pattern: str, directory: Path, encoder_kind: str, text: str) -> None:
     encoding = tiktoken_encoding(pattern, directory)
-    assert encoding.encode(text, allowed_special="all") == tokenizer(pattern, directory).encode(text)
+    assert encoding.encode(text, allowed_special="all") == encoder(pattern, directory, encoder_kind).encode(text)
 
 
 def test_the_patterns_split_differently() -> None:
@@ -116,18 +138,20 @@ def test_the_patterns_split_differently() -> None:
 # Which encoder runs
 
 
-def test_only_gpt2_runs_natively(directory: Path) -> None:
-    assert not tokenizer("cl100k", directory).native
+def test_the_named_patterns_run_natively(directory: Path) -> None:
+    for name in ("cl100k", "o200k", "rustbpe"):
+        assert tokenizer(name, directory).native == tokenizer_module.native_available()
+    assert not tokenizer(CUSTOM, directory).native
     gpt2 = Tokenizer(*trained("gpt2", directory), SPECIALS, pattern=GPT2_SPLIT_PATTERN)
     assert gpt2.pattern.name == "gpt2"
     assert gpt2.native == tokenizer_module.native_available()
 
 
-def test_native_true_is_refused_for_another_pattern(directory: Path) -> None:
+def test_native_true_is_refused_for_a_custom_regex(directory: Path) -> None:
     if not tokenizer_module.native_available():
         pytest.skip("the compiled encoder is not built (or CS336_PURE_PYTHON is set)")
-    with pytest.raises(BPEInputError, match="native=True needs the gpt2 pattern.*'o200k'"):
-        tokenizer("o200k", directory, native=True)
+    with pytest.raises(BPEInputError, match=r"native=True needs a pattern the compiled encoder runs \(gpt2, cl100k"):
+        tokenizer(CUSTOM, directory, native=True)
 
 
 def test_a_bad_pattern_is_refused_in_one_line(directory: Path) -> None:
