@@ -414,7 +414,7 @@ template <bool kSse2>
 inline void case_and_slash_masks(const unsigned char* p, uint64_t& case_bit, uint64_t& slash) {
     case_bit = 0;
     slash = 0;
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)  // NEON takes the SWAR words below: two masks a block, not yet measured there
     if (kSse2) {
         for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
             const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * lane));
@@ -554,11 +554,7 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
                 pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
                 block = padded;
             }
-#if defined(__SSE2__)
-            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_sse2(block) : block_masks_swar(block);
-#else
-            BlockMasks masks = block_masks_swar(block);
-#endif
+            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_fast(block) : block_masks_swar(block);
             O200kMasks cases;
             const Gpt4Masks more = o200k_masks<kPath == ScannerPath::kFast>(block, masks, cases);
             const uint64_t boundaries = o200k_block_boundaries(block, masks, more, cases);

@@ -46,7 +46,8 @@ using Tokens = std::vector<std::string>;
 
 constexpr int kThreads = 4;
 const ScannerPath kPaths[] = {ScannerPath::kFast, ScannerPath::kSwar, ScannerPath::kScalar};
-const PretokenPattern kPatterns[] = {PretokenPattern::kGpt2, PretokenPattern::kCl100k, PretokenPattern::kRustbpe};
+const PretokenPattern kPatterns[] = {PretokenPattern::kGpt2, PretokenPattern::kCl100k, PretokenPattern::kRustbpe,
+                                     PretokenPattern::kO200k};
 
 int checks = 0;
 int failures = 0;
@@ -63,6 +64,7 @@ const char* pattern_name(PretokenPattern pattern) {
     switch (pattern) {
         case PretokenPattern::kCl100k: return "cl100k";
         case PretokenPattern::kRustbpe: return "rustbpe";
+        case PretokenPattern::kO200k: return "o200k";
         default: return "gpt2";
     }
 }
@@ -163,6 +165,19 @@ void hand_worked_splits() {
     // cl100k's \s++$ takes a whitespace run at the end whole; rustbpe's pattern has no such rule.
     expect_split(PretokenPattern::kCl100k, "x\n  ", {"x", "\n  "});
     expect_split(PretokenPattern::kRustbpe, "x\n  ", {"x", "\n", "  "});
+
+    // o200k: a word is a run of capitals then one of lower-case letters, a contraction its suffix,
+    // and punctuation takes the \r, \n and / after it.
+    const PretokenPattern o200k = PretokenPattern::kO200k;
+    expect_split(o200k, "HelloWorld", {"Hello", "World"});
+    expect_split(o200k, "HTTPServer", {"HTTPServer"});  // capitals, then lower case: one word
+    expect_split(o200k, "I'M here", {"I'M", " here"});
+    expect_split(o200k, "don't", {"don't"});
+    expect_split(o200k, "12345", {"123", "45"});
+    expect_split(o200k, "a!!/\nb", {"a", "!!/\n", "b"});
+    expect_split(o200k, "a\n\nb", {"a", "\n\n", "b"});
+    expect_split(o200k, "x  y", {"x", " ", " y"});
+    expect_split(o200k, "x\n  ", {"x", "\n", "  "});  // no \s++$, as rustbpe's
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -380,7 +395,7 @@ void counting() {
     std::filesystem::remove(path);
 
     // GPT-4's patterns: the counts are those of the scalar scanner's pre-tokens, document by document.
-    for (PretokenPattern pattern : {PretokenPattern::kCl100k, PretokenPattern::kRustbpe}) {
+    for (PretokenPattern pattern : {PretokenPattern::kCl100k, PretokenPattern::kRustbpe, PretokenPattern::kO200k}) {
         Counts split_counts;
         size_t begin = 0;
         for (;;) {
