@@ -67,7 +67,7 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
         metavar="NAME|REGEX",
         help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
         f"(rustbpe's GPT-4 split), or a regex for "
-        f"the regex module; all but {GPT2} are counted through the regex module, the slower path",
+        f"the regex module (counted through that module, the slower path)",
     )
 
 

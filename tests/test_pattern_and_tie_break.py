@@ -106,12 +106,12 @@ def test_bpe_v7_says_once_that_another_pattern_runs_through_regex(
         pytest.skip(V7.reason)
     path = tmp_path / "corpus.txt"
     path.write_text("Hello world, it's 12345 o'clock\n" * 20, encoding="utf-8")
-    for native_pattern in ("gpt2", "cl100k", "rustbpe"):
+    for native_pattern in ("gpt2", "cl100k", "rustbpe", "o200k"):
         train_bpe(path, 300, [], trainer="bpe_v7", pattern=native_pattern)
         assert capsys.readouterr().err == ""
-    train_bpe(path, 300, [], trainer="bpe_v7", pattern="o200k")
+    train_bpe(path, 300, [], trainer="bpe_v7", pattern=r" ?\w+| ?[^\w\s]+|\s+")
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and "o200k" in lines[0] and "regex module" in lines[0] and "slower" in lines[0]
+    assert len(lines) == 1 and "regex module" in lines[0] and "slower" in lines[0]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
