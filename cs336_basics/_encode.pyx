@@ -9,7 +9,7 @@ tokenizer.py.
 
 import os
 
-from cs336_basics.pattern import NATIVE_PATTERNS
+from .pattern import NATIVE_PATTERNS
 
 cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
