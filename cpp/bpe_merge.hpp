@@ -29,6 +29,14 @@ constexpr uint32_t kFirstMergedToken = 256;
 // byte-to-unicode map) by code point, then the merges in order (BpeTrainer).
 enum class TieBreak : int { kCs336 = 0, kSmallestId = 1, kHf = 2 };
 
+// HF tokenizers' limits (cs336_basics/merge_limits.py; zero: none). Training stops at the first best
+// pair counting fewer than min_frequency; a pair whose token would have max_token_length bytes or
+// more is never merged, unless it is two bytes (HF counts those before any limit applies).
+struct MergeLimits {
+    int64_t min_frequency = 0;
+    size_t max_token_length = 0;
+};
+
 // Called after every merge with the number of merges done so far, so it should be cheap (the Python
 // binding only takes the GIL every hundred merges). Returns true to stop (an interrupt): the merges
 // so far are returned. May be null.
@@ -37,7 +45,7 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // Up to `num_merges` merges in creation order, with the exact CS336 semantics: every word starts as
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
 // greatest (left bytes, right bytes), or the rule `tie_break` names) at every non-overlapping
-// occurrence, left to right. Returns fewer merges when no pair is left. Throws
+// occurrence, left to right, within `limits`. Returns fewer merges when no pair is left. Throws
 // std::invalid_argument on malformed `words`.
 // `num_threads` threads (when built with OpenMP) load the words, count the initial pairs, and
 // rewrite the words of a merge that touches at least `parallel_words` words and apply its count
@@ -51,7 +59,7 @@ std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                 size_t parallel_words = kDefaultParallelWords,
-                                TieBreak tie_break = TieBreak::kCs336);
+                                TieBreak tie_break = TieBreak::kCs336, MergeLimits limits = {});
 
 // The same, for a caller that needs the counts no more: `words` is emptied, its memory freed, once
 // the loop has loaded them, so that the loop's peak holds them no longer (a count file's size).
@@ -59,6 +67,7 @@ std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_me
                                                 MergeProgress progress = nullptr, void* context = nullptr,
                                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                                 size_t parallel_words = kDefaultParallelWords,
-                                                TieBreak tie_break = TieBreak::kCs336);
+                                                TieBreak tie_break = TieBreak::kCs336,
+                                                MergeLimits limits = {});
 
 }  // namespace bpe

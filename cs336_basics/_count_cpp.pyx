@@ -413,6 +413,8 @@ cdef class NativeWordCounts:
         release_words: bool = False,
         tie_break: str = "cs336",
         num_threads: int | None = None,
+        min_frequency: int | None = None,
+        max_token_length: int | None = None,
     ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
         creation order, run by the C++ merge loop without the GIL on the threads the words were
@@ -421,14 +423,16 @@ cdef class NativeWordCounts:
         `_merge_cpp.merge`. `release_words`: free the words once the merge loop has loaded them (its
         peak memory then holds them no longer); this object can do nothing after that. `tie_break`:
         which pair wins among equal counts, a rule of `tie_break.py`. `num_threads`: at most this
-        many threads (a caller's --workers); fewer when the words were counted on fewer."""
+        many threads (a caller's --workers); fewer when the words were counted on fewer.
+        `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`)."""
         self.check_held()
         cdef int threads = self.num_threads
         if num_threads is not None:
             threads = min(threads, checked_threads(num_threads))
         try:
             return train_merges(
-                self.words, num_merges, progress, threads, prune_pairs, parallel_words, release_words, tie_break
+                self.words, num_merges, progress, threads, prune_pairs, parallel_words, release_words, tie_break,
+                min_frequency, max_token_length,
             )
         finally:
             # Spent once the loop has loaded the words, even if it stopped later (a progress error);

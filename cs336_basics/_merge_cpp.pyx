@@ -41,6 +41,8 @@ def merge(
     prune_pairs: int | None = None,
     parallel_words: int | None = None,
     tie_break: str = "cs336",
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
@@ -52,10 +54,14 @@ def merge(
     `num_threads` (OpenMP threads; 1 without OpenMP) rewrite the words of a merge that touches at
     least `parallel_words` words (default 256) while timing shows that faster than one thread; 0
     sends every merge to the threads (a tuning and testing knob): the merges depend on neither.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
+    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `min_frequency`,
+    `max_token_length`: HF's limits (`merge_limits.py`).
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     cdef lib.WordCounts words
     load_word_counts(words, word_counts)
-    return train_merges(words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break)
+    return train_merges(
+        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, min_frequency,
+        max_token_length,
+    )

@@ -9,6 +9,7 @@ the dicts, sets and lists become unordered_map and vector, so the loop runs with
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
+from .merge_limits import check_merge_limits
 from .tie_break import CS336, check_tie_break, token_rank
 
 from cython.operator cimport dereference as deref
@@ -63,14 +64,17 @@ cdef class PairIndex:
     cdef unordered_map[Pair, vector[int32_t]] words_with
     # The net change of each pair's count in the last merge (bpe_v2 returns the set of these pairs).
     cdef unordered_map[Pair, int64_t] changed
+    # HF's max_token_length (merge_limits.py), 0 for none: a pair too long is never counted.
+    cdef size_t max_token_length
 
-    def __cinit__(self, word_counts: Mapping[bytes, int]) -> None:
+    def __cinit__(self, word_counts: Mapping[bytes, int], size_t max_token_length = 0) -> None:
         cdef const unsigned char* data
         cdef Py_ssize_t length, at
         cdef int64_t count
         cdef vector[int32_t] word
         cdef int32_t index
         cdef Pair pair
+        self.max_token_length = max_token_length
         for byte in range(256):
             self.token_bytes.push_back(bytes((byte,)))
         for key, value in word_counts.items():
@@ -96,6 +100,11 @@ cdef class PairIndex:
                 pair = make_pair(word[at], word[at + 1])
                 self.pair_counts[pair] += count
                 self.add_word_to(pair, index)
+
+    cdef inline bint allows(self, Pair pair) noexcept:
+        """merge_limits.MergeLimits.allows for the pair's token."""
+        cdef size_t length = self.token_bytes[left_of(pair)].size() + self.token_bytes[right_of(pair)].size()
+        return self.max_token_length == 0 or length == 2 or length < self.max_token_length
 
     cdef inline void add_word_to(self, Pair pair, int32_t index):
         cdef vector[int32_t]* listed = &self.words_with[pair]
@@ -124,6 +133,8 @@ cdef class PairIndex:
             for at in range(old.size() - 1):
                 self.changed[make_pair(deref(old)[at], deref(old)[at + 1])] -= count
             for at in range(merged.size() - 1):
+                if not self.allows(make_pair(merged[at], merged[at + 1])):
+                    continue
                 self.changed[make_pair(merged[at], merged[at + 1])] += count
                 # Unlike bpe_v2's sets, only list the word under pairs it did not have before, which
                 # are exactly those with the new token: its other pairs already list it.
@@ -257,23 +268,30 @@ def merge(
     progress: Callable[[int], None] | None = None,
     *,
     tie_break: str = CS336,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
     `word_counts` maps each pre-token's UTF-8 bytes to how often it occurs (words seen 0 times are
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
+    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `min_frequency`,
+    `max_token_length`: HF's limits (`merge_limits.py`).
     """
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     rule = check_tie_break(tie_break)
-    cdef PairIndex index = PairIndex(word_counts)
+    limits = check_merge_limits(min_frequency, max_token_length)
+    cdef int64_t least_count = limits.min_frequency
+    cdef PairIndex index = PairIndex(word_counts, limits.native_max_token_length)
     cdef PairHeap heap = PairHeap(index, rule)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0
     merges = []
     while done < wanted and heap.pop_best(&best):
+        if index.pair_counts[best] < least_count:
+            break
         merges.append((index.token_bytes[left_of(best)], index.token_bytes[right_of(best)]))
         index.apply_merge(best)
         heap.update()

@@ -3,8 +3,9 @@
 Read the whole file, split it on special tokens, pre-tokenize with the pattern (GPT-2's unless
 another is given, `pattern.py`), count words. Then, for every merge, count every adjacent pair in
 every word from scratch, take the most frequent (ties: the greatest `(left_bytes, right_bytes)`, or
-another rule of `tie_break.py`), and rewrite every word. Each merge costs a pass over the whole
-corpus's unique words, so it is slow, and obviously right.
+another rule of `tie_break.py`), and rewrite every word. HF's `min_frequency` and `max_token_length`
+(`merge_limits.py`) stop at a best pair that counts too little and leave out over-long pairs. Each
+merge costs a pass over the whole corpus's unique words, so it is slow, and obviously right.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections import defaultdict
 from os import PathLike
 
 from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
+from .merge_limits import check_merge_limits
 from .pattern import Pattern
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 from .tie_break import CS336, check_tie_break, token_key
@@ -34,10 +36,17 @@ def pretokenize_and_count(
 
 
 def merge(
-    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+    word_counts: WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    tie_break: str = CS336,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
     token_bytes = [bytes([byte]) for byte in range(256)]
     key = token_key(check_tie_break(tie_break))
+    limits = check_merge_limits(min_frequency, max_token_length)
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [list(word) for word in live]
@@ -47,7 +56,8 @@ def merge(
         pair_counts: dict[tuple[int, int], int] = defaultdict(int)
         for word, count in zip(words, counts):
             for pair in zip(word, word[1:]):
-                pair_counts[pair] += count
+                if limits.allows(len(token_bytes[pair[0]]) + len(token_bytes[pair[1]])):
+                    pair_counts[pair] += count
         if not pair_counts:
             break
         best = max(
@@ -58,6 +68,8 @@ def merge(
                 key(pair[1], token_bytes[pair[1]]),
             ),
         )
+        if not limits.counts_enough(pair_counts[best]):
+            break
         new_token = len(token_bytes)
         token_bytes.append(token_bytes[best[0]] + token_bytes[best[1]])
         merges.append((token_bytes[best[0]], token_bytes[best[1]]))

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict, merge_word
+from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .phases import Report, ignore_progress
 from .tie_break import CS336, check_tie_break, token_key
 
@@ -25,8 +26,10 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336) -> None:
+    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336, limits: MergeLimits = NO_LIMITS) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
+        # HF's max_token_length: a pair too long is never counted, as HF does (merge_limits.py).
+        self.limits = limits
         # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
         self.tie_key = token_key(tie_break)
         self.tie_keys = [self.tie_key(token_id, token) for token_id, token in enumerate(self.token_bytes)]
@@ -68,6 +71,8 @@ class PairIndex:
                 self.pair_counts[old_pair] -= count
                 changed.add(old_pair)
             for new_pair in zip(new, new[1:]):
+                if not self.limits.allows(len(self.token_bytes[new_pair[0]]) + len(self.token_bytes[new_pair[1]])):
+                    continue
                 self.pair_counts[new_pair] += count
                 self.words_with[new_pair].add(index)
                 changed.add(new_pair)
@@ -79,14 +84,24 @@ class PairIndex:
 
 
 def merge(
-    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+    word_counts: WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    tie_break: str = CS336,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
-    index = PairIndex(word_counts, check_tie_break(tie_break))
+    limits = check_merge_limits(min_frequency, max_token_length)
+    index = PairIndex(word_counts, check_tie_break(tie_break), limits)
     merges: Merges = []
     for _ in range(num_merges):
         if not index.pair_counts:
             break
-        merged, _ = index.apply_merge(index.best_pair())
+        best = index.best_pair()
+        if not limits.counts_enough(index.pair_counts[best]):
+            break
+        merged, _ = index.apply_merge(best)
         merges.append(merged)
         report(1)
     return merges

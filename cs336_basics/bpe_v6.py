@@ -22,6 +22,15 @@ __all__ = ["merge", "pretokenize_and_count"]
 
 
 def merge(
-    word_counts: WordCountDict, num_merges: int, report: Report = ignore_progress, *, tie_break: str = CS336
+    word_counts: WordCountDict,
+    num_merges: int,
+    report: Report = ignore_progress,
+    *,
+    tie_break: str = CS336,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
-    return _merge_cpp.merge(word_counts, num_merges, report, tie_break=tie_break)  # which checks tie_break
+    return _merge_cpp.merge(  # which checks the rule and the limits
+        word_counts, num_merges, report, tie_break=tie_break, min_frequency=min_frequency,
+        max_token_length=max_token_length,
+    )

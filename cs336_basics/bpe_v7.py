@@ -81,17 +81,21 @@ def merge(
     release_words: bool = False,
     num_threads: int | None = None,
     tie_break: str = CS336,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
     """The C++ merge loop, fed directly from the native word counts (a dict is converted first), on
     the threads they were counted on and at most `num_threads` (None: no limit, every core for a dict;
     -1, -2, ... as for counting). `release_words`: free the native counts once the loop has loaded
     them (they can do nothing after that), so that its peak memory does not hold them too.
-    `tie_break` (a rule of `tie_break.py`) is checked by the binding."""
+    `tie_break` (a rule of `tie_break.py`) and HF's limits (`merge_limits.py`) are checked by the binding."""
     threads = None if num_threads is None else effective_num_threads(num_threads)
+    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
     if isinstance(word_counts, dict):
         return _merge_cpp.merge(
-            word_counts, num_merges, report, num_threads=effective_num_threads(threads), tie_break=tie_break
+            word_counts, num_merges, report, num_threads=effective_num_threads(threads), tie_break=tie_break,
+            **limits,
         )
     return word_counts.merge(
-        num_merges, report, release_words=release_words, tie_break=tie_break, num_threads=threads
+        num_merges, report, release_words=release_words, tie_break=tie_break, num_threads=threads, **limits
     )

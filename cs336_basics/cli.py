@@ -203,6 +203,10 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
         rows.append(("tie-break", result.tie_break))
     if result.layout != CS336_LAYOUT:
         rows.append(("ids", f"{result.layout}'s layout" + (f" (--like {like})" if like else "")))
+    if result.limits.min_frequency:
+        rows.append(("min frequency", str(result.limits.min_frequency)))
+    if result.limits.max_token_length is not None:
+        rows.append(("max token length", f"{result.limits.max_token_length} bytes"))
     return rows
 
 
@@ -238,7 +242,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     data: Path | None = None
     try:
         options = _workers_option(args.workers)
-        rules = resolve_rules(args.pattern, args.tie_break, args.like)
+        rules = resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
         with contextlib.ExitStack() as held:
             # Every output directory is checked and locked before training, not after.
             outputs = [
@@ -299,7 +303,10 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             interrupts.check()
             # Each size's set is prepared (exports included) before any is written, so a failed export
             # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.
-            details = {"trainer": result.trainer, **run_rules(result.pattern, result.tie_break, result.layout)}
+            details = {
+                "trainer": result.trainer,
+                **run_rules(result.pattern, result.tie_break, result.layout, result.limits),
+            }
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)

@@ -72,7 +72,8 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--pattern`, `--tie-break` and `--like` (see `presets.resolve_rules`)."""
+    """`--pattern`, `--tie-break`, `--like`, `--min-frequency` and `--max-token-length` (see
+    `presets.resolve_rules`)."""
     add_pattern_argument(parser)
     parser.add_argument(
         "--tie-break",
@@ -87,6 +88,22 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="train exactly as another tool does: sets the pattern, the tie-break and the vocabulary's ids; "
         "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer), cs336 (default)",
+    )
+    parser.add_argument(
+        "--min-frequency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop at the first best pair that counts fewer than N, as HF's BpeTrainer(min_frequency=N) "
+        "(any preset; docs/REFERENCES.md)",
+    )
+    parser.add_argument(
+        "--max-token-length",
+        type=int,
+        default=None,
+        metavar="N",
+        help="never merge a pair into a token of N bytes or more (two-byte tokens excepted), as HF's "
+        "BpeTrainer(max_token_length=N) (any preset; docs/REFERENCES.md)",
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .contract import CS336_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
+from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import GPT2, RUSTBPE, Pattern, pattern_label, resolve_pattern
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 
@@ -42,19 +43,26 @@ def resolve_preset(like: object) -> Preset:
 
 @dataclass(frozen=True)
 class TrainingRules:
-    """What a run trains by: its pre-tokenizer, its tie-break and how its vocabulary numbers tokens."""
+    """What a run trains by: its pre-tokenizer, its tie-break, how its vocabulary numbers tokens, and
+    HF's limits on merging (`merge_limits.py`; they apply under every preset and tie-break)."""
 
     pattern: Pattern
     tie_break: str
     layout: str
+    limits: MergeLimits = NO_LIMITS
 
 
 def resolve_rules(
-    pattern: str | Pattern | None = None, tie_break: str | None = None, like: str | None = None
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> TrainingRules:
-    """The rules of a run: `like` sets all three; `pattern` and `tie_break` may repeat what it sets
-    but not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule (cs336)
-    and CS336's layout."""
+    """The rules of a run: `like` sets the first three; `pattern` and `tie_break` may repeat what it
+    sets but not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule
+    (cs336) and CS336's layout. `min_frequency` and `max_token_length` go with any of them."""
+    limits = check_merge_limits(min_frequency, max_token_length)
     preset = resolve_preset(like)
     chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
@@ -70,4 +78,4 @@ def resolve_rules(
                 f"tie_break={rule!r} contradicts like={like!r}, which breaks ties by {preset.tie_break!r}; "
                 "give one or the other"
             )
-    return TrainingRules(chosen, rule, preset.layout)
+    return TrainingRules(chosen, rule, preset.layout, limits)

@@ -29,6 +29,7 @@ from .contract import (
     check_special_tokens,
     check_vocab_size,
 )
+from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import TrainingRules, resolve_rules
@@ -178,6 +179,7 @@ class TrainingResult:
     pattern: Pattern = field(default_factory=lambda: resolve_pattern(None))
     tie_break: str = CS336
     layout: str = CS336_LAYOUT
+    limits: MergeLimits = NO_LIMITS  # HF's min_frequency and max_token_length
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
@@ -216,6 +218,8 @@ def train(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -236,7 +240,7 @@ def train(
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like)
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
     source = inspect_input(input_path, format, text_field)
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
@@ -292,7 +296,13 @@ def train(
 def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = True) -> dict[str, object]:
     """Resolved rules as the keywords of `train`, `train_from_counts` and `train_after_counting`;
     not `explicit`: no pattern, so that count files keep theirs (or `like`'s, which must be theirs)."""
-    return {"pattern": rules.pattern if explicit else None, "tie_break": rules.tie_break, "like": like}
+    return {
+        "pattern": rules.pattern if explicit else None,
+        "tie_break": rules.tie_break,
+        "like": like,
+        "min_frequency": rules.limits.min_frequency,
+        "max_token_length": rules.limits.max_token_length,
+    }
 
 
 def _merge_phase(
@@ -327,6 +337,9 @@ def _merge_phase(
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
     options["tie_break"] = rules.tie_break
+    if rules.limits != NO_LIMITS:
+        options["min_frequency"] = rules.limits.min_frequency
+        options["max_token_length"] = rules.limits.max_token_length
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
@@ -342,6 +355,7 @@ def _merge_phase(
         pattern=rules.pattern,
         tie_break=rules.tie_break,
         layout=rules.layout,
+        limits=rules.limits,
     )
 
 
@@ -378,6 +392,8 @@ def train_bpe(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
@@ -385,7 +401,13 @@ def train_bpe(
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
-    rules = {"pattern": pattern, "tie_break": tie_break, "like": like}
+    rules = {
+        "pattern": pattern,
+        "tie_break": tie_break,
+        "like": like,
+        "min_frequency": min_frequency,
+        "max_token_length": max_token_length,
+    }
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
         return result.vocab, result.merges
@@ -409,6 +431,8 @@ def train_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
@@ -437,14 +461,14 @@ def train_from_counts(
             )
         if pattern is None and like is None:
             pattern = counts.pattern
-        rules = resolve_rules(pattern, tie_break, like)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(
                 f"the word counts were made with the pattern {counts.pattern_label}, not "
                 f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
             )
     else:
-        rules = resolve_rules(pattern, tie_break, like)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
@@ -483,10 +507,18 @@ def train_bpe_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like` as there; the pattern defaults to the counts'); see `train_from_counts`."""
-    rules = {"pattern": pattern, "tie_break": tie_break, "like": like}
+    rules = {
+        "pattern": pattern,
+        "tie_break": tie_break,
+        "like": like,
+        "min_frequency": min_frequency,
+        "max_token_length": max_token_length,
+    }
     if vocab_sizes is None:
         result = train_from_counts(
             counts,
@@ -520,6 +552,8 @@ def train_after_counting(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
@@ -537,6 +571,8 @@ def train_after_counting(
         pattern=pattern,
         tie_break=tie_break,
         like=like,
+        min_frequency=min_frequency,
+        max_token_length=max_token_length,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -558,6 +594,8 @@ def train_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -570,7 +608,7 @@ def train_from_iterator(
 
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like)
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
@@ -610,12 +648,23 @@ def train_bpe_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
     see `train_from_iterator` (`pattern`, `tie_break`, `like` as in `train`)."""
     result = train_from_iterator(
-        texts, vocab_size, special_tokens, trainer=trainer, pattern=pattern, tie_break=tie_break, like=like, **options
+        texts,
+        vocab_size,
+        special_tokens,
+        trainer=trainer,
+        pattern=pattern,
+        tie_break=tie_break,
+        like=like,
+        min_frequency=min_frequency,
+        max_token_length=max_token_length,
+        **options,
     )
     return result.vocab, result.merges
 
