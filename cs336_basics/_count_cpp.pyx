@@ -175,16 +175,19 @@ def count_words(
     chunk_bytes: int | None = None,
     progress: Callable[[int], object] | None = None,
     pattern: str = "gpt2",
+    bint by_lines=False,
 ) -> NativeWordCounts:
     """Count the pre-tokens (one of NATIVE_PATTERNS') of a UTF-8 file, split on `special_tokens` (which are not counted;
     overlapping ones resolve to the longest), on `num_threads` threads (None: OpenMP's default;
     backend.effective_num_threads resolves -1, -2, ...). The file is memory-mapped and cut into chunks of about
     `chunk_bytes` (None: automatic); the result does not depend on either setting. `progress`, if
     given, is called now and then with the bytes counted since its previous call (so `tqdm.update`
-    fits); they add up to the file size."""
+    fits); they add up to the file size. `by_lines`: each line (with its "\n") is pre-tokenized alone, as
+    HF tokenizers' `train(files)` reads a file."""
     cdef string path = os.fsencode(input_path)
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
+    options.by_lines = by_lines
     cdef lib.WordCounts counted
     cdef lib.CountReport report
     errors = []

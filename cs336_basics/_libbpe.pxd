@@ -79,6 +79,7 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         CountProgress progress
         void* progress_context
         PretokenPattern pattern
+        cbool by_lines
 
     cdef cppclass CountReport:
         size_t chunks

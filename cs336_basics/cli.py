@@ -52,7 +52,7 @@ from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, inspect_input, is_url
 from .pattern import GPT2, pattern_label
-from .presets import TrainingRules, resolve_rules
+from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, run_rules
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
@@ -269,6 +269,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 data = Path(sources[0])
             urls = any(is_url(source) for source in args.data or [])
             if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
+                refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
                 sources = args.data or ([str(data)] if data else [])
                 result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules)
             else:

@@ -87,7 +87,8 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(PRESETS),
         default=None,
         help="train exactly as another tool does: sets the pattern, the tie-break and the vocabulary's ids; "
-        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer), cs336 (default)",
+        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer.train_from_iterator), hf-files (HF's "
+        "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
     )
     parser.add_argument(
         "--min-frequency",

@@ -17,7 +17,7 @@ from os import PathLike
 from typing import TYPE_CHECKING
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from .backend import NativeUnavailable, chosen_trainer, load_native
+from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .contract import (
     CS336_LAYOUT,
     BPEInputError,
@@ -28,16 +28,20 @@ from .contract import (
     check_num_workers,
     check_special_tokens,
     check_vocab_size,
+    count_words_in_lines,
+    read_corpus,
 )
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
-from .presets import TrainingRules, resolve_rules
+from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .progress import progress_bar
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .word_counts import WordCounts
 
 
@@ -180,6 +184,8 @@ class TrainingResult:
     tie_break: str = CS336
     layout: str = CS336_LAYOUT
     limits: MergeLimits = NO_LIMITS  # HF's min_frequency and max_token_length
+    # The bytes the vocabulary starts from where not all 256 (layout hf-files: the bytes seen).
+    alphabet: bytes | None = None
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
@@ -187,8 +193,9 @@ class TrainingResult:
         run's merges are this run's first ones; where this run stopped early, a larger size stops at
         the same place."""
         vocab_size = check_vocab_size(vocab_size, len(self.special_tokens))
-        merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
-        return assemble_vocab(self.special_tokens, merges, self.layout), merges
+        initial = 256 if self.alphabet is None else len(self.alphabet)
+        merges = self.merges[: vocab_size - initial - len(self.special_tokens)]
+        return assemble_vocab(self.special_tokens, merges, self.layout, self.alphabet), merges
 
 
 def check_vocab_sizes(vocab_size: int | None, vocab_sizes: Iterable[int] | None) -> list[int]:
@@ -245,6 +252,14 @@ def train(
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
+    if rules.by_lines:
+        if not source.in_place or is_url(source.path):
+            raise BPEInputError(
+                f"like='hf-files' reads a local text file line by line, as HF's train(files); {input_path} is "
+                f"{source.describe()}: decompress it to a text file, or train with like='hf'"
+            )
+        path = check_input_file(input_path)
+        return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
     if not source.in_place or is_url(source.path):  # a version reads only local files in place
 
         def count() -> WordCounts:
@@ -293,6 +308,61 @@ def train(
     )
 
 
+def _train_by_lines(
+    name: str,
+    version: TrainerVersion,
+    path: Path,
+    vocab_size: int,
+    specials: list[str],
+    progress: bool,
+    rules: TrainingRules,
+    options: CountParallelism,
+) -> TrainingResult:
+    """HF's `train(files)` (the preset hf-files): the file's lines each pre-tokenized alone, the
+    special tokens counted as text, the vocabulary starting from the bytes the text holds. bpe_v1
+    counts in Python (`contract.count_words_in_lines`), the oracle; every other version through the
+    native counter where it is built; then each version's merge phase."""
+    started = time.perf_counter()
+    size = path.stat().st_size
+    native = None
+    if name != "bpe_v1" and rules.pattern.native:
+        try:
+            native = load_native("_count_cpp")
+        except NativeUnavailable:
+            pass  # counted in Python, as bpe_v1 counts
+    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
+        if native is not None:
+            threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
+            chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
+            word_counts = native.count_words(path, [], threads, chunk_bytes, report, rules.pattern.name, by_lines=True)
+            alphabet = present_bytes(word_counts.to_arrays()[0])
+            if not REGISTRY[name].merges_native_counts:
+                word_counts = word_counts.to_dict()
+        else:
+            word_counts = dict(count_words_in_lines(read_corpus(path), rules.pattern))
+            alphabet = present_bytes(b"".join(word_counts))
+            report(size)
+    num_merges = vocab_size - len(alphabet) - len(specials)
+    return _merge_phase(
+        name,
+        version,
+        word_counts,
+        specials,
+        max(0, num_merges),
+        progress,
+        "pre-tokenize",
+        started,
+        num_workers=options.num_workers,
+        rules=rules,
+        alphabet=alphabet,
+    )
+
+
+def present_bytes(data: bytes) -> bytes:
+    """The byte values `data` holds, ascending: one memchr per value, never a Python loop over the data."""
+    return bytes(byte for byte in range(256) if data.find(bytes((byte,))) >= 0)
+
+
 def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = True) -> dict[str, object]:
     """Resolved rules as the keywords of `train`, `train_from_counts` and `train_after_counting`;
     not `explicit`: no pattern, so that count files keep theirs (or `like`'s, which must be theirs)."""
@@ -318,6 +388,7 @@ def _merge_phase(
     source_bytes: int = 0,
     num_workers: int | None = None,
     rules: TrainingRules | None = None,
+    alphabet: bytes | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
@@ -344,7 +415,7 @@ def _merge_phase(
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
     return TrainingResult(
-        vocab=assemble_vocab(specials, merges, rules.layout),
+        vocab=assemble_vocab(specials, merges, rules.layout, alphabet),
         merges=merges,
         trainer=name,
         seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
@@ -356,6 +427,7 @@ def _merge_phase(
         tie_break=rules.tie_break,
         layout=rules.layout,
         limits=rules.limits,
+        alphabet=alphabet,
     )
 
 
@@ -470,6 +542,7 @@ def train_from_counts(
     else:
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
+    refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
@@ -609,6 +682,7 @@ def train_from_iterator(
     specials = check_special_tokens(special_tokens)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+    refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
