@@ -380,3 +380,20 @@ def test_hf_files_counts_alike_in_any_number_of_chunks(num_chunks: int, tmp_path
 def test_hf_files_refuses_what_it_cannot_read(tmp_path: Path) -> None:
     with pytest.raises(BPEInputError, match="hf-files"):
         train_bpe_from_iterator(["a b"], 300, [], like="hf-files")
+
+
+def test_hf_files_gives_every_size_of_one_run(tmp_path: Path) -> None:
+    # -v a,b,c: each size is HF's vocabulary of that size, its ids after the bytes seen.
+    corpus = "real_mix_64k"
+    path = write_corpus(tmp_path, corpus)
+    largest = hf_settings(corpus, "hf-files")["vocab_size"]
+    sizes = [largest - 300, largest - 100, largest]
+    by_size = train_bpe(path, None, [ENDOFTEXT], vocab_sizes=sizes, like="hf-files")
+    for size in sizes:
+        vocab, merges = by_size[size]
+        assert len(vocab) == size and vocab == below(hf_vocab(corpus, "hf-files"), size)
+        assert merges == hf_merges(corpus, "hf-files")[: len(merges)]
+    # The layout of the bytes seen needs them, and no other layout takes them.
+    for layout, alphabet in (("hf-files", None), ("hf", b"ab")):
+        with pytest.raises(BPEInputError, match="alphabet"):
+            assemble_vocab([ENDOFTEXT], [], layout, alphabet)
