@@ -11,8 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import BPEInputError, bpe_v1, train_bpe, train_bpe_from_iterator, trainer_status
+from cs336_basics import (
+    BPEInputError,
+    bpe_v1,
+    train_bpe,
+    train_bpe_from_counts,
+    train_bpe_from_iterator,
+    trainer_status,
+)
 from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import count_words_in_text
 from cs336_basics.merge_limits import check_merge_limits
 from cs336_basics.serialization import load_merges
 from cs336_basics.tie_break import TIE_BREAKS
@@ -106,6 +114,9 @@ def test_train_bpe_and_documents_take_the_limits(trainer: str, tmp_path: Path) -
     assert len(vocab) == 256 + 1 + len(merges) < 300  # stopped by min_frequency
     documents = text.split("<|endoftext|>")
     assert train_bpe_from_iterator(documents, 300, [], trainer=trainer, like="hf", **limits)[1] == merges
+    counts = count_words_in_text(text, ["<|endoftext|>"])
+    from_counts = train_bpe_from_counts(counts, 300, ["<|endoftext|>"], trainer=trainer, like="hf", **limits)
+    assert from_counts == (vocab, merges)
 
 
 def test_the_command_takes_them_and_bpe_run_json_records_them(
