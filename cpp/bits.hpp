@@ -1,13 +1,27 @@
 // The low-level primitives of the native core, each spelled once: unaligned loads, the 64-bit mixer
 // and the byte hash, and the compiler-specific ones (prefetching, bit scans, overflow-checked
 // addition, forced inlining, aligned allocation) guarded here. Every other file uses these instead
-// of spelling a builtin; a compiler without the builtins gets the portable fallback.
+// of spelling a builtin; a compiler without the builtins gets the portable fallback. The SIMD the
+// compiler targets is named here too (BPE_SSE2, BPE_NEON) for the files that have a path for it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#if defined(_WIN32)
+#include <malloc.h>  // _aligned_malloc: Windows' C runtime has no aligned_alloc (MSVC and mingw-w64)
+#endif
+
+// SSE2 is x86-64's baseline; MSVC says so with _M_X64 (or _M_IX86_FP on 32-bit x86), not __SSE2__.
+// NEON is AArch64's baseline (32-bit ARM lacks the AArch64 instructions the NEON paths use; their
+// masks read lanes in little-endian order, AArch64's usual one: __AARCH64EL__).
+#if defined(__SSE2__) || defined(_M_X64) || defined(_M_AMD64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
+#define BPE_SSE2 1
+#elif (defined(__ARM_NEON) && defined(__aarch64__) && defined(__AARCH64EL__)) || defined(_M_ARM64)
+#define BPE_NEON 1
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define BPE_ALWAYS_INLINE inline __attribute__((always_inline))
@@ -17,7 +31,8 @@
 #define BPE_NOINLINE
 #endif
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+// Every Windows target (x86, x64, ARM64) is little-endian; MSVC has no __BYTE_ORDER__ to say so.
+#if (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) || defined(_WIN32)
 #define BPE_LITTLE_ENDIAN 1
 #endif
 
@@ -126,12 +141,22 @@ inline bool add_without_overflow(int64_t& sum, int64_t value) {
 #endif
 }
 
-// `size` bytes aligned to `alignment` (a power of two); free with `free_aligned`.
+// `size` bytes aligned to `alignment` (a power of two), or nullptr; free with `free_aligned`.
 inline void* allocate_aligned(size_t alignment, size_t size) {
     size = (size + alignment - 1) / alignment * alignment;  // std::aligned_alloc wants a multiple
+#if defined(_WIN32)
+    return _aligned_malloc(size, alignment);  // which std::free must not release
+#else
     return std::aligned_alloc(alignment, size);
+#endif
 }
 
-inline void free_aligned(void* pointer) { std::free(pointer); }
+inline void free_aligned(void* pointer) {
+#if defined(_WIN32)
+    _aligned_free(pointer);
+#else
+    std::free(pointer);
+#endif
+}
 
 }  // namespace bpe

@@ -163,7 +163,7 @@ public:
         // Writes the inline ids to `out`, and more up to the capacity (the caller's spare room).
         void copy_ids(bool narrow, uint32_t* out) const {
             if (narrow) {
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
                 // The 16 bytes of `ids` and `count`, widened: ids 0-3, then 4-5 (count's bytes unused).
                 const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ids));
                 const __m128i zero = _mm_setzero_si128();

@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 #include <stdexcept>
 #include <type_traits>
 
-#if defined(__SSE2__)
+#include "bits.hpp"  // BPE_SSE2
+
+#if defined(BPE_SSE2)
 #include <emmintrin.h>
 #endif
 
@@ -49,7 +52,7 @@ constexpr size_t kPrefetchLines = 3;
 template <typename Symbol>
 inline uint32_t find_pair(const Symbol* symbols, uint32_t from, uint32_t length, TokenId left, TokenId right) {
     uint32_t at = from;
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
     constexpr uint32_t kLanes = 16 / sizeof(Symbol);
     const bool narrow = sizeof(Symbol) == 2;
     const __m128i lefts = narrow ? _mm_set1_epi16(int16_t(left)) : _mm_set1_epi32(left);
@@ -219,6 +222,57 @@ constexpr int64_t kBirthFloorDivisor = 1024;
 constexpr size_t kCompactionFactor = 2;
 constexpr size_t kCompactionSlack = 1 << 16;
 
+// Encodes a word in place by ranked merges (Trainer::encode_words): a linked list of its symbols
+// and a min-heap of its ranked pairs by (rank, position), so the leftmost occurrence of the pair
+// ranked first merges next; an entry whose pair has changed since is skipped. O(n log n) in the
+// word's length, a pre-token of megabytes included. Base merge k makes token 256 + k.
+class WordEncoder {
+public:
+    template <typename Symbol>
+    uint32_t encode(Symbol* symbols, uint32_t length, const PairIdMap& ranks) {
+        if (length < 2) return length;
+        next_.resize(length);
+        previous_.resize(length);
+        gone_.assign(length, 0);
+        heap_.clear();
+        const auto rank_of = [&](uint32_t at, uint32_t after) {
+            return ranks.find(pair_key(TokenId(symbols[at]), TokenId(symbols[after])));
+        };
+        const auto push = [&](uint32_t at, uint32_t after) {
+            const PairId rank = rank_of(at, after);
+            if (rank == PairIdMap::kMissing) return;
+            heap_.push_back({rank, at});
+            std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+        };
+        for (uint32_t at = 0; at < length; ++at) {
+            next_[at] = at + 1;  // `length`: none
+            previous_[at] = at - 1;  // UINT32_MAX: none
+        }
+        for (uint32_t at = 0; at + 1 < length; ++at) push(at, at + 1);
+        while (!heap_.empty()) {
+            std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+            const auto [rank, at] = heap_.back();
+            heap_.pop_back();
+            const uint32_t after = gone_[at] ? length : next_[at];
+            if (after >= length || rank_of(at, after) != rank) continue;  // stale
+            symbols[at] = Symbol(kFirstMergedToken + uint32_t(rank));
+            gone_[after] = 1;
+            next_[at] = next_[after];
+            if (next_[at] < length) previous_[next_[at]] = at;
+            if (previous_[at] != UINT32_MAX) push(previous_[at], at);
+            if (next_[at] < length) push(at, next_[at]);
+        }
+        uint32_t written = 0;
+        for (uint32_t at = 0; at < length; at = next_[at]) symbols[written++] = symbols[at];  // 0 never goes
+        return written;
+    }
+
+private:
+    std::vector<uint32_t> next_, previous_;
+    std::vector<uint8_t> gone_;
+    std::vector<std::pair<PairId, uint32_t>> heap_;
+};
+
 // The loop is bound by memory latency: every word touched and every pair changed is a cache miss in
 // gigabytes of tables, so the tables are laid out for the cache and touched as little as possible.
 // The steps are called in order by train_merges below; how each choice was measured is in
@@ -375,6 +429,37 @@ public:
             }
             recount_pairs();
         }
+    }
+
+    // Each word as its encoding by a base's merges (bpe_merge.hpp, `replay`): the pair ranked first
+    // merged at every occurrence from the left, until no ranked pair is left, as the tokenizer
+    // encodes; the base's tokens join the token table first. Then every pair is counted from the
+    // words (they are no longer pairs of bytes). Replaying the merges on the pair tables instead
+    // took up to 1.5 times as long as training as many merges: no pair can be pruned while any may
+    // be replayed.
+    void encode_words(const std::vector<Merge>& base, int num_threads) {
+        PairIdMap ranks(base.size());
+        for (const Merge& merge : base) {
+            if (merge.left >= tokens_.size() || merge.right >= tokens_.size()) {
+                throw std::invalid_argument("train_merges: a replayed merge names a token made after it");
+            }
+            const auto rank = PairId(tokens_.size() - kFirstMergedToken);
+            ranks.find_or_insert(pair_key(TokenId(merge.left), TokenId(merge.right)), rank);
+            tokens_.add_merge(TokenId(merge.left), TokenId(merge.right));
+            if (!token_lengths_.empty()) {
+                token_lengths_.push_back(token_lengths_[merge.left] + token_lengths_[merge.right]);
+            }
+        }
+        const size_t num_words = word_ids_.size();
+        const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
+        parallel_for(threads, int(threads), [&](size_t share) {
+            WordEncoder encoder;
+            for (size_t index = num_words * share / threads; index < num_words * (share + 1) / threads; ++index) {
+                WordHeader& info = header(word_ids_[index]);
+                info.length = encoder.encode(symbols(word_ids_[index]), info.length, ranks);
+            }
+        });
+        recount_pairs();
     }
 
     // The merge as its tokens' ids; its token joins the token table.
@@ -1059,7 +1144,7 @@ private:
 template <typename Symbol>
 std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
                               void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                              TieBreak tie_break, MergeLimits limits) {
+                              TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break, limits);
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
@@ -1069,7 +1154,11 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
 #ifdef BPE_MERGE_PROFILE
     const auto loaded = std::chrono::steady_clock::now();
 #endif
-    trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
+    if (replay.empty()) {
+        trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
+    } else {
+        trainer.encode_words(replay, num_threads);  // each word as the base encodes it, then its pairs
+    }
 #ifdef BPE_MERGE_PROFILE
     const auto counted = std::chrono::steady_clock::now();
     trainer.profile_.load_seconds = std::chrono::duration<double>(loaded - started).count();
@@ -1095,7 +1184,7 @@ namespace {
 
 std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
                          void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                         TieBreak tie_break, MergeLimits limits) {
+                         TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     if (tie_break != TieBreak::kCs336 && tie_break != TieBreak::kSmallestId && tie_break != TieBreak::kHf) {
         throw std::invalid_argument("train_merges: unknown tie_break");
     }
@@ -1104,29 +1193,29 @@ std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t nu
         return {};
     }
     // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
-    if (num_merges <= (size_t(1) << 16) - 256) {
+    if (replay.size() + num_merges <= (size_t(1) << 16) - 256) {
         return run_merges<uint16_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                    parallel_words, tie_break, limits);
+                                    parallel_words, tie_break, replay, limits);
     }
     return run_merges<uint32_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                parallel_words, tie_break, limits);
+                                parallel_words, tie_break, replay, limits);
 }
 
 }  // namespace
 
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
                                 void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                                TieBreak tie_break, MergeLimits limits) {
+                                TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
-                 tie_break, limits);
+                 tie_break, replay, limits);
 }
 
 std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges, MergeProgress progress,
                                                 void* context, int num_threads, size_t prune_pairs,
                                                 size_t parallel_words, TieBreak tie_break,
-                                                MergeLimits limits) {
+                                                const std::vector<Merge>& replay, MergeLimits limits) {
     return train(words, &words, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
-                 tie_break, limits);
+                 tie_break, replay, limits);
 }
 
 }  // namespace bpe

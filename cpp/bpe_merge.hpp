@@ -53,13 +53,18 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // as it runs; 0: every merge on every thread, for tests); one thread is the serial loop. Once
 // more than `prune_pairs` pairs are tracked, the pairs that count too little to matter are pruned
 // (see bpe_merge.cpp). The result depends on none of these.
+// `replay`: a base tokenizer's merges in rank order (cs336_basics/start_from.py), their tokens
+// taking ids 256, 257, ... (a merge's parts must come before it): each word starts as its encoding
+// by them, as the tokenizer encodes, and the merges returned continue from there. `limits` bound
+// the new merges only: the base's merges are replayed whatever their count or length.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
 constexpr size_t kDefaultParallelWords = 256;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                 size_t parallel_words = kDefaultParallelWords,
-                                TieBreak tie_break = TieBreak::kCs336, MergeLimits limits = {});
+                                TieBreak tie_break = TieBreak::kCs336, const std::vector<Merge>& replay = {},
+                                MergeLimits limits = {});
 
 // The same, for a caller that needs the counts no more: `words` is emptied, its memory freed, once
 // the loop has loaded them, so that the loop's peak holds them no longer (a count file's size).
@@ -68,6 +73,7 @@ std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_me
                                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                                 size_t parallel_words = kDefaultParallelWords,
                                                 TieBreak tie_break = TieBreak::kCs336,
+                                                const std::vector<Merge>& replay = {},
                                                 MergeLimits limits = {});
 
 }  // namespace bpe

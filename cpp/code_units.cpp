@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__SSE2__)
+#include "bits.hpp"  // BPE_SSE2
+
+#if defined(BPE_SSE2)
 #include <emmintrin.h>
 #endif
 
@@ -15,7 +17,7 @@ namespace {
 template <typename Unit>
 size_t copy_ascii(const Unit* in, size_t count, unsigned char* out) {
     size_t done = 0;
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
     if (sizeof(Unit) == 1) {
         for (; done + 16 <= count; done += 16) {
             const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + done));

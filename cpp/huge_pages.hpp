@@ -25,8 +25,8 @@ public:
     HugePageArray() = default;
     explicit HugePageArray(size_t count) : count_(count) {
         if (count == 0) return;
-        const size_t bytes = count * sizeof(Value);
 #if defined(MADV_HUGEPAGE)
+        const size_t bytes = count * sizeof(Value);
         if (bytes >= kHugePageBytes) {
             // Over-allocate by a huge page so that the values can start on a huge-page boundary.
             mapped_bytes_ = bytes + kHugePageBytes;

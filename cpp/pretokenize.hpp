@@ -8,7 +8,7 @@
 // same `regex` package the Python pre-tokenizer uses.
 //
 // Speed: the scanner first tries a 64-byte block at a time. It classifies the block's bytes into bit
-// masks (SSE2 where the compiler targets it, else SWAR on 64-bit words), gives each multi-byte
+// masks (SSE2 or NEON where the compiler targets it, else SWAR on 64-bit words), gives each multi-byte
 // character's bytes the class of the character (classify_multibyte), and derives every pre-token
 // start in the block from the masks with a few shifts (block_boundaries); the character-at-a-time
 // state machine below handles what the block rules cannot decide (non-ASCII spaces, invalid UTF-8,
@@ -32,8 +32,10 @@
 #include "bits.hpp"
 #include "unicode_tables.hpp"
 
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
 #include <emmintrin.h>
+#elif defined(BPE_NEON)
+#include <arm_neon.h>
 #endif
 
 namespace bpe {
@@ -126,7 +128,7 @@ static_assert(ascii_classes_are_standard(), "regex's ASCII classes changed: upda
 
 using bpe::count_trailing_zeros;  // bits.hpp
 
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
 // How many of the 16 bytes at `p` continue an ASCII run of class `cls` (letter, number or other).
 // Computing it without a loop avoids the mispredicted branch at the end of every short run.
 inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
@@ -152,14 +154,38 @@ inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
     const unsigned stops = ~unsigned(_mm_movemask_epi8(in_class)) | 0x10000u;
     return count_trailing_zeros(stops);
 }
+#elif defined(BPE_NEON)
+// The SSE2 function's twin. NEON compares unsigned, so bytes >= 0x80 fall outside every ASCII range
+// by themselves; it has no movemask: narrowing each 16-bit lane by 4 bits leaves 4 bits per byte.
+inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
+    const uint8x16_t bytes = vld1q_u8(p);
+    uint8x16_t in_class;
+    if (cls == unicode_tables::kLetter) {
+        const uint8x16_t folded = vorrq_u8(bytes, vdupq_n_u8(0x20));
+        in_class = vandq_u8(vcgeq_u8(folded, vdupq_n_u8('a')), vcleq_u8(folded, vdupq_n_u8('z')));
+    } else if (cls == unicode_tables::kNumber) {
+        in_class = vandq_u8(vcgeq_u8(bytes, vdupq_n_u8('0')), vcleq_u8(bytes, vdupq_n_u8('9')));
+    } else {
+        const uint8x16_t folded = vorrq_u8(bytes, vdupq_n_u8(0x20));
+        const uint8x16_t letter = vandq_u8(vcgeq_u8(folded, vdupq_n_u8('a')), vcleq_u8(folded, vdupq_n_u8('z')));
+        const uint8x16_t digit = vandq_u8(vcgeq_u8(bytes, vdupq_n_u8('0')), vcleq_u8(bytes, vdupq_n_u8('9')));
+        const uint8x16_t space = vorrq_u8(vceqq_u8(bytes, vdupq_n_u8(' ')),
+                                          vandq_u8(vcgeq_u8(bytes, vdupq_n_u8('\t')), vcleq_u8(bytes, vdupq_n_u8('\r'))));
+        const uint8x16_t ascii = vcltq_u8(bytes, vdupq_n_u8(0x80));
+        in_class = vbicq_u8(ascii, vorrq_u8(vorrq_u8(letter, digit), space));
+    }
+    const uint8x8_t nibbles = vshrn_n_u16(vreinterpretq_u16_u8(vmvnq_u8(in_class)), 4);
+    const uint64_t stops = vget_lane_u64(vreinterpret_u64_u8(nibbles), 0);
+    return stops == 0 ? 16 : count_trailing_zeros(stops) / 4;
+}
 #endif
 
 // Advances `p` over characters of class `cls` (not kSpace); returns false (with `p` at the bad
-// byte) on invalid UTF-8. `kSimd`: skip ASCII runs 16 bytes at a time where SSE2 is available.
+// byte) on invalid UTF-8. `kSimd`: skip ASCII runs 16 bytes at a time where SSE2 or NEON is available.
 template <bool kSimd>
 inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t cls) {
     for (;;) {
-#if defined(__SSE2__)
+#if defined(BPE_SSE2) || defined(BPE_NEON)
         if (kSimd) {
             while (end - p >= 16) {
                 const unsigned length = ascii_run_length(p, cls);
@@ -236,7 +262,7 @@ inline BlockMasks block_masks_swar(const unsigned char* p) {
     return masks;
 }
 
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
 inline BlockMasks block_masks_sse2(const unsigned char* p) {
     BlockMasks masks{};
     for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
@@ -261,7 +287,55 @@ inline BlockMasks block_masks_sse2(const unsigned char* p) {
     }
     return masks;
 }
+#elif defined(BPE_NEON)
+// One bit per byte of the four compare results `lanes` (0xFF or 0 each), byte i of the block in bit
+// i: each byte is weighted by its bit within its half lane, then pairwise additions sum each group
+// of eight into one byte (the weights are distinct powers of two, so no sum carries).
+inline uint64_t neon_block_bits(const uint8x16_t lanes[4]) {
+    static const uint8_t kWeights[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t weights = vld1q_u8(kWeights);
+    const uint8x16_t first = vpaddq_u8(vandq_u8(lanes[0], weights), vandq_u8(lanes[1], weights));
+    const uint8x16_t second = vpaddq_u8(vandq_u8(lanes[2], weights), vandq_u8(lanes[3], weights));
+    const uint8x16_t quarters = vpaddq_u8(first, second);
+    return vgetq_lane_u64(vreinterpretq_u64_u8(vpaddq_u8(quarters, quarters)), 0);
+}
+
+// block_masks_sse2's twin: the same classes, compared unsigned (bytes >= 0x80 fall outside every
+// ASCII range by themselves).
+inline BlockMasks block_masks_neon(const unsigned char* p) {
+    uint8x16_t letter[4], digit[4], space[4], blank[4], apostrophe[4], non_ascii[4];
+    for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
+        const uint8x16_t bytes = vld1q_u8(p + 16 * lane);
+        const uint8x16_t folded = vorrq_u8(bytes, vdupq_n_u8(0x20));
+        letter[lane] = vandq_u8(vcgeq_u8(folded, vdupq_n_u8('a')), vcleq_u8(folded, vdupq_n_u8('z')));
+        digit[lane] = vandq_u8(vcgeq_u8(bytes, vdupq_n_u8('0')), vcleq_u8(bytes, vdupq_n_u8('9')));
+        blank[lane] = vceqq_u8(bytes, vdupq_n_u8(' '));
+        space[lane] =
+            vorrq_u8(blank[lane], vandq_u8(vcgeq_u8(bytes, vdupq_n_u8('\t')), vcleq_u8(bytes, vdupq_n_u8('\r'))));
+        apostrophe[lane] = vceqq_u8(bytes, vdupq_n_u8('\''));
+        non_ascii[lane] = vcgeq_u8(bytes, vdupq_n_u8(0x80));
+    }
+    BlockMasks masks;
+    masks.letter = neon_block_bits(letter);
+    masks.digit = neon_block_bits(digit);
+    masks.space = neon_block_bits(space);
+    masks.blank = neon_block_bits(blank);
+    masks.apostrophe = neon_block_bits(apostrophe);
+    masks.non_ascii = neon_block_bits(non_ascii);
+    return masks;
+}
 #endif
+
+// The masks on the fast path: SSE2 or NEON where the compiler targets one, else SWAR.
+inline BlockMasks block_masks_fast(const unsigned char* p) {
+#if defined(BPE_SSE2)
+    return block_masks_sse2(p);
+#elif defined(BPE_NEON)
+    return block_masks_neon(p);
+#else
+    return block_masks_swar(p);
+#endif
+}
 
 // Gives the block's multi-byte characters their classes, so that block_boundaries decides around
 // them too (most non-English text would otherwise go character by character): each character's
@@ -344,7 +418,7 @@ inline bool is_contraction_suffix(const unsigned char* p, const unsigned char* e
 // Which way for_each_pretoken finds pre-tokens. All give the same pre-tokens; the switch exists so
 // that tests can check each against `regex` on any machine.
 enum class ScannerPath : int {
-    kFast = 0,    // 64-byte blocks classified with SSE2 where available (else as kSwar)
+    kFast = 0,    // 64-byte blocks classified with SSE2 or NEON where available (else as kSwar)
     kSwar = 1,    // 64-byte blocks classified with portable 64-bit word arithmetic
     kScalar = 2,  // one character at a time, no block path and no SIMD
 };
@@ -387,7 +461,7 @@ struct EachPretokenOfBlock {
 // the end of every document between special tokens comes here, and a copy of variable size (a
 // call, branches on the size) cost a few percent of encoding.
 inline void pad_last_block(const unsigned char* p, size_t count, size_t readable, unsigned char* padded) {
-#if defined(__SSE2__)
+#if defined(BPE_SSE2)
     if (readable >= kBlockBytes) {
         const __m128i kept = _mm_set1_epi8(char(count));
         const __m128i pad = _mm_set1_epi8(char(0x80));
@@ -427,11 +501,7 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
             block = padded;
         }
         if (kPath != ScannerPath::kScalar) {
-#if defined(__SSE2__)
-            BlockMasks masks = kSimd ? block_masks_sse2(block) : block_masks_swar(block);
-#else
-            BlockMasks masks = block_masks_swar(block);
-#endif
+            BlockMasks masks = kSimd ? block_masks_fast(block) : block_masks_swar(block);
             if (masks.non_ascii != 0) classify_multibyte(block, masks);
             const uint64_t boundaries = block_boundaries(block, masks);
             if (boundaries > 1) {  // 0: the block starts with what it cannot decide

@@ -191,11 +191,7 @@ size_t scan_gpt4_pretokens(const char* data, size_t size, size_t readable, OnPre
                 pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
                 block = padded;
             }
-#if defined(__SSE2__)
-            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_sse2(block) : block_masks_swar(block);
-#else
-            BlockMasks masks = block_masks_swar(block);
-#endif
+            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_fast(block) : block_masks_swar(block);
             const Gpt4Masks more = gpt4_masks(block, masks);
             const uint64_t boundaries = gpt4_block_boundaries(block, masks, more);
             if (boundaries > 1) {

@@ -277,7 +277,7 @@ public:
     size_t count_once() const {
         size_t once = 0;
         for (size_t index = 0; index < slots_.size(); ++index) {
-            once += size_t(!slots_[index].empty() & (slots_[index].count == 1));
+            once += size_t(!slots_[index].empty()) & size_t(slots_[index].count == 1);
         }
         return once;
     }
@@ -338,7 +338,7 @@ public:
             for (size_t index = group; index < group_end; ++index) {
                 const WordSlot& slot = slots_[index];
                 to[kept] = slot;
-                kept += size_t(!slot.empty() & (partition_of(slot.check) == partition));
+                kept += size_t(!slot.empty()) & size_t(partition_of(slot.check) == partition);
             }
         }
         out.resize(kept);

@@ -416,6 +416,7 @@ cdef class NativeWordCounts:
         release_words: bool = False,
         tie_break: str = "cs336",
         num_threads: int | None = None,
+        start_from: list | None = None,
         min_frequency: int | None = None,
         max_token_length: int | None = None,
     ) -> list:
@@ -427,7 +428,9 @@ cdef class NativeWordCounts:
         peak memory then holds them no longer); this object can do nothing after that. `tie_break`:
         which pair wins among equal counts, a rule of `tie_break.py`. `num_threads`: at most this
         many threads (a caller's --workers); fewer when the words were counted on fewer.
-        `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`)."""
+        `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
+        only the new merges come back. `min_frequency`, `max_token_length`: HF's limits
+        (`merge_limits.py`), on the new merges only."""
         self.check_held()
         cdef int threads = self.num_threads
         if num_threads is not None:
@@ -435,7 +438,7 @@ cdef class NativeWordCounts:
         try:
             return train_merges(
                 self.words, num_merges, progress, threads, prune_pairs, parallel_words, release_words, tie_break,
-                min_frequency, max_token_length,
+                start_from, min_frequency, max_token_length,
             )
         finally:
             # Spent once the loop has loaded the words, even if it stopped later (a progress error);

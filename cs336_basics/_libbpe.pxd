@@ -44,11 +44,13 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
 
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-        int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break, MergeLimits limits
+        int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
+        const vector[Merge]& replay, MergeLimits limits
     ) except +
     vector[Merge] train_merges_releasing_words(
         WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
-        int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break, MergeLimits limits
+        int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
+        const vector[Merge]& replay, MergeLimits limits
     ) except +
 
 

@@ -41,6 +41,7 @@ def merge(
     prune_pairs: int | None = None,
     parallel_words: int | None = None,
     tie_break: str = "cs336",
+    start_from: list[tuple[bytes, bytes]] | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
@@ -54,14 +55,16 @@ def merge(
     `num_threads` (OpenMP threads; 1 without OpenMP) rewrite the words of a merge that touches at
     least `parallel_words` words (default 256) while timing shows that faster than one thread; 0
     sends every merge to the threads (a tuning and testing knob): the merges depend on neither.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `min_frequency`,
-    `max_token_length`: HF's limits (`merge_limits.py`).
+    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
+    `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
+    only the merges after them come back. `min_frequency`, `max_token_length`: HF's limits
+    (`merge_limits.py`), on the new merges only.
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     cdef lib.WordCounts words
     load_word_counts(words, word_counts)
     return train_merges(
-        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, min_frequency,
-        max_token_length,
+        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, start_from,
+        min_frequency, max_token_length,
     )

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
 from .merge_limits import check_merge_limits
+from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_rank
 
 from cython.operator cimport dereference as deref
@@ -64,17 +65,17 @@ cdef class PairIndex:
     cdef unordered_map[Pair, vector[int32_t]] words_with
     # The net change of each pair's count in the last merge (bpe_v2 returns the set of these pairs).
     cdef unordered_map[Pair, int64_t] changed
-    # HF's max_token_length (merge_limits.py), 0 for none: a pair too long is never counted.
+    # HF's max_token_length (merge_limits.py), 0 for none: a pair too long is never counted
+    # (limit_token_length).
     cdef size_t max_token_length
 
-    def __cinit__(self, word_counts: Mapping[bytes, int], size_t max_token_length = 0) -> None:
+    def __cinit__(self, word_counts: Mapping[bytes, int]) -> None:
         cdef const unsigned char* data
         cdef Py_ssize_t length, at
         cdef int64_t count
         cdef vector[int32_t] word
         cdef int32_t index
         cdef Pair pair
-        self.max_token_length = max_token_length
         for byte in range(256):
             self.token_bytes.push_back(bytes((byte,)))
         for key, value in word_counts.items():
@@ -105,6 +106,20 @@ cdef class PairIndex:
         """merge_limits.MergeLimits.allows for the pair's token."""
         cdef size_t length = self.token_bytes[left_of(pair)].size() + self.token_bytes[right_of(pair)].size()
         return self.max_token_length == 0 or length == 2 or length < self.max_token_length
+
+    cdef void limit_token_length(self, size_t max_token_length):
+        """From now on a pair too long is never counted: those counted so far are dropped (after a
+        base's merges are replayed, which any length may make)."""
+        self.max_token_length = max_token_length
+        if max_token_length == 0:
+            return
+        cdef vector[Pair] too_long
+        for counted in self.pair_counts:
+            if not self.allows(counted.first):
+                too_long.push_back(counted.first)
+        for pair in too_long:
+            self.pair_counts.erase(pair)
+            self.words_with.erase(pair)
 
     cdef inline void add_word_to(self, Pair pair, int32_t index):
         cdef vector[int32_t]* listed = &self.words_with[pair]
@@ -268,6 +283,7 @@ def merge(
     progress: Callable[[int], None] | None = None,
     *,
     tie_break: str = CS336,
+    start_from: list[tuple[bytes, bytes]] | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
@@ -276,15 +292,20 @@ def merge(
     `word_counts` maps each pre-token's UTF-8 bytes to how often it occurs (words seen 0 times are
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `min_frequency`,
-    `max_token_length`: HF's limits (`merge_limits.py`).
+    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `start_from`: a
+    base's merges, replayed first whatever their counts (`start_from.py`); only the merges after
+    them come back. `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`), on the
+    merges after the base's only.
     """
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     rule = check_tie_break(tie_break)
     limits = check_merge_limits(min_frequency, max_token_length)
     cdef int64_t least_count = limits.min_frequency
-    cdef PairIndex index = PairIndex(word_counts, limits.native_max_token_length)
+    cdef PairIndex index = PairIndex(word_counts)
+    for left, right in replay_ids(start_from):  # each word becomes its encoding by the base
+        index.apply_merge(make_pair(left, right))
+    index.limit_token_length(limits.native_max_token_length)
     cdef PairHeap heap = PairHeap(index, rule)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0

@@ -26,12 +26,30 @@ cdef inline lib.TieBreak tie_break_rule(object tie_break) except *:
     return <lib.TieBreak><int>TIE_BREAKS.index(check_tie_break(tie_break))
 
 
-# `min_frequency`, `max_token_length`: HF's limits (merge_limits.py), checked here.
+# A base's merges (start_from.py) as the ids the loop gives their tokens, in `tokens` as bytes.
+cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) except *:
+    cdef vector[lib.Merge] replay
+    cdef lib.Merge merge
+    ids = {token: token_id for token_id, token in enumerate(tokens)}
+    for left, right in start_from or ():
+        if left not in ids or right not in ids:
+            raise ValueError(f"the base merge ({left!r}, {right!r}) joins a token no earlier merge makes")
+        merge.left = ids[left]
+        merge.right = ids[right]
+        replay.push_back(merge)
+        ids.setdefault(left + right, len(tokens))
+        tokens.append(left + right)
+    return replay
+
+
 # release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
+# start_from: a base's merges; each word starts as their encoding (bpe_merge.hpp, `replay`); only the
+# new merges come back.
+# min_frequency, max_token_length: HF's limits (merge_limits.py), checked here, on the new merges only.
 cdef inline list train_merges(
     lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
-    object parallel_words, bint release_words, object tie_break, object min_frequency=None,
-    object max_token_length=None,
+    object parallel_words, bint release_words, object tie_break, object start_from=None,
+    object min_frequency=None, object max_token_length=None,
 ):
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
@@ -51,26 +69,30 @@ cdef inline list train_merges(
     if progress is not None:
         callback = relay_progress
     cdef size_t wanted = num_merges
+    cdef list tokens = [bytes((byte,)) for byte in range(256)]
+    cdef vector[lib.Merge] replay = base_merge_ids(start_from, tokens)
     cdef vector[lib.Merge] merges
     with nogil:
         if release_words:
             merges = lib.train_merges_releasing_words(
-                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, limits
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, replay,
+                limits,
             )
         else:
             merges = lib.train_merges(
-                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, limits
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, replay,
+                limits,
             )
     flush_progress(&relay, merges.size())
     if errors:
         raise errors[0]
-    return spelled(merges)
+    return spelled(merges, tokens)
 
 
 # The merges as bytes, spelled from their ids: each token is made once and the merges share it, so
 # the tokens of one long word (megabytes each) are held once, not once per merge that names them.
-cdef inline list spelled(const vector[lib.Merge]& merges):
-    cdef list tokens = [bytes((byte,)) for byte in range(256)]
+# `tokens`: the bytes of the tokens before the first merge (the 256 bytes, and a base's tokens).
+cdef inline list spelled(const vector[lib.Merge]& merges, list tokens):
     cdef list result = []
     cdef size_t index
     for index in range(merges.size()):

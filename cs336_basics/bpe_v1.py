@@ -3,9 +3,11 @@
 Read the whole file, split it on special tokens, pre-tokenize with the pattern (GPT-2's unless
 another is given, `pattern.py`), count words. Then, for every merge, count every adjacent pair in
 every word from scratch, take the most frequent (ties: the greatest `(left_bytes, right_bytes)`, or
-another rule of `tie_break.py`), and rewrite every word. HF's `min_frequency` and `max_token_length`
-(`merge_limits.py`) stop at a best pair that counts too little and leave out over-long pairs. Each
-merge costs a pass over the whole corpus's unique words, so it is slow, and obviously right.
+another rule of `tie_break.py`), and rewrite every word. Started from a base tokenizer, each word
+starts as its encoding by the base's merges (`start_from.py`). HF's `min_frequency` and
+`max_token_length` (`merge_limits.py`) stop at a best pair that counts too little and leave out
+over-long pairs (the new merges only). Each merge costs a pass over the whole corpus's unique words,
+so it is slow, and obviously right.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from .contract import Merges, WordCountDict, count_words_in_text, merge_word, re
 from .merge_limits import check_merge_limits
 from .pattern import Pattern
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .start_from import base_tokens
 from .tie_break import CS336, check_tie_break, token_key
 
 
@@ -41,15 +44,18 @@ def merge(
     report: Report = ignore_progress,
     *,
     tie_break: str = CS336,
+    start_from: Merges | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> Merges:
-    token_bytes = [bytes([byte]) for byte in range(256)]
+    """`num_merges` merges (fewer if no pair is left); with `start_from`, a base's merges, each word
+    starts as its encoding by them and the merges returned are the ones after them (start_from.py)."""
+    token_bytes, encode = base_tokens(start_from)
     key = token_key(check_tie_break(tie_break))
     limits = check_merge_limits(min_frequency, max_token_length)
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
-    words = [list(word) for word in live]
+    words = [encode(word) for word in live]
     counts = list(live.values())
     merges: Merges = []
     for _ in range(num_merges):

@@ -16,6 +16,7 @@ from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict, merge_word
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .phases import Report, ignore_progress
+from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_key
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
@@ -26,10 +27,15 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336, limits: MergeLimits = NO_LIMITS) -> None:
+    def __init__(
+        self,
+        word_counts: WordCountDict,
+        tie_break: str = CS336,
+        start_from: Merges | None = None,
+        limits: MergeLimits = NO_LIMITS,
+    ) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
-        # HF's max_token_length: a pair too long is never counted, as HF does (merge_limits.py).
-        self.limits = limits
+        self.limits = NO_LIMITS  # the base's merges are replayed whatever their tokens' lengths
         # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
         self.tie_key = token_key(tie_break)
         self.tie_keys = [self.tie_key(token_id, token) for token_id, token in enumerate(self.token_bytes)]
@@ -42,6 +48,18 @@ class PairIndex:
             for pair in zip(word, word[1:]):
                 self.pair_counts[pair] += count
                 self.words_with[pair].add(index)
+        # A base's merges replayed in order, whatever their counts: each word becomes its encoding.
+        for pair in replay_ids(start_from):
+            self.apply_merge(pair)
+        # HF's max_token_length, on the new merges: a pair too long is never counted (merge_limits.py).
+        self.limits = limits
+        for pair in [pair for pair in self.pair_counts if not self.allows(pair)]:
+            del self.pair_counts[pair]
+            self.words_with.pop(pair, None)
+
+    def allows(self, pair: Pair) -> bool:
+        """Whether the pair may be counted and merged under HF's max_token_length."""
+        return self.limits.allows(len(self.token_bytes[pair[0]]) + len(self.token_bytes[pair[1]]))
 
     def rank(self, pair: Pair) -> tuple[int, object, object]:
         """Higher count first, ties to the greatest (left key, right key): with CS336's keys, the
@@ -61,7 +79,8 @@ class PairIndex:
         self.tie_keys.append(self.tie_key(new_token, self.token_bytes[new_token]))
         changed: set[Pair] = set()
         # The index may name words that no longer hold the pair; merge_word leaves those unchanged.
-        for index in self.words_with.pop(pair):
+        # (A replayed base merge may name a pair no word holds.)
+        for index in self.words_with.pop(pair, ()):
             old = self.words[index]
             new = merge_word(old, pair, new_token)
             if len(new) == len(old):
@@ -71,7 +90,7 @@ class PairIndex:
                 self.pair_counts[old_pair] -= count
                 changed.add(old_pair)
             for new_pair in zip(new, new[1:]):
-                if not self.limits.allows(len(self.token_bytes[new_pair[0]]) + len(self.token_bytes[new_pair[1]])):
+                if not self.allows(new_pair):
                     continue
                 self.pair_counts[new_pair] += count
                 self.words_with[new_pair].add(index)
@@ -89,11 +108,12 @@ def merge(
     report: Report = ignore_progress,
     *,
     tie_break: str = CS336,
+    start_from: Merges | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> Merges:
     limits = check_merge_limits(min_frequency, max_token_length)
-    index = PairIndex(word_counts, check_tie_break(tie_break), limits)
+    index = PairIndex(word_counts, check_tie_break(tie_break), start_from, limits)
     merges: Merges = []
     for _ in range(num_merges):
         if not index.pair_counts:

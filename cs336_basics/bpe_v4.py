@@ -84,12 +84,13 @@ def merge(
     report: Report = ignore_progress,
     *,
     tie_break: str = CS336,
+    start_from: Merges | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> Merges:
     tie_break = check_tie_break(tie_break)
     limits = check_merge_limits(min_frequency, max_token_length)
-    index = PairIndex(word_counts, tie_break, limits)
+    index = PairIndex(word_counts, tie_break, start_from, limits)
     heap = PairHeap(index, tie_break)
     merges: Merges = []
     for _ in range(num_merges):

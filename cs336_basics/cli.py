@@ -50,10 +50,12 @@ from .command_line import (
 from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
-from .formats import expand_inputs, inspect_input, is_url
+from .formats import expand_inputs, is_url
+from .ingest.plan import inspect_input
 from .pattern import GPT2, pattern_label
 from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, run_rules
+from .start_from import Base, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
 
@@ -63,7 +65,7 @@ Pass the UTF-8 text to train on with -d PATH, for example
     {prog} {trainer} {out} -d data/TinyStoriesV2-GPT4-train.txt
 or train on the built-in demo corpus, no download needed:
     {prog} {trainer} {out} --demo
-(the README's "Training data" section has the download commands for the assignment's datasets)"""
+(the README's "Train a tokenizer" section has the download commands for the assignment's datasets)"""
 
 
 def vocab_sizes_argument(text: str) -> list[int]:
@@ -121,6 +123,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_special_tokens_argument(parser)
     add_rule_arguments(parser)
+    parser.add_argument(
+        "--start-from",
+        nargs="+",
+        default=None,
+        metavar="PATH",
+        help="go on from this tokenizer, its ids and merges kept: a training directory, a directory holding "
+        "vocab.json and merges.txt (or name both), an HF tokenizer.json or a tiktoken file (docs/START_FROM.md)",
+    )
     parser.add_argument("--demo", action="store_true", help="train on the built-in demo corpus (made in OUT_DIR)")
     parser.add_argument(
         "--workers",
@@ -137,6 +147,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("say what to train on: -d PATH (UTF-8 text), --counts FILE, or --demo (a built-in corpus)")
     if args.counts and args.cluster:
         parser.error("--cluster counts text; --counts files are already counted")
+    if args.start_from is not None and len(args.start_from) > 2:
+        parser.error("--start-from takes one path, or a vocab.json and a merges.txt")
     args.export = [name.strip() for name in args.export.split(",") if name.strip()]
     unknown = sorted(set(args.export) - set(EXPORTS))
     if unknown:
@@ -148,10 +160,15 @@ EXPORTS = EXPORT_FORMATS
 
 
 def train_from_sources(
-    args: argparse.Namespace, trainer: str | None, data: list[str], num_workers: int | None, rules: TrainingRules
+    args: argparse.Namespace,
+    trainer: str | None,
+    data: list[str],
+    num_workers: int | None,
+    rules: TrainingRules,
+    base: Base | None = None,
 ) -> tuple[TrainingResult, str]:
-    """Training on count files, or on several files / a cluster by counting first, by `rules`;
-    returns the result and a description of the data."""
+    """Training on count files, or on several files / a cluster by counting first, by `rules`, from
+    `base` if given; returns the result and a description of the data."""
     from .trainers import count_inputs, train_after_counting
     from .word_counts import WordCounts
 
@@ -160,7 +177,7 @@ def train_from_sources(
             return WordCounts.load_all(args.counts)
         return count_inputs(
             data,
-            args.special,
+            run_special_tokens(base, args.special) if base else args.special,
             cluster=args.cluster,
             cluster_timeout=args.cluster_timeout,
             num_threads=num_workers,
@@ -179,6 +196,7 @@ def train_from_sources(
         progress=not args.quiet,
         first_phase="read counts" if args.counts else "count",
         num_workers=num_workers,
+        start_from=base,
         # Count files keep their own pattern unless one is asked for (then it must be theirs).
         **rules_keywords(rules, args.like, explicit=args.pattern is not None),
     )
@@ -192,6 +210,11 @@ def train_from_sources(
             where = where or ", read as concatenated"
             described = f"{len(data)} files, {human_bytes(counts.source_bytes)} of text{where}"
     return result, described
+
+
+def _start_from_argument(paths: list[str]) -> str | tuple[str, str]:
+    """--start-from's one path, or its vocab.json and merges.txt."""
+    return paths[0] if len(paths) == 1 else (paths[0], paths[1])
 
 
 def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str]]:
@@ -243,6 +266,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     try:
         options = _workers_option(args.workers)
         rules = resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
+        start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), args.special)
+        for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
+            num_new_merges(start, size, run_special_tokens(start, args.special))
         with contextlib.ExitStack() as held:
             # Every output directory is checked and locked before training, not after.
             outputs = [
@@ -271,7 +297,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
                 refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
                 sources = args.data or ([str(data)] if data else [])
-                result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules)
+                result, described = train_from_sources(
+                    args, trainer, sources, options.get("num_workers"), rules, start
+                )
             else:
                 largest = args.vocab_sizes[-1]
                 formats = {
@@ -285,6 +313,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                     args.special,
                     trainer=trainer,
                     progress=not args.quiet,
+                    start_from=start,
                     **rules_keywords(rules, args.like),
                     **formats,
                     **options,
@@ -308,15 +337,24 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 "trainer": result.trainer,
                 **run_rules(result.pattern, result.tie_break, result.layout, result.limits),
             }
+            if start is not None:
+                kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
+                details["start_from"] = {"source": start.source, **kept}
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
-                exports = export_files(args.export, vocab, merges, args.special, pattern=result.pattern)
+                # A base's special tokens join the run's (start_from.run_special_tokens).
+                exports = export_files(args.export, vocab, merges, result.special_tokens, pattern=result.pattern)
                 sets.append((output, vocab, merges, exports))
             # Once the first set is in place the run has succeeded: a later signal is only noted.
             written = [
                 output.save(
-                    vocab, merges, args.special, details=details, exports=exports, on_commit=interrupts.output_in_place
+                    vocab,
+                    merges,
+                    result.special_tokens,
+                    details=details,
+                    exports=exports,
+                    on_commit=interrupts.output_in_place,
                 )
                 for output, vocab, merges, exports in sets
             ]
@@ -338,6 +376,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     rows = [
         ("trainer", result.trainer),
         ("data", described),
+        *([("start from", f"{start.source} ({len(start.vocab):,} tokens kept)")] if start is not None else []),
         ("vocab", f"{len(result.vocab):,} ({len(result.merges):,} merges)"),
         ("words", f"{result.num_words:,} distinct pre-tokens"),
         *_rules_rows(result, args.like),

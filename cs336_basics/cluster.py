@@ -50,25 +50,18 @@ from .contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from .counting import (
     DOCUMENT_SEPARATOR,
     CountTask,
-    _document_items,
     _feed,
     _StreamCounter,
     count_tasks,
     group_into_batches,
     input_bytes,
     plan_count_tasks,
+    source_items,
     task_size,
 )
-from .formats import (
-    BLOCK_BYTES,
-    BadRecords,
-    InputFile,
-    inspect_input,
-    iter_document_bytes,
-    jsonl_ranges,
-    parquet_file,
-    read_blocks,
-)
+from .formats import BadRecords, InputFile
+from .ingest.plan import InputPlan, plan_inputs
+from .ingest.table import format_row
 from .pattern import GPT2, Pattern, resolve_pattern
 from .phases import Report
 from .progress import progress_bar
@@ -386,7 +379,7 @@ def _task_count(total_bytes: int, num_workers: int, task_bytes: int | None) -> i
 
 def count_words_on_cluster(
     client: Client,
-    paths: Iterable[str | os.PathLike],
+    paths: Iterable[str | os.PathLike] | InputPlan,
     special_tokens: Iterable[str] | None = None,
     *,
     task_bytes: int | None = None,
@@ -418,7 +411,8 @@ def count_words_on_cluster(
     Compressed, JSON-lines and Parquet inputs, local or URLs (`format`, `text_field`, `skip_bad_records` as in
     `count_words`) are counted by `_count_streamed_on_cluster`: Parquet row groups and byte ranges of
     JSON lines (cut at newlines) are tasks; a compressed file is one task (a compressed stream cannot
-    be split)."""
+    be split). `paths` may be a plan of inputs already inspected (`ingest.plan.plan_inputs`), which
+    then brings its own `format`, `text_field`, `skip_bad_records` and `storage_options`."""
     specials = check_special_tokens(special_tokens)
     pattern = resolve_pattern(pattern)
     if fan_in < 2:
@@ -428,22 +422,17 @@ def count_words_on_cluster(
     for name, value in (("task_bytes", task_bytes), ("range_bytes", range_bytes)):
         if value is not None and value < 1:
             raise BPEInputError(f"{name} must be positive, got {value}")
-    paths = [os.fspath(path) for path in paths]
-    sources = [inspect_input(path, format, text_field, storage_options=storage_options) for path in paths]
-    if not all(source.in_place for source in sources):
-        return _count_streamed_on_cluster(
-            client,
-            sources,
-            specials,
-            text_field,
-            skip_bad_records,
-            range_bytes,
-            progress,
-            retries,
-            fan_in,
-            slices,
-            pattern,
+    if isinstance(paths, InputPlan):  # inspected already: `format`, `text_field`, `skip_bad_records` are its own
+        plan, storage_options = paths, paths.storage_options
+    else:
+        plan = plan_inputs(
+            paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
         )
+    if not plan.in_place:
+        return _count_streamed_on_cluster(
+            client, plan, specials, range_bytes, progress, retries, fan_in, slices, pattern
+        )
+    paths = list(plan.paths)
     total_bytes = input_bytes(paths, storage_options)
     if total_bytes == 0:
         return WordCounts({}, specials, pattern.regex, 0)
@@ -562,10 +551,11 @@ def documents_split_cleanly(tokens: list[str]) -> bool:
     return True
 
 
-def _plan_stream_parts(sources: list[InputFile], range_bytes: int, single: bool) -> list[StreamPart]:
+def _plan_stream_parts(sources: tuple[InputFile, ...], range_bytes: int, single: bool) -> list[StreamPart]:
     """The tasks, in stream order: consecutive text files together (their seams are not known to be
-    safe cuts), each compressed file of documents whole, uncompressed JSON lines by `range_bytes`
-    ranges, Parquet by row groups of about `range_bytes`. `single`: one task for everything."""
+    safe cuts), each file of documents as its format cuts it (`InputFormat.parts`: uncompressed JSON
+    lines by `range_bytes` ranges, Parquet by row groups of about `range_bytes`), else whole.
+    `single`: one task for everything."""
     if single:
         return [StreamPart(tuple(sources), None, sum(source.size() for source in sources))]
     parts: list[StreamPart] = []
@@ -577,28 +567,16 @@ def _plan_stream_parts(sources: list[InputFile], range_bytes: int, single: bool)
             run.clear()
 
     for source in sources:
-        if source.format == "text":
+        if not source.holds_documents:
             run.append(source)
             continue
         end_run()
-        if source.format == "jsonl" and source.compression is None:
-            ranges = jsonl_ranges(source, range_bytes)
-            parts += [StreamPart((source,), (start, end), end - start) for start, end in ranges]
-        elif source.format == "parquet":
-            with parquet_file(source) as file:
-                metadata = file.metadata
-            group: list[int] = []
-            group_bytes = 0
-            for index in range(metadata.num_row_groups):
-                group.append(index)
-                group_bytes += metadata.row_group(index).total_byte_size
-                if group_bytes >= range_bytes:
-                    parts.append(StreamPart((source,), tuple(group), group_bytes))
-                    group, group_bytes = [], 0
-            if group:
-                parts.append(StreamPart((source,), tuple(group), group_bytes))
-        else:
+        cut = format_row(source.format).parts
+        pieces = cut(source, range_bytes) if cut is not None else None
+        if pieces is None:
             parts.append(StreamPart((source,), None, source.size()))
+        else:
+            parts += [StreamPart((source,), part, size) for part, size in pieces]
     end_run()
     return parts
 
@@ -625,13 +603,8 @@ def count_stream_part(
     try:
         for source in part.sources:
             counter.label = source.path
-            if source.format == "text":
-                for block in read_blocks(source):
-                    counter.text(block)
-            else:
-                documents_of_part = iter_document_bytes(source, text_field, skipped, part.part)
-                for item in _document_items(counter, documents_of_part, BLOCK_BYTES, checked=True):
-                    _feed(counter, item)
+            for item in source_items(counter, source, text_field, skipped, part.part):
+                _feed(counter, item)
         table = counter.take()
     except BPEInputError as error:
         return _Refused(str(error))
@@ -655,7 +628,7 @@ def _stream_source_bytes(parts: list[StreamPart], reports: list[tuple], separato
     started = after_document = False
     for part, (documents_fed, text_fed, *_) in zip(parts, reports):
         total += text_fed
-        if part.sources[0].format == "text":  # a run of text files
+        if not part.sources[0].holds_documents:  # a run of text files
             if text_fed:
                 total += separator_bytes if after_document else 0
                 started, after_document = True, False
@@ -667,10 +640,8 @@ def _stream_source_bytes(parts: list[StreamPart], reports: list[tuple], separato
 
 def _count_streamed_on_cluster(
     client: Client,
-    sources: list[InputFile],
+    plan: InputPlan,
     specials: list[str],
-    text_field: str,
-    skip_bad_records: bool,
     range_bytes: int | None,
     progress: bool,
     retries: int,
@@ -680,7 +651,7 @@ def _count_streamed_on_cluster(
 ) -> WordCounts:
     """Local streamed inputs counted on the cluster, equal to `counting.count_words` of them."""
     distributed = _import_distributed()
-    documents = any(source.format != "text" for source in sources)
+    sources, documents, skip_bad_records = plan.files, plan.documents, plan.skip_bad_records
     tokens = [DOCUMENT_SEPARATOR] if documents and not specials else specials
     # Parts may be counted apart only at separators no special token can cross; mixed inputs of text and
     # documents with such tokens, or pathological special tokens, are counted as one task.
@@ -702,7 +673,7 @@ def _count_streamed_on_cluster(
             part,
             specials,
             documents,
-            text_field,
+            plan.text_field,
             skip_bad_records,
             topic,
             index,

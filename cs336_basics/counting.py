@@ -9,7 +9,8 @@ cuts, so that counting them apart and adding the tables gives the count of the w
 are counted **as if concatenated** (no separator is inserted): where one file does not end at a safe
 cut, its tail and the next file's head are one task, so a word or a special token split across the
 file boundary is counted once, whole. Inputs are local paths or, with `fsspec` installed, URLs
-(`s3://...`, `gs://...`, `file://...`). The same tasks run locally (`count_tasks`, the native counter
+(`s3://...`, `gs://...`, `file://...`), inspected once into a plan (`ingest/plan.py`, see
+docs/INGEST.md) that `count_plan` runs. The same tasks run locally (`count_tasks`, the native counter
 on threads) and on Dask (`cluster.py`). Compressed files, files of documents (JSON lines, Parquet) and
 iterables of documents are streamed (`_StreamCounter`): read ahead on one thread, cut at safe
 points, counted block by block. Progress is a `report(n)` callable, as in the merge phase
@@ -50,12 +51,13 @@ from .formats import (
     check_path_argument,
     documents_of,
     encoded_documents,
-    inspect_input,
     is_url,
     iter_document_bytes,
     read_blocks,
     url_filesystem,
 )
+from .ingest.plan import InputPlan, plan_inputs
+from .ingest.table import format_row
 from .pattern import Pattern, resolve_pattern
 from .progress import progress_bar
 from .word_counts import CountTable, WordCounts, _native_module, add_count_tables, add_tables, split_table
@@ -64,6 +66,7 @@ __all__ = [
     "LOCAL_TASK_BYTES",
     "CountTask",
     "Segment",
+    "count_plan",
     "count_task",
     "count_tasks",
     "count_words",
@@ -71,6 +74,7 @@ __all__ = [
     "group_into_batches",
     "input_bytes",
     "plan_count_tasks",
+    "source_items",
 ]
 
 
@@ -437,7 +441,7 @@ def count_words(
     or a regex, see `pattern.py`; None: GPT-2's): one the native scanner does not run is counted with
     `regex` on `num_threads` worker processes (text files) or on one thread (streamed inputs).
 
-    Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `formats.py`; `format` forces
+    Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `ingest/`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
     (`_StreamCounter`): a file of documents counts as its documents joined by the first special
     token, and is kept apart from its neighbours the same way. A bad JSON-lines record stops the count
@@ -448,10 +452,32 @@ def count_words(
     specials = check_special_tokens(special_tokens)
     pattern = resolve_pattern(pattern)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
-    path_list = _as_path_list(paths)
-    sources = [inspect_input(path, format, text_field, storage_options=storage_options) for path in path_list]
-    if not all(source.in_place for source in sources):
-        return _count_streamed(sources, specials, num_threads, progress, text_field, skip_bad_records, pattern)
+    plan = plan_inputs(
+        _as_path_list(paths), format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
+    )
+    return count_plan(
+        plan, specials, num_threads=num_threads, progress=progress, task_bytes=task_bytes, pattern=pattern
+    )
+
+
+def count_plan(
+    plan: InputPlan,
+    special_tokens: Iterable[str],
+    *,
+    num_threads: int | None = None,
+    progress: bool = False,
+    task_bytes: int = LOCAL_TASK_BYTES,
+    pattern: str | Pattern | None = None,
+) -> WordCounts:
+    """`count_words` of inputs already inspected into a plan (`ingest.plan.plan_inputs`): plain text
+    by byte ranges on threads (or processes, for a pattern the native scanner does not run), anything
+    else streamed."""
+    specials = check_special_tokens(special_tokens)
+    pattern = resolve_pattern(pattern)
+    num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
+    if not plan.in_place:
+        return _count_streamed(plan, specials, num_threads, progress, pattern)
+    path_list, storage_options = list(plan.paths), plan.storage_options
     workers = 1
     if not pattern.native:
         # Worker processes need tasks to share: a few each, as bpe_v3 cuts its chunks.
@@ -1051,7 +1077,9 @@ def _document_items(
 
 
 def _documents_in(item: Any) -> int:
-    """How many documents an item of `_document_items` holds."""
+    """How many documents an item of `_document_items` holds (a block of text: none)."""
+    if isinstance(item, bytes):
+        return 0
     if isinstance(item, DocumentBatch):
         return len(item.documents)
     if isinstance(item, LaidOutDocuments):
@@ -1060,8 +1088,10 @@ def _documents_in(item: Any) -> int:
 
 
 def _feed(counter: _StreamCounter, item: Any) -> int:
-    """Counts an item of `_document_items`; how many documents it held."""
-    if isinstance(item, DocumentBatch):
+    """Counts an item of `_document_items` or `source_items`; how many documents it held."""
+    if isinstance(item, bytes):
+        counter.text(item)
+    elif isinstance(item, DocumentBatch):
         counter.document_batch(item)
     elif isinstance(item, LaidOutDocuments):
         counter.laid_out_documents(item)
@@ -1072,49 +1102,51 @@ def _feed(counter: _StreamCounter, item: Any) -> int:
     return _documents_in(item)
 
 
-def _count_streamed(
-    sources: Sequence[InputFile],
-    specials: list[str],
-    num_threads: int | None,
-    progress: bool,
+def source_items(
+    counter: _StreamCounter,
+    source: InputFile,
     text_field: str,
-    skip_bad_records: bool = False,
-    pattern: Pattern | None = None,
+    skipped: BadRecords | None,
+    part: tuple[int, ...] | None = None,
+    laid_out: bool = False,
+) -> Iterator[Any]:
+    """What `_feed` takes from one file of a plan, on this machine or on a worker: its text in blocks
+    (bytes), else its documents (`part` of them) as its format's reader gives them, in batches
+    (`_document_items`) or, `laid_out` where the reader can and the counter keeps documents apart,
+    as blocks laid out for the native counter to read in place."""
+    if not source.holds_documents:
+        return read_blocks(source)
+    if laid_out and counter.apart and format_row(source.format).laid_out:
+        return iter_document_bytes(source, text_field, skipped, part, laid_out=True)
+    return _document_items(counter, iter_document_bytes(source, text_field, skipped, part), BLOCK_BYTES, checked=True)
+
+
+def _count_streamed(
+    plan: InputPlan, specials: list[str], num_threads: int | None, progress: bool, pattern: Pattern | None = None
 ) -> WordCounts:
     """The counts of files, some compressed or of documents, read one after another: each file
     is read (decompressed, parsed) on a second thread while the counter works (`Prefetched`).
     Asked for every core, the counter leaves one to that thread: with a thread more than cores,
     a counting thread that lost its core holds up the others at every block's end (2 cores,
     real_mix: Parquet 0.235 -> 0.179 s, `.gz`, `.zst` and JSON lines no slower)."""
-    documents = any(source.format != "text" for source in sources)
+    sources, text_field = plan.files, plan.text_field
     expected = sum(source.expected_text_bytes() for source in sources)
     cores = usable_cores()
     if num_threads is not None and num_threads >= cores > 1:
         num_threads = cores - 1
-    counter = _StreamCounter(specials, num_threads, documents=documents, expected_bytes=expected, pattern=pattern)
-    skipped = BadRecords() if skip_bad_records else None
+    counter = _StreamCounter(specials, num_threads, documents=plan.documents, expected_bytes=expected, pattern=pattern)
+    skipped = BadRecords() if plan.skip_bad_records else None
     # The total is not known before decompressing: the bar shows the text read and its rate.
     with progress_bar(progress, None, "count", "B", unit_scale=True) as report:
         for source in sources:
             counter.label = source.path
-            if source.format == "text":
-                with Prefetched(lambda source=source: read_blocks(source)) as blocks:
-                    for block in blocks:
-                        counter.text(block)
-                        report(len(block))
-            else:
-
-                def items(source: InputFile = source) -> Iterator[Any]:
-                    if counter.apart and source.format == "jsonl":  # read in place, a block at a time
-                        return iter_document_bytes(source, text_field, skipped, laid_out=True)
-                    documents = iter_document_bytes(source, text_field, skipped)
-                    return _document_items(counter, documents, BLOCK_BYTES, checked=True)
-
-                with Prefetched(items) as fed:
-                    for item in fed:
-                        before = counter.text_fed
-                        _feed(counter, item)
-                        report(counter.text_fed - before)
+            with Prefetched(
+                lambda source=source: source_items(counter, source, text_field, skipped, laid_out=True)
+            ) as fed:
+                for item in fed:
+                    before = counter.text_fed
+                    _feed(counter, item)
+                    report(counter.text_fed - before)
         table = counter.take()
     counts = WordCounts(table, specials, counter.pattern.regex, counter.source_bytes)
     if skipped is not None:

@@ -1,7 +1,9 @@
-"""Input formats for counting: what an input file holds, and its documents or text as a stream.
+"""Reading input files and in-memory documents: the kit the format modules (`ingest/`) are built of.
 
-Counting (`counting.py`) reads three kinds of input, and this module tells them apart and opens
-them; it never counts:
+This module opens inputs (local or fsspec URLs), decompresses them and reads their documents; it
+never counts, and never decides what a file is: `ingest/plan.py` inspects each input once and
+`ingest/table.py` holds one row per format (how it is recognised, read and cut into tasks). Today's
+formats:
 
 - plain UTF-8 text: counted in place (memory-mapped, random access), as always;
 - compressed text (gzip, bzip2, xz, zstd; recognised by their magic bytes, not their names):
@@ -41,7 +43,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .backend import NativeUnavailable, load_native
-from .contract import BPEInputError, check_regular_file
+from .contract import BPEInputError
+from .ingest.table import FORMATS, format_row
 
 __all__ = [
     "DATA_EXTRA",
@@ -53,7 +56,6 @@ __all__ = [
     "documents_of",
     "encoded_documents",
     "expand_inputs",
-    "inspect_input",
     "is_url",
     "iter_document_bytes",
     "jsonl_ranges",
@@ -61,7 +63,6 @@ __all__ = [
     "read_blocks",
 ]
 
-FORMATS = ("text", "jsonl", "parquet")
 # What to install for zstd and Parquet/Arrow input (pyproject's `data` extra).
 DATA_EXTRA = 'pip install "cs336-bpe[data]"'
 
@@ -81,10 +82,6 @@ _MAGIC = (
 )
 _BZIP2_BLOCK_MAGICS = (b"1AY&SY", b"\x17rE8P\x90")  # a first block, or the end of an empty stream
 _COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zstd")
-_JSONL_SUFFIXES = (".jsonl", ".ndjson")
-_PARQUET_MAGIC = b"PAR1"
-# How much of a text file's decompressed start is read to look for a JSON first line.
-_SNIFF_BYTES = 1 << 20
 
 
 class MissingDependency(BPEInputError):
@@ -176,105 +173,36 @@ class InputFile:
         return int(fs.size(fs_path))
 
     def expected_text_bytes(self) -> int:
-        """About how much text the file holds, to size the count tables: its size, three times that
-        when compressed (text compresses 2.3x to 4x), Parquet's uncompressed size from its footer."""
-        if self.format == "parquet":
-            with parquet_file(self) as file:
-                metadata = file.metadata
-                return sum(metadata.row_group(index).total_byte_size for index in range(metadata.num_row_groups))
+        """About how much text the file holds, to size the count tables: its format's figure (Parquet's
+        uncompressed size from its footer), else its size, three times that when compressed (text
+        compresses 2.3x to 4x)."""
+        text_bytes = format_row(self.format).text_bytes
+        if text_bytes is not None:
+            return text_bytes(self)
         return self.size() * (3 if self.compression else 1)
+
+    @property
+    def holds_documents(self) -> bool:
+        """Whether the file holds documents (its format has a reader), not text."""
+        return format_row(self.format).documents is not None
 
     @property
     def in_place(self) -> bool:
         """Whether counting can read the file's bytes as they are (plain text: random access)."""
-        return self.format == "text" and self.compression is None
+        return not self.holds_documents and self.compression is None
 
     def describe(self) -> str:
-        kind = {"text": "text", "jsonl": "JSON lines", "parquet": "Parquet"}[self.format]
+        kind = format_row(self.format).label
         return f"{self.compression}-compressed {kind}" if self.compression else kind
 
 
-def _check_format(format: str | None) -> None:
-    if format is not None and format not in FORMATS:
-        raise BPEInputError(f"unknown input format {format!r}; choose one of {', '.join(FORMATS)}")
-
-
-def _name_without_compression(path: str) -> str:
+def name_without_compression(path: str) -> str:
+    """A file name, lowercased, without a compressed format's suffix (`x.JSONL.gz` -> `x.jsonl`)."""
     lowered = path.lower()
     for suffix in _COMPRESSED_SUFFIXES:
         if lowered.endswith(suffix):
             return lowered[: -len(suffix)]
     return lowered
-
-
-def _url_head(path: str, storage_options: Mapping[str, object] | None, what: str) -> bytes:
-    fs, fs_path = url_filesystem(path, storage_options)
-    try:
-        if not fs.exists(fs_path):
-            raise BPEInputError(f"{what} not found: {path}")
-        if fs.isdir(fs_path):  # as for a local path (fsspec's own error names only the bare path)
-            raise BPEInputError(f"{what} path is a directory, not a file: {path}")
-        with fs.open(fs_path, "rb") as file:
-            return file.read(16)
-    except OSError as error:
-        raise BPEInputError(f"cannot read {path}: {error}") from None
-
-
-def inspect_input(
-    path: str | os.PathLike,
-    format: str | None = None,
-    text_field: str = "text",
-    what: str = "training file",
-    storage_options: Mapping[str, object] | None = None,
-) -> InputFile:
-    """What an input file (local, or an fsspec URL read with `storage_options`) is: its compression
-    from its magic bytes; its format from `format` when given, else Parquet's magic or a `.parquet`
-    name, a `.jsonl`/`.ndjson` name (compressed too), else text. A text file (by name) whose first
-    non-empty line is a JSON object with a string `text_field` is refused, saying how to choose."""
-    _check_format(format)
-    if is_url(check_path_argument(path)):
-        name = os.fspath(path)
-        head = _url_head(name, storage_options, what)
-    else:
-        checked, head = check_regular_file(path, what, allow_empty=True, head_bytes=16)
-        name = os.fspath(checked)
-        storage_options = None
-    compression = compression_of(head)
-    if format is None:
-        if head.startswith(_PARQUET_MAGIC) or name.lower().endswith(".parquet"):
-            format = "parquet"
-        elif _name_without_compression(name).endswith(_JSONL_SUFFIXES):
-            format = "jsonl"
-        else:
-            _refuse_json_lines_as_text(InputFile(name, "text", compression, storage_options), text_field)
-            format = "text"
-    if format == "parquet" and compression is not None:
-        raise BPEInputError(f"{name} is {compression}-compressed; Parquet files compress inside, decompress it first")
-    return InputFile(name, format, compression, storage_options)
-
-
-def _refuse_json_lines_as_text(source: InputFile, text_field: str) -> None:
-    """Training on JSON syntax as if it were prose gives a wrong tokenizer silently: refuse when the
-    first non-empty line of the (decompressed) text is a JSON object holding `text_field`."""
-    head = bytearray()
-    for block in read_blocks(source, block_bytes=64 << 10):
-        head += block
-        stripped = head.lstrip()
-        if b"\n" in stripped or len(head) >= _SNIFF_BYTES:
-            break
-    first_line = bytes(head).lstrip().split(b"\n", 1)[0].strip()
-    if not first_line.startswith(b"{"):
-        return
-    try:
-        record = json.loads(first_line)
-    except ValueError:
-        return
-    if isinstance(record, dict) and isinstance(record.get(text_field), str):
-        raise BPEInputError(
-            f"{source.path} looks like JSON lines (its first line is a JSON object with a {text_field!r} field), "
-            f"not text: choose with --format jsonl (format='jsonl') to train on that field, or --format text "
-            f"(format='text') to train on the raw lines"
-        )
 
 
 def _expand_url(url: str, storage_options: Mapping[str, object] | None) -> list[str]:
@@ -690,54 +618,6 @@ def jsonl_ranges(source: InputFile, range_bytes: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def parquet_file(source: InputFile) -> Any:
-    """A `pyarrow.parquet.ParquetFile` of the input (a URL through an fsspec file object)."""
-    _optional("pyarrow", "pyarrow", f"{source.path} is Parquet; reading it")
-    import pyarrow.parquet as parquet
-
-    try:
-        return parquet.ParquetFile(source.open() if is_url(source.path) else source.path)
-    except BPEInputError:
-        raise
-    except Exception as error:  # pyarrow raises its own ArrowInvalid for a file that is not Parquet
-        raise BPEInputError(f"{source.path}: not a readable Parquet file ({error})") from None
-
-
-def _parquet_documents(
-    source: InputFile, text_field: str, row_groups: Iterable[int] | None = None
-) -> ArrowDocuments:
-    """The `text_field` column of a Parquet file as UTF-8, read one row group at a time (`row_groups`:
-    only these)."""
-    with parquet_file(source) as file:
-        columns = file.schema_arrow.names
-        groups = range(file.num_row_groups) if row_groups is None else row_groups
-    if text_field not in columns:
-        raise BPEInputError(
-            f"{source.path} has no column {text_field!r}; its columns: {', '.join(columns)} (choose with --text-field)"
-        )
-
-    def columns_read() -> Iterator[Any]:
-        import pyarrow
-
-        pool = pyarrow.default_memory_pool()
-        with parquet_file(source) as file:
-            for group in groups:
-                try:
-                    # One thread: the counter has the cores (pyarrow's own pool would take them from it).
-                    column = file.read_row_group(group, columns=[text_field], use_threads=False).column(0)
-                except (OSError, pyarrow.ArrowException) as error:  # pyarrow's own message names no file
-                    raise BPEInputError(
-                        f"{source.path}: cannot read Parquet row group {group} (column {text_field!r}): "
-                        f"{_one_line(error)}"
-                    ) from None
-                yield column
-                # mimalloc, pyarrow's default allocator, keeps freed pages: a row group's worth each time
-                # (measured: +129 MB peak counting real_mix's Parquet, +82 MB with this).
-                pool.release_unused()
-
-    return ArrowDocuments(columns_read, f"{source.path} column {text_field!r}")
-
-
 def iter_document_bytes(
     source: InputFile,
     text_field: str = "text",
@@ -750,10 +630,9 @@ def iter_document_bytes(
     instead of stopping at the first. `part`: only a part of the file, a (start, end) byte range of
     uncompressed JSON lines (`jsonl_ranges`) or Parquet row group numbers. `laid_out` (JSON lines
     only): blocks of documents as `LaidOutDocuments` instead of one bytes object each."""
-    if source.format == "jsonl":
-        return _json_lines(source, text_field, skipped, part, laid_out)  # type: ignore[arg-type]
-    if source.format == "parquet":
-        return _parquet_documents(source, text_field, part)
+    read = format_row(source.format).documents
+    if read is not None:
+        return read(source, text_field, skipped, part, laid_out)
     raise ValueError(f"{source.path} is {source.format}, not a file of documents")
 
 

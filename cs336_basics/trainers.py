@@ -8,13 +8,17 @@ compiled version can run here is the backend's call (`backend.py`).
 
 from __future__ import annotations
 
-import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
+
+try:
+    import resource
+except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PLATFORMS.md)
+    resource = None  # type: ignore[assignment]
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
@@ -31,11 +35,13 @@ from .contract import (
     count_words_in_lines,
     read_corpus,
 )
+from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .progress import progress_bar
+from .start_from import Base, StartFrom, extended_vocab, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
@@ -157,15 +163,27 @@ def _own_peak_rss_bytes() -> int:
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
+    if resource is None:
+        return 0
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is bytes on macOS, KiB on Linux
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
+# The children's peak survives exec too: `pip install -e . && python cs336_basics/test_trainer.py ...`
+# in one `bash -c`, whose shell execs the last command, starts the run with the peak of the compiler
+# pip ran (about 350 MB). Only a child peak above what this process image started with is a worker's.
+_INHERITED_CHILDREN_PEAK = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
 def peak_rss_bytes() -> int:
-    """Peak resident memory of this process or of its largest finished child (worker processes)."""
+    """Peak resident memory of this process or of its largest finished child (worker processes); 0
+    where the platform does not report it (Windows)."""
+    if resource is None:
+        return 0
     scale = 1 if sys.platform == "darwin" else 1024
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale
-    return max(_own_peak_rss_bytes(), children)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    workers = children * scale if children > _INHERITED_CHILDREN_PEAK else 0
+    return max(_own_peak_rss_bytes(), workers)
 
 
 @dataclass
@@ -186,6 +204,8 @@ class TrainingResult:
     limits: MergeLimits = NO_LIMITS  # HF's min_frequency and max_token_length
     # The bytes the vocabulary starts from where not all 256 (layout hf-files: the bytes seen).
     alphabet: bytes | None = None
+    # The tokenizer it started from (start_from.py); its merges begin `merges`.
+    base: Base | None = None
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
@@ -193,6 +213,10 @@ class TrainingResult:
         run's merges are this run's first ones; where this run stopped early, a larger size stops at
         the same place."""
         vocab_size = check_vocab_size(vocab_size, len(self.special_tokens))
+        if self.base is not None:
+            first = len(self.base.merges)
+            new = self.merges[first : first + num_new_merges(self.base, vocab_size, self.special_tokens)]
+            return extended_vocab(self.base, self.special_tokens, new, self.layout), [*self.base.merges, *new]
         initial = 256 if self.alphabet is None else len(self.alphabet)
         merges = self.merges[: vocab_size - initial - len(self.special_tokens)]
         return assemble_vocab(self.special_tokens, merges, self.layout, self.alphabet), merges
@@ -225,6 +249,7 @@ def train(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     **options: object,
@@ -237,15 +262,23 @@ def train(
     (`tie_break.py`); `like`: `cs336`, `rustbpe` or `hf` sets both and the vocabulary's layout to
     give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
 
-    A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `formats.inspect_input`)
+    A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `ingest.plan.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
     `skip_bad_records`: leave out JSON-lines records that are not JSON or lack the field, and report
     how many on stderr, instead of stopping at the first (see `counting.count_words`). An input that
     holds no text at all is refused; a special token the text never holds is noted on stderr (see
-    `absent_special_tokens`). `input_path` may be an fsspec URL."""
-    from .formats import inspect_input, is_url
+    `absent_special_tokens`). `input_path` may be an fsspec URL.
+
+    `start_from`: a tokenizer to go on from, `(vocab, merges)` or the path of its files (see
+    `start_from.load_base`); its ids and merges are kept, `vocab_size` counts its tokens, its special
+    tokens join `special_tokens` (docs/START_FROM.md)."""
+    from .formats import is_url
+    from .ingest.plan import inspect_input
 
     specials = check_special_tokens(special_tokens)
+    base = None if start_from is None else load_base(start_from, specials)
+    if base is not None:
+        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
     source = inspect_input(input_path, format, text_field)
@@ -253,6 +286,11 @@ def train(
     name = trainer or default_trainer()
     version = load_trainer(name)
     if rules.by_lines:
+        if base is not None:  # its vocabulary starts from the bytes seen, a base's from all 256
+            raise BPEInputError(
+                "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
+                f"{base.source}: train with like='hf' to start from a base"
+            )
         if not source.in_place or is_url(source.path):
             raise BPEInputError(
                 f"like='hf-files' reads a local text file line by line, as HF's train(files); {input_path} is "
@@ -261,17 +299,11 @@ def train(
         path = check_input_file(input_path)
         return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
     if not source.in_place or is_url(source.path):  # a version reads only local files in place
+        plan = InputPlan((source.path,), (source,), text_field, skip_bad_records)  # inspected once, above
 
         def count() -> WordCounts:
             return count_inputs(
-                [source.path],
-                specials,
-                num_threads=count_options.num_workers,
-                progress=progress,
-                format=source.format,
-                text_field=text_field,
-                skip_bad_records=skip_bad_records,
-                pattern=rules.pattern,
+                plan, specials, num_threads=count_options.num_workers, progress=progress, pattern=rules.pattern
             )
 
         return train_after_counting(
@@ -281,10 +313,11 @@ def train(
             trainer=name,
             progress=progress,
             num_workers=count_options.num_workers,
+            start_from=base,
             **rules_keywords(rules, like),
         )[0]
     path = check_input_file(input_path)
-    num_merges = vocab_size - 256 - len(specials)
+    num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
 
     started = time.perf_counter()
     size = path.stat().st_size
@@ -305,6 +338,7 @@ def train(
         size,
         count_options.num_workers,
         rules,
+        base,
     )
 
 
@@ -388,6 +422,7 @@ def _merge_phase(
     source_bytes: int = 0,
     num_workers: int | None = None,
     rules: TrainingRules | None = None,
+    base: Base | None = None,
     alphabet: bytes | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
@@ -395,7 +430,9 @@ def _merge_phase(
     version's merge frees the counts once loaded (see Registered.merges_native_counts).
     `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks.
     `num_workers`: the threads of a version whose merge loop has threads (checked already). `rules`:
-    the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's)."""
+    the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's).
+    `base`: the tokenizer the merges go on from (`num_merges` counts the new ones). `alphabet`: the
+    bytes the vocabulary starts from (layout hf-files), never with a base."""
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
@@ -408,14 +445,21 @@ def _merge_phase(
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
     options["tie_break"] = rules.tie_break
+    if base is not None:
+        options["start_from"] = base.merges
     if rules.limits != NO_LIMITS:
         options["min_frequency"] = rules.limits.min_frequency
         options["max_token_length"] = rules.limits.max_token_length
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
+    if base is not None:
+        vocab = extended_vocab(base, specials, merges, rules.layout)
+        merges = [*base.merges, *merges]
+    else:
+        vocab = assemble_vocab(specials, merges, rules.layout, alphabet)
     return TrainingResult(
-        vocab=assemble_vocab(specials, merges, rules.layout, alphabet),
+        vocab=vocab,
         merges=merges,
         trainer=name,
         seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
@@ -428,6 +472,7 @@ def _merge_phase(
         layout=rules.layout,
         limits=rules.limits,
         alphabet=alphabet,
+        base=base,
     )
 
 
@@ -464,12 +509,14 @@ def train_bpe(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
     (by default; `pattern`, `tie_break` and `like` train as another tool does, see `train`).
+    `start_from=(vocab, merges)` (or a path) goes on from that tokenizer (see `train`).
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
@@ -477,6 +524,7 @@ def train_bpe(
         "pattern": pattern,
         "tie_break": tie_break,
         "like": like,
+        "start_from": start_from,
         "min_frequency": min_frequency,
         "max_token_length": max_token_length,
     }
@@ -503,6 +551,7 @@ def train_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> TrainingResult:
@@ -514,7 +563,8 @@ def train_from_counts(
 
     `special_tokens` and `pattern` default to the ones the counts were made with; other ones are
     refused, since the counts would not be those of the text split on them or pre-tokenized by it (a
-    plain mapping carries none, so any special tokens and pattern are taken as given)."""
+    plain mapping carries none, so any special tokens and pattern are taken as given). `start_from`
+    as in `train`: the counts do not depend on it, but its special tokens must be among theirs."""
     from .word_counts import WordCounts
 
     started = time.perf_counter()
@@ -525,6 +575,14 @@ def train_from_counts(
         counts = WordCounts.load_all(counts)
     if isinstance(counts, WordCounts):
         if special_tokens is None:
+            special_tokens = list(counts.special_tokens)
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+        if base is not None and set(run_special_tokens(base, special_tokens)) != set(counts.special_tokens):
+            raise BPEInputError(
+                f"the word counts were made with special tokens {counts.special_tokens}; the run from "
+                f"{base.source} splits on {run_special_tokens(base, special_tokens)}: count again with those"
+            )
+        if base is not None:
             special_tokens = list(counts.special_tokens)
         elif list(special_tokens) != list(counts.special_tokens):
             raise BPEInputError(
@@ -542,15 +600,18 @@ def train_from_counts(
     else:
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
     refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
+    if base is not None:
+        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     name = trainer or default_trainer()
     version = load_trainer(name)
     # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
     native = REGISTRY[name].merges_native_counts and counts.native is not None
     word_counts = counts.native if native else counts.counts
-    num_merges = vocab_size - 256 - len(specials)
+    num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
 
     source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
     return _merge_phase(
@@ -566,6 +627,7 @@ def train_from_counts(
         source_bytes,
         num_workers=num_workers,
         rules=rules,
+        base=base,
     )
 
 
@@ -580,15 +642,18 @@ def train_bpe_from_counts(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
-    `tie_break`, `like` as there; the pattern defaults to the counts'); see `train_from_counts`."""
+    `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
+    see `train_from_counts`."""
     rules = {
         "pattern": pattern,
         "tie_break": tie_break,
         "like": like,
+        "start_from": start_from,
         "min_frequency": min_frequency,
         "max_token_length": max_token_length,
     }
@@ -625,6 +690,7 @@ def train_after_counting(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
@@ -644,6 +710,7 @@ def train_after_counting(
         pattern=pattern,
         tie_break=tie_break,
         like=like,
+        start_from=start_from,
         min_frequency=min_frequency,
         max_token_length=max_token_length,
     )
@@ -667,6 +734,7 @@ def train_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     **options: object,
@@ -676,10 +744,13 @@ def train_from_iterator(
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
-    (counting and merging threads). `pattern`, `tie_break`, `like` as in `train`."""
+    (counting and merging threads). `pattern`, `tie_break`, `like`, `start_from` as in `train`."""
     from .counting import count_words_from_iterator
 
     specials = check_special_tokens(special_tokens)
+    base = None if start_from is None else load_base(start_from, specials)
+    if base is not None:  # the base's special tokens split the documents too
+        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
     refuse_by_lines(rules, "documents")
@@ -709,6 +780,7 @@ def train_from_iterator(
         trainer=name,
         progress=progress,
         num_workers=count_options.num_workers,
+        start_from=base,
         **rules_keywords(rules, like),
     )[0]
 
@@ -722,12 +794,13 @@ def train_bpe_from_iterator(
     pattern: str | Pattern | None = None,
     tie_break: str | None = None,
     like: str | None = None,
+    start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
-    see `train_from_iterator` (`pattern`, `tie_break`, `like` as in `train`)."""
+    see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from` as in `train`)."""
     result = train_from_iterator(
         texts,
         vocab_size,
@@ -736,6 +809,7 @@ def train_bpe_from_iterator(
         pattern=pattern,
         tie_break=tie_break,
         like=like,
+        start_from=start_from,
         min_frequency=min_frequency,
         max_token_length=max_token_length,
         **options,
@@ -748,7 +822,7 @@ def train_bpe_from_iterator(
 
 
 def count_inputs(
-    paths: list[str],
+    paths: list[str] | InputPlan,
     special_tokens: list[str],
     *,
     cluster: str | None = None,
@@ -766,7 +840,9 @@ def count_inputs(
     Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
     `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
     at all are refused, as an empty text file is: what every command and `train` count goes through.
-    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's)."""
+    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's). `paths` may be a plan of inputs
+    already inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records`
+    are the plan's."""
     counts = _count_inputs(
         paths,
         special_tokens,
@@ -781,7 +857,8 @@ def count_inputs(
         pattern=resolve_pattern(pattern),
     )
     if not counts.source_bytes:
-        raise BPEInputError(no_text_message(paths, counts.skipped_records))
+        named = list(paths.paths) if isinstance(paths, InputPlan) else paths
+        raise BPEInputError(no_text_message(named, counts.skipped_records))
     return counts
 
 
@@ -800,7 +877,7 @@ def no_text_message(paths: Sequence[str], skipped_records: int = 0) -> str:
 
 
 def _count_inputs(
-    paths: list[str],
+    paths: list[str] | InputPlan,
     special_tokens: list[str],
     *,
     cluster: str | None,
@@ -813,15 +890,19 @@ def _count_inputs(
     skip_bad_records: bool,
     pattern: Pattern,
 ) -> WordCounts:
-    from .formats import inspect_input
+    from .ingest.plan import inspect_input, plan_inputs
 
     if cluster is not None:
         from .cluster import connect, count_words_on_cluster
 
-        # Local inputs are inspected (and a bad one refused) before a cluster is started.
-        for path in paths:
-            if "://" not in path:
-                inspect_input(path, format, text_field)
+        # Local inputs are inspected (and a bad one refused) before a cluster is started: all local,
+        # into the plan the cluster runs; beside URLs (which the cluster inspects), each on its own.
+        if not isinstance(paths, InputPlan) and not any("://" in path for path in paths):
+            paths = plan_inputs(paths, format, text_field, skip_bad_records=skip_bad_records)
+        elif not isinstance(paths, InputPlan):
+            for path in paths:
+                if "://" not in path:
+                    inspect_input(path, format, text_field)
         with connect(cluster, timeout=cluster_timeout) as client:
             return count_words_on_cluster(
                 client,
@@ -834,8 +915,17 @@ def _count_inputs(
                 skip_bad_records=skip_bad_records,
                 pattern=pattern,
             )
-    from .counting import LOCAL_TASK_BYTES, count_words
+    from .counting import LOCAL_TASK_BYTES, count_plan, count_words
 
+    if isinstance(paths, InputPlan):
+        return count_plan(
+            paths,
+            special_tokens,
+            num_threads=num_threads,
+            task_bytes=task_bytes or LOCAL_TASK_BYTES,
+            progress=progress,
+            pattern=pattern,
+        )
     return count_words(
         paths,
         special_tokens,

@@ -7,7 +7,7 @@
 The same profile, size and seed give the same bytes on every machine and Python version (only
 `random.Random.random()` is drawn on, and every choice is made from it here). Documents end with
 `<|endoftext|>` as in the assignment's files; the output stops at the first document boundary at
-or past --size. What each profile imitates, for the benchmarks (`README.md`, "Benchmarks"):
+or past --size. What each profile imitates, for the benchmarks (`docs/BENCHMARKS.md`):
 
   tinystories  short children's stories (about 800 bytes each) from a vocabulary of a few thousand
                words: few distinct pre-tokens, so pre-tokenization dominates training time.

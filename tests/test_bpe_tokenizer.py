@@ -630,7 +630,13 @@ def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("threads", "chunk_bytes"), [(1, None), (2, None), (1, 1), (2, 1), (2, 977), (3, 65536)])
+# Two threads cutting at every allowed place take four times one thread's time: the exhaustive tier.
+EVERY_CUT_ON_TWO_THREADS = pytest.param(2, 1, marks=pytest.mark.exhaustive)
+
+
+@pytest.mark.parametrize(
+    ("threads", "chunk_bytes"), [(1, None), (2, None), (1, 1), EVERY_CUT_ON_TWO_THREADS, (2, 977), (3, 65536)]
+)
 def test_encode_file_equals_encode(tok: Tokenizer, corpus_file: Path, threads: int, chunk_bytes: int | None) -> None:
     """chunk_bytes=1 cuts wherever cutting is allowed; 977 cuts at odd places."""
     expected = tok.encode(corpus_file.read_text(encoding="utf-8"))

@@ -123,3 +123,24 @@ def test_counting_really_runs_on_several_threads() -> None:
     counts = native.count_words_in_buffer(b"a few words here\n" * 1_500_000, [], 2, 1 << 16)
     assert counts.chunks > 100
     assert counts.threads_used == 2
+
+
+def test_every_module_imports_without_the_posix_only_modules() -> None:
+    # Windows has no resource, fcntl or termios: where the package uses them, it must do without.
+    script = """
+import importlib, pkgutil, sys
+for name in ("resource", "fcntl", "termios"):
+    sys.modules[name] = None  # an import of it now raises ImportError, as on Windows
+import cs336_basics
+from cs336_basics.trainers import peak_rss_bytes
+failed = {}
+for module in pkgutil.iter_modules(cs336_basics.__path__):
+    try:
+        importlib.import_module(f"cs336_basics.{module.name}")
+    except Exception as error:
+        failed[module.name] = repr(error)
+print(failed, peak_rss_bytes() >= 0)
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "{} True"

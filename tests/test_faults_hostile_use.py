@@ -612,6 +612,25 @@ def test_reported_peak_memory_includes_saving(corpus: Path, tmp_path: Path, monk
     assert reported >= extra
 
 
+# A shell that runs `pip install -e . && python cs336_basics/test_trainer.py ...` execs the last
+# command: the run's process image starts with the peak of children it never had (the compiler).
+EXEC_AFTER_A_BIG_CHILD = """
+import os, subprocess, sys
+subprocess.run([sys.executable, "-c", "held = b'x' * (256 << 20)"], check=True)
+probe = "from cs336_basics.trainers import peak_rss_bytes; print(peak_rss_bytes())"
+os.execv(sys.executable, [sys.executable, "-c", probe])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the children's peak survives exec on Linux")
+def test_the_peak_leaves_out_children_of_the_process_image_before_exec() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", EXEC_AFTER_A_BIG_CHILD], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert 0 < int(result.stdout) < (128 << 20)  # the package's own peak, not the 256 MiB child's
+
+
 # ---------------------------------------------------------------------------------------------
 # cs336-encode-dataset (encode_cli)
 

@@ -1,4 +1,4 @@
-"""CI runs the fast part of the fault sweep (`scripts/fault_sweep.py --fast`): every case handled."""
+"""The exhaustive tier (CI) runs the fast fault sweep (`scripts/fault_sweep.py --fast`): every case handled."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from tests.support import REPO_ROOT
 
 
+@pytest.mark.exhaustive  # every family it sweeps has its own tests in the default tier (tests/test_faults_*.py)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sweep uses FIFOs, /proc and rlimits")
 def test_fast_fault_sweep_handles_every_case() -> None:
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}

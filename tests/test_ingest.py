@@ -417,13 +417,13 @@ _HF_EXAMPLE_START = "<!-- hf-parquet-example -->"
 
 
 def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> None:
-    """The README's `datasets` example, run as written on a local Parquet file (nothing downloaded),
+    """The `datasets` example of docs/INPUTS.md, run as written on a local Parquet file (nothing downloaded),
     equals training on the plain text file of the same documents."""
     pytest.importorskip("datasets", reason="the Hugging Face datasets package is optional")
     pyarrow = pytest.importorskip("pyarrow", reason="Parquet needs the optional pyarrow package")
     import pyarrow.parquet as parquet
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "INPUTS.md").read_text(encoding="utf-8")
     block = readme.split(_HF_EXAMPLE_START, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     parquet.write_table(pyarrow.table({"text": DOCUMENTS}), tmp_path / "local.parquet", row_group_size=50)
     monkeypatch.chdir(tmp_path)
@@ -431,7 +431,7 @@ def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> Non
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")  # goes with tmp_path
     namespace: dict[str, object] = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    exec(compile(block, "docs/INPUTS.md", "exec"), namespace)
     plain = write_plain(tmp_path / "plain.txt", DOCUMENTS)
     assert (namespace["vocab"], namespace["merges"]) == train_bpe(plain, 1_000, SPECIAL, trainer="bpe_v1")
 

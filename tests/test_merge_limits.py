@@ -143,3 +143,44 @@ def test_the_command_takes_them_and_bpe_run_json_records_them(
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and named in err
         assert not (tmp_path / "bad" / "vocab.json").exists()
+
+
+def test_with_start_from_the_limits_bound_the_new_merges_only() -> None:
+    # The base makes "abc" (3 bytes) whatever the limit; after it, (abc, d) counts 3 and is 4 bytes.
+    words, base = {b"abcd": 3, b"abc": 2}, [(b"a", b"b"), (b"ab", b"c")]
+    assert bpe_v1.merge(words, 5, start_from=base) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, start_from=base, max_token_length=3) == []
+    assert bpe_v1.merge(words, 5, start_from=base, max_token_length=5) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, start_from=base, min_frequency=4) == []
+    assert bpe_v1.merge(words, 5, start_from=base, min_frequency=3) == [(b"abc", b"d")]
+
+
+@pytest.mark.parametrize(("min_frequency", "max_token_length"), LIMITS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=WORDS,
+    rule=st.sampled_from(TIE_BREAKS),
+    base_merges=st.integers(min_value=0, max_value=12),
+    num_merges=st.integers(min_value=0, max_value=40),
+)
+def test_every_version_takes_start_from_and_the_limits_together_as_the_oracle(
+    trainer: str,
+    min_frequency: int,
+    max_token_length: int | None,
+    words: dict,
+    rule: str,
+    base_merges: int,
+    num_merges: int,
+) -> None:
+    base = bpe_v1.merge(words, base_merges, tie_break=rule)  # unlimited: its tokens may be longer than the limit
+    options = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
+    expected = bpe_v1.merge(words, num_merges, start_from=base, **options)
+    assert load_trainer(trainer).merge(dict(words), num_merges, start_from=base, **options) == expected
+
+
+def test_hf_files_refuses_a_base(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_text("the theme then thesis these\n" * 5, encoding="utf-8")
+    base = train_bpe(path, 260, [], trainer="bpe_v1")
+    with pytest.raises(BPEInputError, match="hf-files"):
+        train_bpe(path, 270, [], trainer="bpe_v1", like="hf-files", start_from=base)

@@ -386,7 +386,13 @@ def test_threads_report_progress_and_stop() -> None:
 # <= 65,536 tokens) and in 32 bits beyond.
 
 
-@pytest.mark.parametrize("threads", [{}, PARALLEL_EVERYWHERE], ids=["one-thread", "threads"])
+# 66,280 merges of 40,000 words, twice: on threads (the default tier's thread tests use 16-bit
+# symbols) it is the exhaustive tier's.
+@pytest.mark.parametrize(
+    "threads",
+    [{}, pytest.param(PARALLEL_EVERYWHERE, marks=pytest.mark.exhaustive)],
+    ids=["one-thread", "threads"],
+)
 def test_both_symbol_widths_give_the_same_merges(threads: dict) -> None:
     native_or_skip()
     from cs336_basics import _merge_cpp

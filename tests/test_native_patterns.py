@@ -33,7 +33,7 @@ ENDOFTEXT = "<|endoftext|>"
 
 @pytest.fixture(scope="module", autouse=True, params=native.SCANNER_PATHS)
 def scanner_path(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Every test once per path: the 64-byte block path (SSE2, SWAR) and the state machine alone."""
+    """Every test once per path: the 64-byte block path (SSE2 or NEON, SWAR) and the state machine alone."""
     previous = native.use_scanner_path(request.param)
     yield request.param
     native.use_scanner_path(previous)

@@ -3,7 +3,7 @@
 Pre-tokens must equal `regex.findall` with the GPT-2 pattern on every input; word counts must equal
 splitting on special tokens (longest first) + `regex` + Counter, for any thread count and chunk size;
 invalid UTF-8 must name the same byte offset Python's decoder reports. Every test here runs once per
-scanner path (the 64-byte block path with SSE2, with SWAR, and the character-by-character one).
+scanner path (the 64-byte block path with SSE2 or NEON, with SWAR, and the character-by-character one).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics import BPEInputError, bpe_v1, train_bpe, train_bpe_from_iterator
+from cs336_basics import BPEInputError, bpe_v1, train_bpe, train_bpe_from_iterator, trainer_status
 from cs336_basics.contract import ENDOFTEXT, Merges, Vocab, assemble_vocab
 from cs336_basics.export import _tiktoken_ranks, hf_tokenizer_json
 from cs336_basics.pattern import resolve_pattern
@@ -26,7 +26,9 @@ from cs336_basics.serialization import decode_token, gpt2_bytes_to_unicode
 from tests.support import REPO_ROOT, SHARED_CORPUS
 
 REFERENCES = REPO_ROOT / "tests" / "data" / "references"
-CORPORA = ("ties", "real_mix_64k", "real_mix_256k_at_10m")
+# The largest corpus runs through every rule in the exhaustive tier; the default tier trains on it whole
+# through the default trainer (test_largest_corpus_through_the_default_trainer).
+CORPORA = ("ties", "real_mix_64k", pytest.param("real_mix_256k_at_10m", marks=pytest.mark.exhaustive))
 # Documents ending in whitespace after a newline, where rustbpe's pattern is not cl100k's (below).
 TRAILING = "trailing_whitespace"
 # The corpora every trainer version trains on through like=; the largest goes whole through the default
@@ -359,13 +361,14 @@ def test_largest_corpus_hf_files_and_limits_through_the_default_trainer(call: st
 
 def test_the_limits_change_hfs_output_here() -> None:
     # The fixtures with limits are not those without: training stops early, or long tokens are left out.
-    for corpus in CORPORA:
+    for corpus in ("ties", "real_mix_64k", "real_mix_256k_at_10m"):  # reading the fixtures only: every tier
         for call, like in LIMITED_CALLS.items():
             plain = hf_merges(corpus, call.removesuffix("-limits"))
             limited = hf_merges(corpus, call)
             assert limited != plain[: len(limited)] or len(limited) < len(plain), (corpus, call, like)
 
 
+@pytest.mark.skipif(not trainer_status()["bpe_v6"].available, reason="the native counter and loop are not built")
 @pytest.mark.parametrize("num_chunks", [2, 7, 64])
 def test_hf_files_counts_alike_in_any_number_of_chunks(num_chunks: int, tmp_path: Path) -> None:
     # Lines cut across chunks: the native counter's chunks (bpe_v7 on 2 workers) against bpe_v1's lines.

@@ -1,8 +1,8 @@
-"""scripts/seed_tiktoken_cache.py: tiktoken's GPT-2 encoding from the handout's fixtures, offline."""
+"""cs336-seed-tiktoken (cs336_basics/seed_tiktoken_cache.py): tiktoken's GPT-2 encoding from the
+handout's fixtures, offline."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cs336_basics import seed_tiktoken_cache
 from tests.support import REPO_ROOT, require_fixture
-
-spec = importlib.util.spec_from_file_location("seed_tiktoken_cache", REPO_ROOT / "scripts" / "seed_tiktoken_cache.py")
-seed_tiktoken_cache = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(seed_tiktoken_cache)
 
 
 def test_get_encoding_reads_the_seeded_cache(tmp_path: Path) -> None:
@@ -47,3 +44,25 @@ def test_a_file_that_is_not_gpt2s_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="checksum"):
         seed_tiktoken_cache.seed(fixtures, tmp_path / "cache")
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_cache_that_cannot_be_written_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    fixtures = require_fixture("gpt2_vocab.json").parent
+    require_fixture("gpt2_merges.txt")
+    in_the_way = tmp_path / "cache"
+    in_the_way.write_text("a file where the cache directory should be\n", encoding="utf-8")
+    assert seed_tiktoken_cache.main([str(fixtures), "--cache-dir", str(in_the_way)]) == 1
+    assert capsys.readouterr().err.startswith(f"error: cannot write tiktoken's cache in {in_the_way}")
+    assert sorted(tmp_path.iterdir()) == [in_the_way]
+
+
+def test_the_old_script_runs_the_command(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "seed_tiktoken_cache.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    missing = tmp_path / "gpt2_merges.txt"
+    assert result.stderr == f"error: {missing} not found: give the handout's tests/fixtures directory\n"

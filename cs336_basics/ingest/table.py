@@ -1,0 +1,83 @@
+"""The table of input formats: one row (`InputFormat`) per format, saying how a file of it is
+recognised, read, checked and cut into tasks. Every other stage asks the row and never branches on
+a format's name."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..formats import BadRecords, InputFile
+
+# The built-in formats, each the module of this package that defines its row as FORMAT (the order
+# `--format` lists them in).
+FORMATS = ("text", "jsonl", "parquet")
+
+# A documents reader: (file, text_field, bad records or None, part or None, laid_out) -> the file's
+# documents as UTF-8 bytes (or, laid out, blocks of them as `formats.LaidOutDocuments`).
+DocumentReader = Callable[["InputFile", str, "BadRecords | None", "tuple[int, ...] | None", bool], Iterator[Any]]
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """One row of the table.
+
+    `magic`: first bytes that say a file is of this format, whatever its name; `named`: whether a
+    file name says it (asked after every row's magic). `documents`: the reader, None for text (its
+    bytes, decompressed, are the text). `laid_out`: the reader hands blocks of documents laid out in
+    one buffer, which the native counter reads in place. `check(file, text_field, detected)` refuses
+    a file this format cannot read, in one line. `parts(file, range_bytes)`: the file cut into
+    (part, bytes) tasks the reader takes as `part`, or None when it is read whole. `text_bytes(file)`:
+    about how much text the file holds, when its size does not say (None: the size, three times it
+    when compressed)."""
+
+    name: str
+    label: str
+    magic: bytes | None = None
+    named: Callable[[str], bool] | None = None
+    documents: DocumentReader | None = None
+    laid_out: bool = False
+    check: Callable[[InputFile, str, bool], None] | None = None
+    parts: Callable[[InputFile, int], list[tuple[tuple[int, ...], int]] | None] | None = None
+    text_bytes: Callable[[InputFile], int] | None = None
+
+
+_TABLE: dict[str, InputFormat] = {}
+
+
+def register_format(row: InputFormat) -> InputFormat:
+    """Adds (or replaces) a row; a format module registers its own when imported."""
+    _TABLE[row.name] = row
+    return row
+
+
+def _load_built_in() -> None:
+    for name in FORMATS:
+        if name not in _TABLE:
+            register_format(importlib.import_module(f"{__package__}.{name}").FORMAT)
+
+
+def known_formats() -> tuple[str, ...]:
+    """The names of every row, the built-in ones first."""
+    _load_built_in()
+    return tuple(_TABLE)
+
+
+def format_row(name: str) -> InputFormat:
+    _load_built_in()
+    return _TABLE[name]
+
+
+def detect_format(name: str, head: bytes) -> str:
+    """The format a file's first bytes, else its name, say; text when none does."""
+    _load_built_in()
+    for row in _TABLE.values():
+        if row.magic is not None and head.startswith(row.magic):
+            return row.name
+    for row in _TABLE.values():
+        if row.named is not None and row.named(name):
+            return row.name
+    return "text"
