@@ -282,14 +282,18 @@ private:
 template <typename Symbol>
 class Trainer {
 public:
-    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break)
-        : tokens_(tie_break),
+    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break, MergeLimits limits)
+        : limits_(limits),
+          tokens_(tie_break),
           workers_(size_t(std::max(1, num_threads))),
           parallel_choice_(workers_.size(), parallel_words),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {
         for (Worker& worker : workers_) worker.pool.share(&spare_blocks_);
+        if (limits_.max_token_length != 0) token_lengths_.assign(256, 1);
     }
+
+    int64_t count_of(PairId pair) const { return pairs_[pair].count; }
 
     // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
     void load_words(const WordCounts& words, int num_threads) {
@@ -442,6 +446,9 @@ public:
             const auto rank = PairId(tokens_.size() - kFirstMergedToken);
             ranks.find_or_insert(pair_key(TokenId(merge.left), TokenId(merge.right)), rank);
             tokens_.add_merge(TokenId(merge.left), TokenId(merge.right));
+            if (!token_lengths_.empty()) {
+                token_lengths_.push_back(token_lengths_[merge.left] + token_lengths_[merge.right]);
+            }
         }
         const size_t num_words = word_ids_.size();
         const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
@@ -463,6 +470,7 @@ public:
         const TokenId left = pairs_[pair].left;
         const TokenId right = pairs_[pair].right;
         tokens_.add_merge(left, right);
+        if (!token_lengths_.empty()) token_lengths_.push_back(token_lengths_[left] + token_lengths_[right]);
         return Merge{uint32_t(left), uint32_t(right)};
     }
 
@@ -588,6 +596,14 @@ private:
         return {record.count, pair_key(record.left, record.right), pair};
     }
 
+    // max_token_length: a pair too long is counted like any other but never chosen, which merges what
+    // HF merges (it never counts such a pair; the other pairs' counts are the same either way).
+    bool allowed(PairId pair) const {
+        if (token_lengths_.empty()) return true;
+        const size_t length = size_t(token_lengths_[pairs_[pair].left]) + token_lengths_[pairs_[pair].right];
+        return length == 2 || length < limits_.max_token_length;
+    }
+
     auto heap_order() const {
         return [this](const HeapEntry& x, const HeapEntry& y) { return ranks_below(x, y); };
     }
@@ -612,7 +628,7 @@ private:
                 const HeapEntry top = heap_.front();
                 std::pop_heap(heap_.begin(), heap_.end(), heap_order());
                 heap_.pop_back();
-                if (top.count > 0 && top.count == pairs_[top.pair].count) return top.pair;
+                if (top.count > 0 && top.count == pairs_[top.pair].count && allowed(top.pair)) return top.pair;
             }
         } while (lower_bar());
         return PairIdMap::kMissing;
@@ -627,14 +643,14 @@ private:
         int64_t highest_left_out = 0;
         for (size_t id = 0; id < pairs_.size(); ++id) {
             const int64_t count = pairs_[PairId(id)].count;
-            if (count <= bar_ && count > highest_left_out) highest_left_out = count;
+            if (count <= bar_ && count > highest_left_out && allowed(PairId(id))) highest_left_out = count;
         }
         if (highest_left_out == 0) return false;
         const int64_t new_bar = std::max<int64_t>(1, highest_left_out / kAdmissionStep) - 1;
         heap_.clear();
         for (size_t id = 0; id < pairs_.size(); ++id) {
             const int64_t count = pairs_[PairId(id)].count;
-            if (count > new_bar && count <= bar_) heap_.push_back(entry(PairId(id)));
+            if (count > new_bar && count <= bar_ && allowed(PairId(id))) heap_.push_back(entry(PairId(id)));
         }
         bar_ = new_bar;
         heapify();
@@ -1081,6 +1097,8 @@ private:
         if (long_word) arena_.release(symbols + written, symbols + length);
     }
 
+    MergeLimits limits_;
+    std::vector<uint64_t> token_lengths_;  // each token's bytes, kept only under max_token_length
     TokenTable tokens_;
 
     // Each word is a header and its symbols, back to back in one arena (one cache miss to start a
@@ -1126,8 +1144,8 @@ private:
 template <typename Symbol>
 std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
                               void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                              TieBreak tie_break, const std::vector<Merge>& replay) {
-    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break);
+                              TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
+    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break, limits);
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
 #endif
@@ -1151,6 +1169,7 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
     while (merges.size() < num_merges) {
         const PairId best = trainer.pop_best();  // highest count, ties by the rule (TokenTable)
         if (best == PairIdMap::kMissing) break;  // no pair left anywhere
+        if (trainer.count_of(best) < limits.min_frequency) break;  // as HF stops
         merges.push_back(trainer.add_token(best));
         trainer.apply_merge(best);               // only the words holding the pair change
         trainer.keep_tables_small();
@@ -1165,7 +1184,7 @@ namespace {
 
 std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
                          void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                         TieBreak tie_break, const std::vector<Merge>& replay) {
+                         TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     if (tie_break != TieBreak::kCs336 && tie_break != TieBreak::kSmallestId && tie_break != TieBreak::kHf) {
         throw std::invalid_argument("train_merges: unknown tie_break");
     }
@@ -1176,27 +1195,27 @@ std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t nu
     // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
     if (replay.size() + num_merges <= (size_t(1) << 16) - 256) {
         return run_merges<uint16_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                    parallel_words, tie_break, replay);
+                                    parallel_words, tie_break, replay, limits);
     }
     return run_merges<uint32_t>(words, release, num_merges, progress, context, num_threads, prune_pairs,
-                                parallel_words, tie_break, replay);
+                                parallel_words, tie_break, replay, limits);
 }
 
 }  // namespace
 
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
                                 void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
-                                TieBreak tie_break, const std::vector<Merge>& replay) {
+                                TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
-                 tie_break, replay);
+                 tie_break, replay, limits);
 }
 
 std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges, MergeProgress progress,
                                                 void* context, int num_threads, size_t prune_pairs,
                                                 size_t parallel_words, TieBreak tie_break,
-                                                const std::vector<Merge>& replay) {
+                                                const std::vector<Merge>& replay, MergeLimits limits) {
     return train(words, &words, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
-                 tie_break, replay);
+                 tie_break, replay, limits);
 }
 
 }  // namespace bpe

@@ -29,6 +29,14 @@ constexpr uint32_t kFirstMergedToken = 256;
 // byte-to-unicode map) by code point, then the merges in order (BpeTrainer).
 enum class TieBreak : int { kCs336 = 0, kSmallestId = 1, kHf = 2 };
 
+// HF tokenizers' limits (cs336_basics/merge_limits.py; zero: none). Training stops at the first best
+// pair counting fewer than min_frequency; a pair whose token would have max_token_length bytes or
+// more is never merged, unless it is two bytes (HF counts those before any limit applies).
+struct MergeLimits {
+    int64_t min_frequency = 0;
+    size_t max_token_length = 0;
+};
+
 // Called after every merge with the number of merges done so far, so it should be cheap (the Python
 // binding only takes the GIL every hundred merges). Returns true to stop (an interrupt): the merges
 // so far are returned. May be null.
@@ -37,7 +45,7 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // Up to `num_merges` merges in creation order, with the exact CS336 semantics: every word starts as
 // its bytes; each step merges the pair with the highest count summed over all words (ties: the
 // greatest (left bytes, right bytes), or the rule `tie_break` names) at every non-overlapping
-// occurrence, left to right. Returns fewer merges when no pair is left. Throws
+// occurrence, left to right, within `limits`. Returns fewer merges when no pair is left. Throws
 // std::invalid_argument on malformed `words`.
 // `num_threads` threads (when built with OpenMP) load the words, count the initial pairs, and
 // rewrite the words of a merge that touches at least `parallel_words` words and apply its count
@@ -47,14 +55,16 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // (see bpe_merge.cpp). The result depends on none of these.
 // `replay`: a base tokenizer's merges in rank order (cs336_basics/start_from.py), their tokens
 // taking ids 256, 257, ... (a merge's parts must come before it): each word starts as its encoding
-// by them, as the tokenizer encodes, and the merges returned continue from there.
+// by them, as the tokenizer encodes, and the merges returned continue from there. `limits` bound
+// the new merges only: the base's merges are replayed whatever their count or length.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
 constexpr size_t kDefaultParallelWords = 256;
 std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                 size_t parallel_words = kDefaultParallelWords,
-                                TieBreak tie_break = TieBreak::kCs336, const std::vector<Merge>& replay = {});
+                                TieBreak tie_break = TieBreak::kCs336, const std::vector<Merge>& replay = {},
+                                MergeLimits limits = {});
 
 // The same, for a caller that needs the counts no more: `words` is emptied, its memory freed, once
 // the loop has loaded them, so that the loop's peak holds them no longer (a count file's size).
@@ -63,6 +73,7 @@ std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_me
                                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                                 size_t parallel_words = kDefaultParallelWords,
                                                 TieBreak tie_break = TieBreak::kCs336,
-                                                const std::vector<Merge>& replay = {});
+                                                const std::vector<Merge>& replay = {},
+                                                MergeLimits limits = {});
 
 }  // namespace bpe

@@ -55,10 +55,11 @@ struct Tables {
 
 // Counts the words of `text` split on the special tokens, where bytes up to counts.readable_end may be
 // read; kValidUtf8, or the offset of the first invalid byte in `text`. The caller flushes `counts`.
+// `by_lines`: each line (up to and with its '\n') is pre-tokenized alone, as HF's train(files) reads.
 size_t count_pieces(std::string_view text, const SpecialTokens& special, PretokenPattern pattern,
-                    ThreadCounts& counts) {
+                    ThreadCounts& counts, bool by_lines = false) {
     size_t invalid = kValidUtf8;
-    special.for_each_piece(text, [&](size_t begin, size_t end) {
+    const auto count_text = [&](size_t begin, size_t end) {
         if (invalid != kValidUtf8) return;
         const char* const piece = text.data() + begin;
         const size_t bad = for_each_pretoken_block_of(
@@ -68,6 +69,15 @@ size_t count_pieces(std::string_view text, const SpecialTokens& special, Pretoke
                 counts.add_block(block, piece + offset, boundaries);
             });
         if (bad != kValidUtf8) invalid = begin + bad;
+    };
+    special.for_each_piece(text, [&](size_t begin, size_t end) {
+        if (!by_lines) return count_text(begin, end);
+        while (begin < end) {
+            const void* newline = std::memchr(text.data() + begin, '\n', end - begin);
+            const size_t line_end = newline == nullptr ? end : size_t(static_cast<const char*>(newline) - text.data()) + 1;
+            count_text(begin, line_end);
+            begin = line_end;
+        }
     });
     return invalid;
 }
@@ -79,9 +89,9 @@ void note_invalid(size_t invalid, std::atomic<size_t>& first_invalid) {
 }
 
 void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialTokens& special, PretokenPattern pattern,
-                 ThreadCounts& counts, std::atomic<size_t>& first_invalid) {
+                 ThreadCounts& counts, std::atomic<size_t>& first_invalid, bool by_lines = false) {
     counts.readable_end = chunk.data() + chunk.size();
-    const size_t invalid = count_pieces(chunk, special, pattern, counts);
+    const size_t invalid = count_pieces(chunk, special, pattern, counts, by_lines);
     counts.flush();
     if (invalid != kValidUtf8) note_invalid(chunk_offset + invalid, first_invalid);
 }
@@ -262,7 +272,7 @@ bool count_into(Tables& tables, std::string_view text, const SpecialTokens& spec
         worked[thread] = 1;
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
         ThreadCounts& counts = per_thread[thread];
-        count_chunk(piece, begin, special, options.pattern, counts, first_invalid);
+        count_chunk(piece, begin, special, options.pattern, counts, first_invalid, options.by_lines);
         counts.after_chunk(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads),
                            per_thread.size());
         if (file != nullptr) file->release(piece.data(), piece.size());
@@ -509,7 +519,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
         if (task.end > task.begin) {  // a chunk of one large document
             const std::string_view chunk = layout.at(task.first).substr(task.begin - ends[task.first], task.end - task.begin);
             if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
-            count_chunk(chunk, task.begin, special, options.pattern, counts, first_invalid);
+            count_chunk(chunk, task.begin, special, options.pattern, counts, first_invalid, options.by_lines);
             counts.after_chunk(chunk.size(), expected, per_thread.size());
             return;
         }
@@ -517,7 +527,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             const std::string_view document = layout.at(index);
             counts.readable_end = layout.readable_end(index, task.last);
             if (!refused.empty() && document.find(refused) != std::string_view::npos) holds_refused = true;
-            const size_t invalid = count_pieces(document, special, options.pattern, counts);
+            const size_t invalid = count_pieces(document, special, options.pattern, counts, options.by_lines);
             if (invalid != kValidUtf8) {
                 note_invalid(ends[index] + invalid, first_invalid);
                 break;

@@ -42,6 +42,10 @@ struct CountOptions {
     // The pre-tokenizer. A text (a piece between special tokens, cut where chunking.hpp cuts) ends
     // where cl100k's `\s++$` sees an end only where the piece ends: a cut has no whitespace before it.
     PretokenPattern pattern = PretokenPattern::kGpt2;
+    // Each line (up to and with its '\n') pre-tokenized alone, as HF tokenizers' train(files) reads a
+    // file: a whitespace run never spans a line end. Chunks are cut where no word crosses, so also
+    // where no line-bound word does.
+    bool by_lines = false;
 };
 
 // What a count did, for tests and reports: a build that silently lost OpenMP shows threads_used 1.

@@ -175,16 +175,19 @@ def count_words(
     chunk_bytes: int | None = None,
     progress: Callable[[int], object] | None = None,
     pattern: str = "gpt2",
+    bint by_lines=False,
 ) -> NativeWordCounts:
     """Count the pre-tokens (one of NATIVE_PATTERNS') of a UTF-8 file, split on `special_tokens` (which are not counted;
     overlapping ones resolve to the longest), on `num_threads` threads (None: OpenMP's default;
     backend.effective_num_threads resolves -1, -2, ...). The file is memory-mapped and cut into chunks of about
     `chunk_bytes` (None: automatic); the result does not depend on either setting. `progress`, if
     given, is called now and then with the bytes counted since its previous call (so `tqdm.update`
-    fits); they add up to the file size."""
+    fits); they add up to the file size. `by_lines`: each line (with its "\n") is pre-tokenized alone, as
+    HF tokenizers' `train(files)` reads a file."""
     cdef string path = os.fsencode(input_path)
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
+    options.by_lines = by_lines
     cdef lib.WordCounts counted
     cdef lib.CountReport report
     errors = []
@@ -414,6 +417,8 @@ cdef class NativeWordCounts:
         tie_break: str = "cs336",
         num_threads: int | None = None,
         start_from: list | None = None,
+        min_frequency: int | None = None,
+        max_token_length: int | None = None,
     ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
         creation order, run by the C++ merge loop without the GIL on the threads the words were
@@ -424,7 +429,8 @@ cdef class NativeWordCounts:
         which pair wins among equal counts, a rule of `tie_break.py`. `num_threads`: at most this
         many threads (a caller's --workers); fewer when the words were counted on fewer.
         `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
-        only the new merges come back."""
+        only the new merges come back. `min_frequency`, `max_token_length`: HF's limits
+        (`merge_limits.py`), on the new merges only."""
         self.check_held()
         cdef int threads = self.num_threads
         if num_threads is not None:
@@ -432,7 +438,7 @@ cdef class NativeWordCounts:
         try:
             return train_merges(
                 self.words, num_merges, progress, threads, prune_pairs, parallel_words, release_words, tie_break,
-                start_from,
+                start_from, min_frequency, max_token_length,
             )
         finally:
             # Spent once the loop has loaded the words, even if it stopped later (a progress error);

@@ -38,16 +38,19 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
     ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop
     enum class TieBreak:  # tie_break.TIE_BREAKS, in this order
         pass
+    cdef struct MergeLimits:  # merge_limits.MergeLimits; 0: no limit
+        int64_t min_frequency
+        size_t max_token_length
 
     vector[Merge] train_merges(
         const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
-        const vector[Merge]& replay
+        const vector[Merge]& replay, MergeLimits limits
     ) except +
     vector[Merge] train_merges_releasing_words(
         WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
-        const vector[Merge]& replay
+        const vector[Merge]& replay, MergeLimits limits
     ) except +
 
 
@@ -78,6 +81,7 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         CountProgress progress
         void* progress_context
         PretokenPattern pattern
+        cbool by_lines
 
     cdef cppclass CountReport:
         size_t chunks

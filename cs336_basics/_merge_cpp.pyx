@@ -42,6 +42,8 @@ def merge(
     parallel_words: int | None = None,
     tie_break: str = "cs336",
     start_from: list[tuple[bytes, bytes]] | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
@@ -55,12 +57,14 @@ def merge(
     sends every merge to the threads (a tuning and testing knob): the merges depend on neither.
     `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
     `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
-    only the merges after them come back.
+    only the merges after them come back. `min_frequency`, `max_token_length`: HF's limits
+    (`merge_limits.py`), on the new merges only.
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     cdef lib.WordCounts words
     load_word_counts(words, word_counts)
     return train_merges(
-        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, start_from
+        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, start_from,
+        min_frequency, max_token_length,
     )

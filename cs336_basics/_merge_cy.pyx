@@ -9,6 +9,7 @@ the dicts, sets and lists become unordered_map and vector, so the loop runs with
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
+from .merge_limits import check_merge_limits
 from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_rank
 
@@ -64,6 +65,9 @@ cdef class PairIndex:
     cdef unordered_map[Pair, vector[int32_t]] words_with
     # The net change of each pair's count in the last merge (bpe_v2 returns the set of these pairs).
     cdef unordered_map[Pair, int64_t] changed
+    # HF's max_token_length (merge_limits.py), 0 for none: a pair too long is never counted
+    # (limit_token_length).
+    cdef size_t max_token_length
 
     def __cinit__(self, word_counts: Mapping[bytes, int]) -> None:
         cdef const unsigned char* data
@@ -98,6 +102,25 @@ cdef class PairIndex:
                 self.pair_counts[pair] += count
                 self.add_word_to(pair, index)
 
+    cdef inline bint allows(self, Pair pair) noexcept:
+        """merge_limits.MergeLimits.allows for the pair's token."""
+        cdef size_t length = self.token_bytes[left_of(pair)].size() + self.token_bytes[right_of(pair)].size()
+        return self.max_token_length == 0 or length == 2 or length < self.max_token_length
+
+    cdef void limit_token_length(self, size_t max_token_length):
+        """From now on a pair too long is never counted: those counted so far are dropped (after a
+        base's merges are replayed, which any length may make)."""
+        self.max_token_length = max_token_length
+        if max_token_length == 0:
+            return
+        cdef vector[Pair] too_long
+        for counted in self.pair_counts:
+            if not self.allows(counted.first):
+                too_long.push_back(counted.first)
+        for pair in too_long:
+            self.pair_counts.erase(pair)
+            self.words_with.erase(pair)
+
     cdef inline void add_word_to(self, Pair pair, int32_t index):
         cdef vector[int32_t]* listed = &self.words_with[pair]
         # A word is listed only while it is being processed, so if it is listed already it is last.
@@ -125,6 +148,8 @@ cdef class PairIndex:
             for at in range(old.size() - 1):
                 self.changed[make_pair(deref(old)[at], deref(old)[at + 1])] -= count
             for at in range(merged.size() - 1):
+                if not self.allows(make_pair(merged[at], merged[at + 1])):
+                    continue
                 self.changed[make_pair(merged[at], merged[at + 1])] += count
                 # Unlike bpe_v2's sets, only list the word under pairs it did not have before, which
                 # are exactly those with the new token: its other pairs already list it.
@@ -259,6 +284,8 @@ def merge(
     *,
     tie_break: str = CS336,
     start_from: list[tuple[bytes, bytes]] | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
@@ -267,19 +294,25 @@ def merge(
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
     `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `start_from`: a
     base's merges, replayed first whatever their counts (`start_from.py`); only the merges after
-    them come back.
+    them come back. `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`), on the
+    merges after the base's only.
     """
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     rule = check_tie_break(tie_break)
+    limits = check_merge_limits(min_frequency, max_token_length)
+    cdef int64_t least_count = limits.min_frequency
     cdef PairIndex index = PairIndex(word_counts)
     for left, right in replay_ids(start_from):  # each word becomes its encoding by the base
         index.apply_merge(make_pair(left, right))
+    index.limit_token_length(limits.native_max_token_length)
     cdef PairHeap heap = PairHeap(index, rule)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0
     merges = []
     while done < wanted and heap.pop_best(&best):
+        if index.pair_counts[best] < least_count:
+            break
         merges.append((index.token_bytes[left_of(best)], index.token_bytes[right_of(best)]))
         index.apply_merge(best)
         heap.update()

@@ -45,15 +45,23 @@ cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) exc
 # release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
 # start_from: a base's merges; each word starts as their encoding (bpe_merge.hpp, `replay`); only the
 # new merges come back.
+# min_frequency, max_token_length: HF's limits (merge_limits.py), checked here, on the new merges only.
 cdef inline list train_merges(
     lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
-    object parallel_words, bint release_words, object tie_break, object start_from=None
+    object parallel_words, bint release_words, object tie_break, object start_from=None,
+    object min_frequency=None, object max_token_length=None,
 ):
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     cdef size_t prune_limit = size_or_default(prune_pairs, "prune_pairs", lib.kDefaultPrunePairs)
     cdef size_t parallel_limit = size_or_default(parallel_words, "parallel_words", lib.kDefaultParallelWords)
     cdef lib.TieBreak rule = tie_break_rule(tie_break)
+    from .merge_limits import check_merge_limits
+
+    checked = check_merge_limits(min_frequency, max_token_length)
+    cdef lib.MergeLimits limits
+    limits.min_frequency = checked.min_frequency
+    limits.max_token_length = checked.native_max_token_length
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, PROGRESS_EVERY_MERGES)
@@ -67,11 +75,13 @@ cdef inline list train_merges(
     with nogil:
         if release_words:
             merges = lib.train_merges_releasing_words(
-                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, replay
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, replay,
+                limits,
             )
         else:
             merges = lib.train_merges(
-                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, replay
+                words, wanted, callback, &relay, num_threads, prune_limit, parallel_limit, rule, replay,
+                limits,
             )
     flush_progress(&relay, merges.size())
     if errors:

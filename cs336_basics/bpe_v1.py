@@ -4,8 +4,10 @@ Read the whole file, split it on special tokens, pre-tokenize with the pattern (
 another is given, `pattern.py`), count words. Then, for every merge, count every adjacent pair in
 every word from scratch, take the most frequent (ties: the greatest `(left_bytes, right_bytes)`, or
 another rule of `tie_break.py`), and rewrite every word. Started from a base tokenizer, each word
-starts as its encoding by the base's merges (`start_from.py`). Each merge costs a pass over the whole
-corpus's unique words, so it is slow, and obviously right.
+starts as its encoding by the base's merges (`start_from.py`). HF's `min_frequency` and
+`max_token_length` (`merge_limits.py`) stop at a best pair that counts too little and leave out
+over-long pairs (the new merges only). Each merge costs a pass over the whole corpus's unique words,
+so it is slow, and obviously right.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import defaultdict
 from os import PathLike
 
 from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
+from .merge_limits import check_merge_limits
 from .pattern import Pattern
 from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
 from .start_from import base_tokens
@@ -42,11 +45,14 @@ def merge(
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
     """`num_merges` merges (fewer if no pair is left); with `start_from`, a base's merges, each word
     starts as its encoding by them and the merges returned are the ones after them (start_from.py)."""
     token_bytes, encode = base_tokens(start_from)
     key = token_key(check_tie_break(tie_break))
+    limits = check_merge_limits(min_frequency, max_token_length)
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [encode(word) for word in live]
@@ -56,7 +62,8 @@ def merge(
         pair_counts: dict[tuple[int, int], int] = defaultdict(int)
         for word, count in zip(words, counts):
             for pair in zip(word, word[1:]):
-                pair_counts[pair] += count
+                if limits.allows(len(token_bytes[pair[0]]) + len(token_bytes[pair[1]])):
+                    pair_counts[pair] += count
         if not pair_counts:
             break
         best = max(
@@ -67,6 +74,8 @@ def merge(
                 key(pair[1], token_bytes[pair[1]]),
             ),
         )
+        if not limits.counts_enough(pair_counts[best]):
+            break
         new_token = len(token_bytes)
         token_bytes.append(token_bytes[best[0]] + token_bytes[best[1]])
         merges.append((token_bytes[best[0]], token_bytes[best[1]]))

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict, merge_word
+from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .phases import Report, ignore_progress
 from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_key
@@ -26,8 +27,15 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(self, word_counts: WordCountDict, tie_break: str = CS336, start_from: Merges | None = None) -> None:
+    def __init__(
+        self,
+        word_counts: WordCountDict,
+        tie_break: str = CS336,
+        start_from: Merges | None = None,
+        limits: MergeLimits = NO_LIMITS,
+    ) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
+        self.limits = NO_LIMITS  # the base's merges are replayed whatever their tokens' lengths
         # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
         self.tie_key = token_key(tie_break)
         self.tie_keys = [self.tie_key(token_id, token) for token_id, token in enumerate(self.token_bytes)]
@@ -43,6 +51,15 @@ class PairIndex:
         # A base's merges replayed in order, whatever their counts: each word becomes its encoding.
         for pair in replay_ids(start_from):
             self.apply_merge(pair)
+        # HF's max_token_length, on the new merges: a pair too long is never counted (merge_limits.py).
+        self.limits = limits
+        for pair in [pair for pair in self.pair_counts if not self.allows(pair)]:
+            del self.pair_counts[pair]
+            self.words_with.pop(pair, None)
+
+    def allows(self, pair: Pair) -> bool:
+        """Whether the pair may be counted and merged under HF's max_token_length."""
+        return self.limits.allows(len(self.token_bytes[pair[0]]) + len(self.token_bytes[pair[1]]))
 
     def rank(self, pair: Pair) -> tuple[int, object, object]:
         """Higher count first, ties to the greatest (left key, right key): with CS336's keys, the
@@ -73,6 +90,8 @@ class PairIndex:
                 self.pair_counts[old_pair] -= count
                 changed.add(old_pair)
             for new_pair in zip(new, new[1:]):
+                if not self.allows(new_pair):
+                    continue
                 self.pair_counts[new_pair] += count
                 self.words_with[new_pair].add(index)
                 changed.add(new_pair)
@@ -90,13 +109,19 @@ def merge(
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
-    index = PairIndex(word_counts, check_tie_break(tie_break), start_from)
+    limits = check_merge_limits(min_frequency, max_token_length)
+    index = PairIndex(word_counts, check_tie_break(tie_break), start_from, limits)
     merges: Merges = []
     for _ in range(num_merges):
         if not index.pair_counts:
             break
-        merged, _ = index.apply_merge(index.best_pair())
+        best = index.best_pair()
+        if not limits.counts_enough(index.pair_counts[best]):
+            break
+        merged, _ = index.apply_merge(best)
         merges.append(merged)
         report(1)
     return merges

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
+from .merge_limits import check_merge_limits
 from .phases import Report, ignore_progress
 from .tie_break import CS336, check_tie_break, token_rank
 
@@ -84,14 +85,17 @@ def merge(
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
     tie_break = check_tie_break(tie_break)
-    index = PairIndex(word_counts, tie_break, start_from)
+    limits = check_merge_limits(min_frequency, max_token_length)
+    index = PairIndex(word_counts, tie_break, start_from, limits)
     heap = PairHeap(index, tie_break)
     merges: Merges = []
     for _ in range(num_merges):
         best = heap.pop_best()
-        if best is None:
+        if best is None or not limits.counts_enough(index.pair_counts[best]):
             break
         merged, changed = index.apply_merge(best)
         merges.append(merged)

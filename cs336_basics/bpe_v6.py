@@ -28,6 +28,12 @@ def merge(
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
-    # The binding checks tie_break; each word starts as its encoding by start_from (start_from.py).
-    return _merge_cpp.merge(word_counts, num_merges, report, tie_break=tie_break, start_from=start_from)
+    # The binding checks tie_break and the limits; each word starts as its encoding by start_from
+    # (start_from.py).
+    return _merge_cpp.merge(
+        word_counts, num_merges, report, tie_break=tie_break, start_from=start_from,
+        min_frequency=min_frequency, max_token_length=max_token_length,
+    )

@@ -82,14 +82,17 @@ def merge(
     num_threads: int | None = None,
     tie_break: str = CS336,
     start_from: Merges | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> Merges:
     """The C++ merge loop, fed directly from the native word counts (a dict is converted first), on
     the threads they were counted on and at most `num_threads` (None: no limit, every core for a dict;
     -1, -2, ... as for counting). `release_words`: free the native counts once the loop has loaded
     them (they can do nothing after that), so that its peak memory does not hold them too.
-    `tie_break` (a rule of `tie_break.py`) is checked by the binding; `start_from`: a base's merges,
-    each word starts as its encoding by them (`start_from.py`)."""
+    `tie_break` (a rule of `tie_break.py`) and HF's limits (`merge_limits.py`) are checked by the
+    binding; `start_from`: a base's merges, each word starts as its encoding by them (`start_from.py`)."""
     threads = None if num_threads is None else effective_num_threads(num_threads)
+    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
     if isinstance(word_counts, dict):
         return _merge_cpp.merge(
             word_counts,
@@ -98,7 +101,14 @@ def merge(
             num_threads=effective_num_threads(threads),
             tie_break=tie_break,
             start_from=start_from,
+            **limits,
         )
     return word_counts.merge(
-        num_merges, report, release_words=release_words, tie_break=tie_break, num_threads=threads, start_from=start_from
+        num_merges,
+        report,
+        release_words=release_words,
+        tie_break=tie_break,
+        num_threads=threads,
+        start_from=start_from,
+        **limits,
     )

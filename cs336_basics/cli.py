@@ -53,7 +53,7 @@ from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, is_url
 from .ingest.plan import inspect_input
 from .pattern import GPT2, pattern_label
-from .presets import TrainingRules, resolve_rules
+from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, run_rules
 from .start_from import Base, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
@@ -226,6 +226,10 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
         rows.append(("tie-break", result.tie_break))
     if result.layout != CS336_LAYOUT:
         rows.append(("ids", f"{result.layout}'s layout" + (f" (--like {like})" if like else "")))
+    if result.limits.min_frequency:
+        rows.append(("min frequency", str(result.limits.min_frequency)))
+    if result.limits.max_token_length is not None:
+        rows.append(("max token length", f"{result.limits.max_token_length} bytes"))
     return rows
 
 
@@ -261,7 +265,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     data: Path | None = None
     try:
         options = _workers_option(args.workers)
-        rules = resolve_rules(args.pattern, args.tie_break, args.like)
+        rules = resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
         start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), args.special)
         for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
             num_new_merges(start, size, run_special_tokens(start, args.special))
@@ -291,6 +295,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 data = Path(sources[0])
             urls = any(is_url(source) for source in args.data or [])
             if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
+                refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
                 sources = args.data or ([str(data)] if data else [])
                 result, described = train_from_sources(
                     args, trainer, sources, options.get("num_workers"), rules, start
@@ -328,7 +333,10 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             interrupts.check()
             # Each size's set is prepared (exports included) before any is written, so a failed export
             # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.
-            details = {"trainer": result.trainer, **run_rules(result.pattern, result.tie_break, result.layout)}
+            details = {
+                "trainer": result.trainer,
+                **run_rules(result.pattern, result.tie_break, result.layout, result.limits),
+            }
             if start is not None:
                 kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
                 details["start_from"] = {"source": start.source, **kept}

@@ -72,7 +72,8 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--pattern`, `--tie-break` and `--like` (see `presets.resolve_rules`)."""
+    """`--pattern`, `--tie-break`, `--like`, `--min-frequency` and `--max-token-length` (see
+    `presets.resolve_rules`)."""
     add_pattern_argument(parser)
     parser.add_argument(
         "--tie-break",
@@ -86,7 +87,24 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(PRESETS),
         default=None,
         help="train exactly as another tool does: sets the pattern, the tie-break and the vocabulary's ids; "
-        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer), cs336 (default)",
+        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer.train_from_iterator), hf-files (HF's "
+        "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
+    )
+    parser.add_argument(
+        "--min-frequency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop at the first best pair that counts fewer than N, as HF's BpeTrainer(min_frequency=N) "
+        "(any preset; docs/REFERENCES.md)",
+    )
+    parser.add_argument(
+        "--max-token-length",
+        type=int,
+        default=None,
+        metavar="N",
+        help="never merge a pair into a token of N bytes or more (two-byte tokens excepted), as HF's "
+        "BpeTrainer(max_token_length=N) (any preset; docs/REFERENCES.md)",
     )
 
 

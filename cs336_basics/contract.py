@@ -219,6 +219,24 @@ def count_words_in_text(
     return counts
 
 
+def count_words_in_lines(text: str, pattern: str | Pattern | None = None) -> Counter[bytes]:
+    """`count_words_in_text` as HF tokenizers' `train(files)` counts a file: each line, up to and with
+    its "\n" (no other line break ends one), pre-tokenized alone, and special tokens counted as text."""
+    counts: Counter[bytes] = Counter()
+    pieces = text.split("\n")
+    for index, piece in enumerate(pieces):
+        counts.update(count_words_in_text(piece if index == len(pieces) - 1 else piece + "\n", [], pattern))
+    return counts
+
+
+def alphabet_of(words: Iterable[bytes]) -> bytes:
+    """The bytes that occur in the words, ascending."""
+    seen = set()
+    for word in words:
+        seen.update(word)
+    return bytes(sorted(seen))
+
+
 # ---------------------------------------------------------------------------------------------
 # Chunk boundaries for parallel counting
 
@@ -344,10 +362,13 @@ def initial_vocab(special_tokens: Iterable[str]) -> Vocab:
 CS336_LAYOUT = "cs336"
 RUSTBPE_LAYOUT = "rustbpe"
 HF_LAYOUT = "hf"
-VOCAB_LAYOUTS = (CS336_LAYOUT, RUSTBPE_LAYOUT, HF_LAYOUT)
+HF_FILES_LAYOUT = "hf-files"
+VOCAB_LAYOUTS = (CS336_LAYOUT, RUSTBPE_LAYOUT, HF_LAYOUT, HF_FILES_LAYOUT)
 
 
-def assemble_vocab(special_tokens: Iterable[str], merges: Merges, layout: str = CS336_LAYOUT) -> Vocab:
+def assemble_vocab(
+    special_tokens: Iterable[str], merges: Merges, layout: str = CS336_LAYOUT, alphabet: Iterable[int] | None = None
+) -> Vocab:
     """The 256 bytes, the special tokens in the order given and one token per merge in creation
     order, numbered as `layout` numbers them:
 
@@ -355,11 +376,15 @@ def assemble_vocab(special_tokens: Iterable[str], merges: Merges, layout: str = 
     - `rustbpe`: the bytes, the merges, the special tokens (rustbpe's ranks hold none; nanochat
       adds them after the ranks);
     - `hf`: the special tokens, the bytes in the code-point order of their byte-level characters
-      (GPT-2's byte-to-unicode map), the merges (HF tokenizers' `BpeTrainer`)."""
+      (GPT-2's byte-to-unicode map), the merges (HF tokenizers' `BpeTrainer`);
+    - `hf-files`: the same with only the bytes of `alphabet` (the bytes the text holds, required
+      here and only here), as HF's `train(files)` starts from the characters seen."""
     if layout not in VOCAB_LAYOUTS:
         raise BPEInputError(f"layout must be one of {', '.join(VOCAB_LAYOUTS)}, got {layout!r}")
+    if (alphabet is not None) != (layout == HF_FILES_LAYOUT):
+        raise BPEInputError(f"an alphabet goes with the layout {HF_FILES_LAYOUT!r} and only with it")
     specials = [token.encode("utf-8") for token in special_tokens]
-    byte_tokens = [bytes([byte]) for byte in range(256)]
+    byte_tokens = [bytes([byte]) for byte in (range(256) if alphabet is None else sorted(set(alphabet)))]
     merged = _merged_tokens(merges)
     if layout == CS336_LAYOUT:
         order = [*byte_tokens, *specials, *merged]

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .contract import (
     ENDOFTEXT,
+    HF_FILES_LAYOUT,
     HF_LAYOUT,
     RUSTBPE_LAYOUT,
     BPEInputError,
@@ -377,7 +378,7 @@ def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
 
 def _layout_special_ids(layout: str, mergeable: dict[bytes, int], specials: list[str]) -> dict[str, int]:
     """The ids `contract.assemble_vocab` gives the special tokens of a vocabulary in `layout`."""
-    if layout == HF_LAYOUT:
+    if layout in (HF_LAYOUT, HF_FILES_LAYOUT):
         first = 0
     elif layout == RUSTBPE_LAYOUT:
         first = max(mergeable.values(), default=-1) + 1

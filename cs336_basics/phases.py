@@ -3,11 +3,13 @@
 A version is a module with two phases:
 
     pretokenize_and_count(input_path, special_tokens, options, report, *, pattern=None) -> word counts
-    merge(word_counts, num_merges, report, *, tie_break="cs336", start_from=None) -> merges
+    merge(word_counts, num_merges, report, *, tie_break="cs336", start_from=None,
+          min_frequency=None, max_token_length=None) -> merges
 
 `pattern` is a `pattern.Pattern` (None: GPT-2's), `tie_break` a rule of `tie_break.py`, `start_from`
 a base tokenizer's merges (`start_from.py`): each word starts as its encoding by them, and `merge`
-returns the merges after them.
+returns the merges after them; `min_frequency`, `max_token_length` HF's limits (`merge_limits.py`), on
+those new merges only.
 
 The driver checks every argument once, the same way for every version, and owns the progress
 display: a version only calls `report(n)` when it has done `n` more units of work (bytes counted,
@@ -90,7 +92,9 @@ class TrainerVersion(Protocol):
         *,
         tie_break: str = ...,
         start_from: Merges | None = ...,
+        min_frequency: int | None = ...,
+        max_token_length: int | None = ...,
     ) -> Merges:
-        """Up to `num_merges` merges in creation order, ties by `tie_break`, after `start_from`'s;
-        `report(merges)`."""
+        """Up to `num_merges` merges in creation order, ties by `tie_break`, after `start_from`'s,
+        within HF's limits; `report(merges)`."""
         ...

@@ -7,13 +7,20 @@
   as its mergeable ranks give them (bytes, then merges), special tokens after the merges.
 - `hf`: HF tokenizers 0.23 `BpeTrainer` with `ByteLevel(add_prefix_space=False)`, its full byte
   alphabet as `initial_alphabet`, `min_frequency=0`, fed the documents (`train_from_iterator`).
+- `hf-files`: the same tokenizer with a default `BpeTrainer(vocab_size, special_tokens=...)` and
+  `tokenizer.train([path])` (what gigabpe 0.1.0 reproduces): the file read line by line, each line
+  pre-tokenized alone, special tokens counted as text, and the alphabet the bytes the text holds
+  (layout `hf-files`). Only for one text file (`train`, `train_bpe`, the command with one `-d`).
+
+HF's `min_frequency` and `max_token_length` go with any preset (`merge_limits.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .contract import CS336_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
+from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
+from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import GPT2, RUSTBPE, Pattern, pattern_label, resolve_pattern
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 
@@ -23,12 +30,15 @@ class Preset:
     pattern: str
     tie_break: str
     layout: str
+    # HF's train(files): each line pre-tokenized alone, special tokens counted as text.
+    by_lines: bool = False
 
 
 PRESETS: dict[str, Preset] = {
     "cs336": Preset(GPT2, CS336, CS336_LAYOUT),
     "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT),
     "hf": Preset(GPT2, HF, HF_LAYOUT),
+    "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True),
 }
 
 
@@ -42,19 +52,27 @@ def resolve_preset(like: object) -> Preset:
 
 @dataclass(frozen=True)
 class TrainingRules:
-    """What a run trains by: its pre-tokenizer, its tie-break and how its vocabulary numbers tokens."""
+    """What a run trains by: its pre-tokenizer, its tie-break, how its vocabulary numbers tokens, and
+    HF's limits on merging (`merge_limits.py`; they apply under every preset and tie-break)."""
 
     pattern: Pattern
     tie_break: str
     layout: str
+    limits: MergeLimits = NO_LIMITS
+    by_lines: bool = False  # Preset.by_lines
 
 
 def resolve_rules(
-    pattern: str | Pattern | None = None, tie_break: str | None = None, like: str | None = None
+    pattern: str | Pattern | None = None,
+    tie_break: str | None = None,
+    like: str | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> TrainingRules:
-    """The rules of a run: `like` sets all three; `pattern` and `tie_break` may repeat what it sets
-    but not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule (cs336)
-    and CS336's layout."""
+    """The rules of a run: `like` sets the first three; `pattern` and `tie_break` may repeat what it
+    sets but not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule
+    (cs336) and CS336's layout. `min_frequency` and `max_token_length` go with any of them."""
+    limits = check_merge_limits(min_frequency, max_token_length)
     preset = resolve_preset(like)
     chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
@@ -70,4 +88,13 @@ def resolve_rules(
                 f"tie_break={rule!r} contradicts like={like!r}, which breaks ties by {preset.tie_break!r}; "
                 "give one or the other"
             )
-    return TrainingRules(chosen, rule, preset.layout)
+    return TrainingRules(chosen, rule, preset.layout, limits, preset.by_lines)
+
+
+def refuse_by_lines(rules: TrainingRules, given: str) -> None:
+    """hf-files reads one text file by lines; other inputs (`given`: what they are) are refused."""
+    if rules.by_lines:
+        raise BPEInputError(
+            f"like='hf-files' reproduces HF's train(files), which reads one text file line by line; "
+            f"it cannot train on {given}: give one text file, or use like='hf' (HF's train_from_iterator)"
+        )

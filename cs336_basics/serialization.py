@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
+from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import GPT2, NAMED_PATTERNS, Pattern, resolve_pattern
 from .tie_break import CS336
 
@@ -83,15 +84,29 @@ class OutputBusyError(BPEInputError):
     """Another run holds the output directory's lock."""
 
 
-def run_rules(pattern: Pattern, tie_break: str, layout: str) -> dict[str, Any]:
+def run_rules(pattern: Pattern, tie_break: str, layout: str, limits: MergeLimits = NO_LIMITS) -> dict[str, Any]:
     """bpe_run.json's fields for what a run trained by (`presets.TrainingRules`): `pattern` as its
-    name (null for a regex of no name) and its regex, `tie_break`, `layout`; pass as `details`."""
-    return {"pattern": {"name": pattern.name, "regex": pattern.regex}, "tie_break": tie_break, "layout": layout}
+    name (null for a regex of no name) and its regex, `tie_break`, `layout`, HF's `min_frequency`
+    and `max_token_length` (null: none); pass as `details`."""
+    return {
+        "pattern": {"name": pattern.name, "regex": pattern.regex},
+        "tie_break": tie_break,
+        "layout": layout,
+        "min_frequency": limits.min_frequency,
+        "max_token_length": limits.max_token_length,
+    }
 
 
 def recorded_rules(run: dict[str, Any]) -> dict[str, Any]:
-    """`run_rules`' fields of a run's metadata; a file older than them trained by gpt2, cs336, cs336."""
-    default = {"pattern": {"name": GPT2, "regex": NAMED_PATTERNS[GPT2]}, "tie_break": CS336, "layout": CS336_LAYOUT}
+    """`run_rules`' fields of a run's metadata; a file older than them trained by gpt2, cs336, cs336,
+    without limits."""
+    default = {
+        "pattern": {"name": GPT2, "regex": NAMED_PATTERNS[GPT2]},
+        "tie_break": CS336,
+        "layout": CS336_LAYOUT,
+        "min_frequency": NO_LIMITS.min_frequency,
+        "max_token_length": NO_LIMITS.max_token_length,
+    }
     return {name: run.get(name, value) for name, value in default.items()}
 
 
@@ -729,6 +744,10 @@ def _run_problem(run: object) -> str | None:
     for name in ("tie_break", "layout"):
         if name in run and not isinstance(run[name], str):
             return f"{name} must be a string, not {run[name]!r}"
+    try:
+        check_merge_limits(run.get("min_frequency"), run.get("max_token_length"))
+    except BPEInputError as error:
+        return str(error)
     return None
 
 

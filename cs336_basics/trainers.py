@@ -21,7 +21,7 @@ except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PL
     resource = None  # type: ignore[assignment]
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from .backend import NativeUnavailable, chosen_trainer, load_native
+from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .contract import (
     CS336_LAYOUT,
     BPEInputError,
@@ -32,17 +32,22 @@ from .contract import (
     check_num_workers,
     check_special_tokens,
     check_vocab_size,
+    count_words_in_lines,
+    read_corpus,
 )
 from .ingest.plan import InputPlan
+from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
-from .presets import TrainingRules, resolve_rules
+from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .progress import progress_bar
 from .start_from import Base, StartFrom, extended_vocab, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .word_counts import WordCounts
 
 
@@ -196,6 +201,9 @@ class TrainingResult:
     pattern: Pattern = field(default_factory=lambda: resolve_pattern(None))
     tie_break: str = CS336
     layout: str = CS336_LAYOUT
+    limits: MergeLimits = NO_LIMITS  # HF's min_frequency and max_token_length
+    # The bytes the vocabulary starts from where not all 256 (layout hf-files: the bytes seen).
+    alphabet: bytes | None = None
     # The tokenizer it started from (start_from.py); its merges begin `merges`.
     base: Base | None = None
 
@@ -209,8 +217,9 @@ class TrainingResult:
             first = len(self.base.merges)
             new = self.merges[first : first + num_new_merges(self.base, vocab_size, self.special_tokens)]
             return extended_vocab(self.base, self.special_tokens, new, self.layout), [*self.base.merges, *new]
-        merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
-        return assemble_vocab(self.special_tokens, merges, self.layout), merges
+        initial = 256 if self.alphabet is None else len(self.alphabet)
+        merges = self.merges[: vocab_size - initial - len(self.special_tokens)]
+        return assemble_vocab(self.special_tokens, merges, self.layout, self.alphabet), merges
 
 
 def check_vocab_sizes(vocab_size: int | None, vocab_sizes: Iterable[int] | None) -> list[int]:
@@ -241,6 +250,8 @@ def train(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -269,11 +280,24 @@ def train(
     if base is not None:
         specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like)
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
     source = inspect_input(input_path, format, text_field)
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
+    if rules.by_lines:
+        if base is not None:  # its vocabulary starts from the bytes seen, a base's from all 256
+            raise BPEInputError(
+                "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
+                f"{base.source}: train with like='hf' to start from a base"
+            )
+        if not source.in_place or is_url(source.path):
+            raise BPEInputError(
+                f"like='hf-files' reads a local text file line by line, as HF's train(files); {input_path} is "
+                f"{source.describe()}: decompress it to a text file, or train with like='hf'"
+            )
+        path = check_input_file(input_path)
+        return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
     if not source.in_place or is_url(source.path):  # a version reads only local files in place
         plan = InputPlan((source.path,), (source,), text_field, skip_bad_records)  # inspected once, above
 
@@ -318,10 +342,71 @@ def train(
     )
 
 
+def _train_by_lines(
+    name: str,
+    version: TrainerVersion,
+    path: Path,
+    vocab_size: int,
+    specials: list[str],
+    progress: bool,
+    rules: TrainingRules,
+    options: CountParallelism,
+) -> TrainingResult:
+    """HF's `train(files)` (the preset hf-files): the file's lines each pre-tokenized alone, the
+    special tokens counted as text, the vocabulary starting from the bytes the text holds. bpe_v1
+    counts in Python (`contract.count_words_in_lines`), the oracle; every other version through the
+    native counter where it is built; then each version's merge phase."""
+    started = time.perf_counter()
+    size = path.stat().st_size
+    native = None
+    if name != "bpe_v1" and rules.pattern.native:
+        try:
+            native = load_native("_count_cpp")
+        except NativeUnavailable:
+            pass  # counted in Python, as bpe_v1 counts
+    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
+        if native is not None:
+            threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
+            chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
+            word_counts = native.count_words(path, [], threads, chunk_bytes, report, rules.pattern.name, by_lines=True)
+            alphabet = present_bytes(word_counts.to_arrays()[0])
+            if not REGISTRY[name].merges_native_counts:
+                word_counts = word_counts.to_dict()
+        else:
+            word_counts = dict(count_words_in_lines(read_corpus(path), rules.pattern))
+            alphabet = present_bytes(b"".join(word_counts))
+            report(size)
+    num_merges = vocab_size - len(alphabet) - len(specials)
+    return _merge_phase(
+        name,
+        version,
+        word_counts,
+        specials,
+        max(0, num_merges),
+        progress,
+        "pre-tokenize",
+        started,
+        num_workers=options.num_workers,
+        rules=rules,
+        alphabet=alphabet,
+    )
+
+
+def present_bytes(data: bytes) -> bytes:
+    """The byte values `data` holds, ascending: one memchr per value, never a Python loop over the data."""
+    return bytes(byte for byte in range(256) if data.find(bytes((byte,))) >= 0)
+
+
 def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = True) -> dict[str, object]:
     """Resolved rules as the keywords of `train`, `train_from_counts` and `train_after_counting`;
     not `explicit`: no pattern, so that count files keep theirs (or `like`'s, which must be theirs)."""
-    return {"pattern": rules.pattern if explicit else None, "tie_break": rules.tie_break, "like": like}
+    return {
+        "pattern": rules.pattern if explicit else None,
+        "tie_break": rules.tie_break,
+        "like": like,
+        "min_frequency": rules.limits.min_frequency,
+        "max_token_length": rules.limits.max_token_length,
+    }
 
 
 def _merge_phase(
@@ -338,6 +423,7 @@ def _merge_phase(
     num_workers: int | None = None,
     rules: TrainingRules | None = None,
     base: Base | None = None,
+    alphabet: bytes | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
@@ -345,7 +431,8 @@ def _merge_phase(
     `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks.
     `num_workers`: the threads of a version whose merge loop has threads (checked already). `rules`:
     the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's).
-    `base`: the tokenizer the merges go on from (`num_merges` counts the new ones)."""
+    `base`: the tokenizer the merges go on from (`num_merges` counts the new ones). `alphabet`: the
+    bytes the vocabulary starts from (layout hf-files), never with a base."""
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
@@ -360,6 +447,9 @@ def _merge_phase(
     options["tie_break"] = rules.tie_break
     if base is not None:
         options["start_from"] = base.merges
+    if rules.limits != NO_LIMITS:
+        options["min_frequency"] = rules.limits.min_frequency
+        options["max_token_length"] = rules.limits.max_token_length
     with progress_bar(progress, num_merges, "merges", "merge") as report:
         merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
@@ -367,7 +457,7 @@ def _merge_phase(
         vocab = extended_vocab(base, specials, merges, rules.layout)
         merges = [*base.merges, *merges]
     else:
-        vocab = assemble_vocab(specials, merges, rules.layout)
+        vocab = assemble_vocab(specials, merges, rules.layout, alphabet)
     return TrainingResult(
         vocab=vocab,
         merges=merges,
@@ -380,6 +470,8 @@ def _merge_phase(
         pattern=rules.pattern,
         tie_break=rules.tie_break,
         layout=rules.layout,
+        limits=rules.limits,
+        alphabet=alphabet,
         base=base,
     )
 
@@ -418,6 +510,8 @@ def train_bpe(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
@@ -426,7 +520,14 @@ def train_bpe(
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
-    rules = {"pattern": pattern, "tie_break": tie_break, "like": like, "start_from": start_from}
+    rules = {
+        "pattern": pattern,
+        "tie_break": tie_break,
+        "like": like,
+        "start_from": start_from,
+        "min_frequency": min_frequency,
+        "max_token_length": max_token_length,
+    }
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
         return result.vocab, result.merges
@@ -451,6 +552,8 @@ def train_from_counts(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
@@ -488,16 +591,17 @@ def train_from_counts(
             )
         if pattern is None and like is None:
             pattern = counts.pattern
-        rules = resolve_rules(pattern, tie_break, like)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(
                 f"the word counts were made with the pattern {counts.pattern_label}, not "
                 f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
             )
     else:
-        rules = resolve_rules(pattern, tie_break, like)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
         base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+    refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
     if base is not None:
         specials = run_special_tokens(base, specials)
@@ -539,11 +643,20 @@ def train_bpe_from_counts(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
-    `tie_break`, `like`, `start_from` as there; the pattern defaults to the counts'); see
-    `train_from_counts`."""
-    rules = {"pattern": pattern, "tie_break": tie_break, "like": like, "start_from": start_from}
+    `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
+    see `train_from_counts`."""
+    rules = {
+        "pattern": pattern,
+        "tie_break": tie_break,
+        "like": like,
+        "start_from": start_from,
+        "min_frequency": min_frequency,
+        "max_token_length": max_token_length,
+    }
     if vocab_sizes is None:
         result = train_from_counts(
             counts,
@@ -578,6 +691,8 @@ def train_after_counting(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
@@ -596,6 +711,8 @@ def train_after_counting(
         tie_break=tie_break,
         like=like,
         start_from=start_from,
+        min_frequency=min_frequency,
+        max_token_length=max_token_length,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -618,6 +735,8 @@ def train_from_iterator(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -633,7 +752,8 @@ def train_from_iterator(
     if base is not None:  # the base's special tokens split the documents too
         specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like)
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+    refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
@@ -675,6 +795,8 @@ def train_bpe_from_iterator(
     tie_break: str | None = None,
     like: str | None = None,
     start_from: StartFrom | None = None,
+    min_frequency: int | None = None,
+    max_token_length: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
@@ -688,6 +810,8 @@ def train_bpe_from_iterator(
         tie_break=tie_break,
         like=like,
         start_from=start_from,
+        min_frequency=min_frequency,
+        max_token_length=max_token_length,
         **options,
     )
     return result.vocab, result.merges

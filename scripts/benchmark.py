@@ -22,12 +22,12 @@ Writes `results.md`, `results.json` and, when matplotlib is installed, `results.
 `--like-peers` sets our presets beside the tools they copy, each tool under its own rules: rustbpe's
 `train_from_iterator` over the documents (its GPT-4 pattern) beside `--like rustbpe`; HF tokenizers'
 `BpeTrainer` (`ByteLevel(add_prefix_space=False)`, the full byte alphabet, `min_frequency=0`) over the
-documents beside `--like hf`; gigabpe's `train_bpe(files)` beside `--like hf` too, though it copies
-another HF call (`tokenizer.train(files)`: line by line, from the characters seen), so its verdict says
-whether the outputs happen to agree. The documents are the corpus cut at `<|endoftext|>`, which the
-peers' times include reading and cutting. Every run's merges (and, against HF, every vocabulary id) are
-checked against its peer's before any time is set against another; a mismatch is printed loudly, gives
-no ratio and fails the run. One of our versions (bpe_v7 unless --trainers names another):
+documents beside `--like hf`; gigabpe's `train_bpe(files)`, which copies HF's `tokenizer.train(files)`
+(line by line, special tokens as text, from the characters seen), beside `--like hf-files`. The
+documents are the corpus cut at `<|endoftext|>`, which the peers' times include reading and cutting.
+Every run's merges (and, against HF and gigabpe, every vocabulary id) are checked against its peer's
+before any time is set against another; a mismatch is printed loudly, gives no ratio and fails the run.
+One of our versions (bpe_v7 unless --trainers names another):
 
     python scripts/benchmark.py --corpus data/real_mix.txt@10000 --like-peers --rounds 3 --out results/like
 
@@ -62,7 +62,7 @@ PEER_MODULES = {
 }
 PEERS = tuple(PEER_MODULES)
 # --like-peers: each peer that runs under its own rules and the preset of ours that copies it.
-LIKE_PEERS = {"rustbpe": "rustbpe", "hf-tokenizers": "hf", "gigabpe": "hf"}
+LIKE_PEERS = {"rustbpe": "rustbpe", "hf-tokenizers": "hf", "gigabpe": "hf-files"}
 OWN_RULES = "own"  # a Run's `like` for a peer under its own rules
 
 
@@ -694,7 +694,7 @@ class LikeCheck:
     vocab_size: int
     ours: str
     peer: str
-    verdict: str  # equal: ..., MISMATCH: ..., not the same call: ..., skipped: ..., not compared: ...
+    verdict: str  # equal: ..., MISMATCH: ..., skipped: ..., not compared: ...
     ours_seconds: list[float] = field(default_factory=list)
     peer_seconds: list[float] = field(default_factory=list)
     ratios: list[float] = field(default_factory=list)  # the peer's seconds over ours, round by round
@@ -744,12 +744,6 @@ def like_checks(runs: list[Run]) -> list[LikeCheck]:
                 same = ", ".join(DIGESTS[key] for key in fields if DIGESTS[key] not in differ)
                 if not differ:
                     check.verdict = f"equal: {same}"
-                elif peer == "gigabpe":
-                    check.verdict = (
-                        f"not the same call: {', '.join(differ)} differ (gigabpe copies HF's "
-                        "tokenizer.train(files), line by line from the characters seen; --like hf copies "
-                        "train_from_iterator over the documents)"
-                    )
                 else:
                     check.verdict = f"MISMATCH: {', '.join(differ)} differ" + (f" ({same} equal)" if same else "")
                 check.ours_seconds = [run.seconds["total"] for run in mine]

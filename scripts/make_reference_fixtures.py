@@ -14,6 +14,8 @@ Three calls per corpus, each into `<corpus>.<call>.json`:
 - `hf-files`: the same tokenizer with a default `BpeTrainer` (and `<|endoftext|>`) trained with
   `tokenizer.train([path])` on the corpus file itself; its `model.vocab` and `model.merges`. Where gigabpe
   is installed, its `train_tokenizer` on the same file is compared and the outcome recorded.
+- `hf-iterator-limits`, `hf-files-limits`: those two calls with HF's `min_frequency` and
+  `max_token_length` set (LIMITS), so that training stops early and long tokens are left out.
 
 The documents are the text split on `<|endoftext|>`, empty pieces dropped: what our trainers count
 when given that special token. The corpora are a small hand-made one with many ties (written into its
@@ -50,6 +52,9 @@ TRAILING_DOCUMENTS = ["ab\n  ", "ab\n  ", "ab\n \t", "cd  \n\t ", "ef \n", "x\n\
 # name -> (start in the decompressed corpus, bytes, merges)
 SLICES = {"real_mix_64k": (0, 64 << 10, 400), "real_mix_256k_at_10m": (10 << 20, 256 << 10, 1000)}
 TIES_MERGES = 60
+# BpeTrainer's min_frequency and max_token_length for the -limits calls: the hand-made corpora count
+# each pair once or twice; the slices stop before their merges run out.
+LIMITS = {"ties": (2, 3), "trailing_whitespace": (2, 3), "real_mix_64k": (12, 6), "real_mix_256k_at_10m": (20, 7)}
 
 
 def corpus_slice(source: str | Path, start: int, size: int) -> bytes:
@@ -103,38 +108,54 @@ def _hf_model(tokenizer) -> dict:
     return {"vocab": document["model"]["vocab"], "merges": document["model"]["merges"]}
 
 
-def _hf_iterator(docs: list[str], num_merges: int) -> dict:
+def _limits_call(limits: tuple[int, int] | None) -> tuple[dict, str]:
+    """BpeTrainer's keywords for `limits` (min_frequency, max_token_length), and how the call spells them."""
+    if limits is None:
+        return {}, ""
+    keywords = {"min_frequency": limits[0], "max_token_length": limits[1]}
+    return keywords, "".join(f", {name}={value}" for name, value in keywords.items())
+
+
+def _hf_iterator(docs: list[str], num_merges: int, limits: tuple[int, int] | None = None) -> dict:
     from tokenizers import pre_tokenizers, trainers
 
     tokenizer = _hf_tokenizer()
     vocab_size = 256 + 1 + num_merges
+    keywords, spelled = _limits_call(limits)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        min_frequency=0,
+        min_frequency=keywords.pop("min_frequency", 0),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         special_tokens=[ENDOFTEXT],
         show_progress=False,
+        **keywords,
     )
     tokenizer.train_from_iterator(docs, trainer)
+    minimum = "" if limits else ", min_frequency=0"
     return {
         "tool": "tokenizers",
         "version": version("tokenizers"),
         "call": (
             "tokenizer = Tokenizer(models.BPE()); "
             "tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False); "
-            "tokenizer.train_from_iterator(documents, trainers.BpeTrainer(vocab_size=VOCAB_SIZE, min_frequency=0, "
+            f"tokenizer.train_from_iterator(documents, trainers.BpeTrainer(vocab_size=VOCAB_SIZE{minimum}{spelled}, "
             "initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=['<|endoftext|>']))"
         ),
-        "settings": {"vocab_size": vocab_size, "special_tokens": [ENDOFTEXT], "min_frequency": 0},
+        "settings": {"vocab_size": vocab_size, "special_tokens": [ENDOFTEXT], "min_frequency": 0, **_settings(limits)},
         "model": _hf_model(tokenizer),
     }
 
 
-def _hf_files(text: str, vocab_size: int) -> dict:
+def _settings(limits: tuple[int, int] | None) -> dict:
+    return {} if limits is None else {"min_frequency": limits[0], "max_token_length": limits[1]}
+
+
+def _hf_files(text: str, vocab_size: int, limits: tuple[int, int] | None = None) -> dict:
     from tokenizers import trainers
 
     tokenizer = _hf_tokenizer()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[ENDOFTEXT], show_progress=False)
+    keywords, spelled = _limits_call(limits)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[ENDOFTEXT], show_progress=False, **keywords)
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "corpus.txt"
         path.write_bytes(text.encode("utf-8"))
@@ -146,12 +167,13 @@ def _hf_files(text: str, vocab_size: int) -> dict:
             "call": (
                 "tokenizer = Tokenizer(models.BPE()); "
                 "tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False); "
-                "tokenizer.train([path], trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=['<|endoftext|>']))"
+                f"tokenizer.train([path], trainers.BpeTrainer(vocab_size=VOCAB_SIZE{spelled}, "
+                "special_tokens=['<|endoftext|>']))"
             ),
-            "settings": {"vocab_size": vocab_size, "special_tokens": [ENDOFTEXT]},
+            "settings": {"vocab_size": vocab_size, "special_tokens": [ENDOFTEXT], **_settings(limits)},
             "model": model,
         }
-        gigabpe_same = _gigabpe_same(path, vocab_size, model)
+        gigabpe_same = None if limits else _gigabpe_same(path, vocab_size, model)
     if gigabpe_same is not None:
         fixture["gigabpe"] = gigabpe_same
     return fixture
@@ -210,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             "rustbpe": _rustbpe(docs, merges),
             "hf-iterator": _hf_iterator(docs, merges),
             "hf-files": _hf_files(text, 256 + 1 + merges),
+            "hf-iterator-limits": _hf_iterator(docs, merges, LIMITS[name]),
+            "hf-files-limits": _hf_files(text, 256 + 1 + merges, LIMITS[name]),
         }
         for call, fixture in made.items():
             _write(args.out / f"{name}.{call}.json", {"corpus": described, **fixture})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics import bpe_v1, train_bpe, train_bpe_from_iterator
+from cs336_basics import BPEInputError, bpe_v1, train_bpe, train_bpe_from_iterator, trainer_status
 from cs336_basics.contract import ENDOFTEXT, Merges, Vocab, assemble_vocab
 from cs336_basics.export import _tiktoken_ranks, hf_tokenizer_json
 from cs336_basics.pattern import resolve_pattern
@@ -305,3 +305,98 @@ def test_each_preset_takes_its_tools_first_merge(trainer: str, like: str, first:
     path.write_text("zy !!", encoding="utf-8")
     _, merges = train_bpe(path, 257, [], trainer=trainer, like=like)
     assert merges == [first]
+
+
+# ---------------------------------------------------------------------------------------------
+# like="hf-files" (HF's train(files)) and HF's min_frequency / max_token_length, on every version
+
+LIMITED_CALLS = {"hf-iterator-limits": "hf", "hf-files-limits": "hf-files"}
+
+
+def hf_settings(corpus: str, call: str) -> dict[str, object]:
+    """The fixture's vocab_size, min_frequency and max_token_length as train_bpe's keywords."""
+    settings = load(corpus, call)["settings"]
+    keywords = {"vocab_size": settings["vocab_size"]}
+    if "max_token_length" in settings:
+        keywords.update(min_frequency=settings["min_frequency"], max_token_length=settings["max_token_length"])
+    return keywords
+
+
+def check_hf_model(vocab: Vocab, merges: Merges, corpus: str, call: str) -> None:
+    """(vocab, merges) are HF's, and exported, tokenizer.json's model is HF's own, id for id."""
+    assert merges == hf_merges(corpus, call)
+    assert vocab == hf_vocab(corpus, call)
+    model = hf_tokenizer_json(vocab, merges, [ENDOFTEXT])["model"]
+    assert model["vocab"] == load(corpus, call)["model"]["vocab"]
+    assert [merge.split(" ") for merge in model["merges"]] == load(corpus, call)["model"]["merges"]
+
+
+@pytest.mark.parametrize("corpus", SMALL_CORPORA)
+def test_train_bpe_like_hf_files(trainer: str, corpus: str, tmp_path: Path) -> None:
+    path = write_corpus(tmp_path, corpus)
+    settings = hf_settings(corpus, "hf-files")
+    vocab, merges = train_bpe(path, settings.pop("vocab_size"), [ENDOFTEXT], trainer=trainer, like="hf-files")
+    check_hf_model(vocab, merges, corpus, "hf-files")
+
+
+@pytest.mark.parametrize("call", LIMITED_CALLS)
+@pytest.mark.parametrize("corpus", SMALL_CORPORA)
+def test_hf_limits_through_every_version(trainer: str, corpus: str, call: str, tmp_path: Path) -> None:
+    path = write_corpus(tmp_path, corpus)
+    settings = hf_settings(corpus, call)
+    like = LIMITED_CALLS[call]
+    vocab, merges = train_bpe(path, settings.pop("vocab_size"), [ENDOFTEXT], trainer=trainer, like=like, **settings)
+    check_hf_model(vocab, merges, corpus, call)
+
+
+@pytest.mark.parametrize("call", ["hf-files", *LIMITED_CALLS])
+def test_largest_corpus_hf_files_and_limits_through_the_default_trainer(call: str, tmp_path: Path) -> None:
+    corpus = "real_mix_256k_at_10m"
+    path = write_corpus(tmp_path, corpus)
+    settings = hf_settings(corpus, call)
+    like = LIMITED_CALLS.get(call, "hf-files")
+    vocab, merges = train_bpe(path, settings.pop("vocab_size"), [ENDOFTEXT], like=like, **settings)
+    check_hf_model(vocab, merges, corpus, call)
+
+
+def test_the_limits_change_hfs_output_here() -> None:
+    # The fixtures with limits are not those without: training stops early, or long tokens are left out.
+    for corpus in ("ties", "real_mix_64k", "real_mix_256k_at_10m"):  # reading the fixtures only: every tier
+        for call, like in LIMITED_CALLS.items():
+            plain = hf_merges(corpus, call.removesuffix("-limits"))
+            limited = hf_merges(corpus, call)
+            assert limited != plain[: len(limited)] or len(limited) < len(plain), (corpus, call, like)
+
+
+@pytest.mark.skipif(not trainer_status()["bpe_v6"].available, reason="the native counter and loop are not built")
+@pytest.mark.parametrize("num_chunks", [2, 7, 64])
+def test_hf_files_counts_alike_in_any_number_of_chunks(num_chunks: int, tmp_path: Path) -> None:
+    # Lines cut across chunks: the native counter's chunks (bpe_v7 on 2 workers) against bpe_v1's lines.
+    corpus = "real_mix_64k"
+    path = write_corpus(tmp_path, corpus)
+    size = hf_settings(corpus, "hf-files")["vocab_size"]
+    expected = train_bpe(path, size, [ENDOFTEXT], trainer="bpe_v6", like="hf-files", num_chunks=1)
+    got = train_bpe(path, size, [ENDOFTEXT], like="hf-files", num_workers=2, num_chunks=num_chunks)
+    assert got == expected == (hf_vocab(corpus, "hf-files"), hf_merges(corpus, "hf-files"))
+
+
+def test_hf_files_refuses_what_it_cannot_read(tmp_path: Path) -> None:
+    with pytest.raises(BPEInputError, match="hf-files"):
+        train_bpe_from_iterator(["a b"], 300, [], like="hf-files")
+
+
+def test_hf_files_gives_every_size_of_one_run(tmp_path: Path) -> None:
+    # -v a,b,c: each size is HF's vocabulary of that size, its ids after the bytes seen.
+    corpus = "real_mix_64k"
+    path = write_corpus(tmp_path, corpus)
+    largest = hf_settings(corpus, "hf-files")["vocab_size"]
+    sizes = [largest - 300, largest - 100, largest]
+    by_size = train_bpe(path, None, [ENDOFTEXT], vocab_sizes=sizes, like="hf-files")
+    for size in sizes:
+        vocab, merges = by_size[size]
+        assert len(vocab) == size and vocab == below(hf_vocab(corpus, "hf-files"), size)
+        assert merges == hf_merges(corpus, "hf-files")[: len(merges)]
+    # The layout of the bytes seen needs them, and no other layout takes them.
+    for layout, alphabet in (("hf-files", None), ("hf", b"ab")):
+        with pytest.raises(BPEInputError, match="alphabet"):
+            assemble_vocab([ENDOFTEXT], [], layout, alphabet)

@@ -220,7 +220,7 @@ def small_runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
     corpus = require_fixture("corpus.en")
     out = tmp_path_factory.mktemp("runs")
     for size in (300, 600):
-        assert cli_main(["bpe_v6", str(out / str(size)), "-v", str(size), "-d", str(corpus), "-q",
+        assert cli_main(["auto", str(out / str(size)), "-v", str(size), "-d", str(corpus), "-q",
                          "--export", "hf,tiktoken"]) == 0  # fmt: skip
     return {"corpus": corpus, "base": out / "300", "at_once": out / "600"}
 

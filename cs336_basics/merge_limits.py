@@ -1,0 +1,56 @@
+"""HF tokenizers' two limits on merging (`BpeTrainer(min_frequency=, max_token_length=)`), as HF 0.23
+applies them; they are generic, so every tie-break and preset takes them, and every version honours them.
+
+- `min_frequency`: training stops at the first best pair that counts fewer than this (HF's
+  `if top.count < min_frequency: break`), so the vocabulary may come out smaller. 0 and 1 change nothing.
+- `max_token_length`: a pair whose token would be `max_token_length` bytes or longer is never merged:
+  the token is strictly shorter, as HF counts a new pair only while `len(left) + len(right) <
+  max_token_length`. Pairs of two bytes are the exception: HF counts them all before the first merge,
+  without the limit, so two-byte tokens are made whatever the limit. A length is in bytes: HF counts
+  characters, and each of ByteLevel's characters is one byte.
+
+Refused one way for every version: `check_merge_limits`. None (the default) of each: no limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .contract import BPEInputError
+
+
+@dataclass(frozen=True)
+class MergeLimits:
+    min_frequency: int = 0
+    max_token_length: int | None = None  # None: no limit
+
+    def allows(self, token_length: int) -> bool:
+        """Whether a pair whose merged token has `token_length` bytes may be merged."""
+        return self.max_token_length is None or token_length == 2 or token_length < self.max_token_length
+
+    def counts_enough(self, count: int) -> bool:
+        """Whether the best pair, counting `count`, is merged (else training stops)."""
+        return count >= self.min_frequency
+
+    @property
+    def native_max_token_length(self) -> int:
+        """The limit as the C++ loop takes it: 0 for none."""
+        return 0 if self.max_token_length is None else self.max_token_length
+
+
+NO_LIMITS = MergeLimits()
+
+
+def _check_integer(name: str, value: object, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise BPEInputError(f"{name} must be an integer of at least {least} (or None), got {value!r}")
+    return value
+
+
+def check_merge_limits(min_frequency: object = None, max_token_length: object = None) -> MergeLimits:
+    """The limits, refused in one line where either is not a whole number in range. A
+    `max_token_length` of 2 or less leaves only the two-byte merges, as in HF."""
+    return MergeLimits(
+        0 if min_frequency is None else _check_integer("min_frequency", min_frequency, 0),
+        None if max_token_length is None else _check_integer("max_token_length", max_token_length, 1),
+    )

@@ -1,0 +1,186 @@
+"""HF's `min_frequency` and `max_token_length` (merge_limits.py): known answers by hand on bpe_v1, every
+version equal to it under every tie-break, the native loop on its threads and pruning, and the public
+calls and the command (refusals, bpe_run.json). HF's own outputs with them: tests/test_references.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cs336_basics import (
+    BPEInputError,
+    bpe_v1,
+    train_bpe,
+    train_bpe_from_counts,
+    train_bpe_from_iterator,
+    trainer_status,
+)
+from cs336_basics.cli import main as cli_main
+from cs336_basics.contract import count_words_in_text
+from cs336_basics.merge_limits import check_merge_limits
+from cs336_basics.serialization import load_merges
+from cs336_basics.tie_break import TIE_BREAKS
+from cs336_basics.trainers import load_trainer
+
+V7 = trainer_status()["bpe_v7"]
+LIMITS = [(0, None), (0, 1), (0, 3), (0, 4), (2, None), (3, 5), (1, 2)]
+
+
+def test_max_token_length_keeps_tokens_shorter_than_it_but_two_bytes_always() -> None:
+    # (a, b) counts 5 and goes first; then (ab, c) 5 before (c, d) 3, and "abc" would be 3 bytes:
+    # refused under 3, which leaves (c, d), and "abcd" (4 bytes) then is refused too.
+    words = {b"abcd": 3, b"abc": 2}
+    assert bpe_v1.merge(words, 5, tie_break="hf") == [(b"a", b"b"), (b"ab", b"c"), (b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, tie_break="hf", max_token_length=3) == [(b"a", b"b"), (b"c", b"d")]
+    # Under 4, "abc" (3 bytes) is made, "abcd" (4) is not; under 1 or 2 the two-byte merges still are.
+    assert bpe_v1.merge(words, 5, tie_break="hf", max_token_length=4) == [(b"a", b"b"), (b"ab", b"c")]
+    assert bpe_v1.merge(words, 5, tie_break="hf", max_token_length=1) == [(b"a", b"b"), (b"c", b"d")]
+
+
+def test_min_frequency_stops_at_the_first_pair_counting_too_little() -> None:
+    words = {b"ab": 5, b"cd": 2, b"ef": 1}
+    assert len(bpe_v1.merge(words, 10)) == 3
+    assert bpe_v1.merge(words, 10, tie_break="hf", min_frequency=2) == [(b"a", b"b"), (b"c", b"d")]
+    assert bpe_v1.merge(words, 10, tie_break="hf", min_frequency=6) == []
+    assert len(bpe_v1.merge(words, 10, min_frequency=1)) == 3  # 0 and 1 change nothing
+
+
+@pytest.mark.parametrize(
+    ("keywords", "named"),
+    [
+        ({"min_frequency": -1}, "min_frequency"),
+        ({"min_frequency": 2.5}, "min_frequency"),
+        ({"min_frequency": True}, "min_frequency"),
+        ({"max_token_length": 0}, "max_token_length"),
+        ({"max_token_length": "8"}, "max_token_length"),
+    ],
+)
+def test_bad_limits_are_refused_in_one_line(trainer: str, keywords: dict, named: str, tmp_path: Path) -> None:
+    with pytest.raises(BPEInputError, match=named):
+        check_merge_limits(**keywords)
+    with pytest.raises((BPEInputError, ValueError), match=named):
+        load_trainer(trainer).merge({b"ab": 1}, 1, **keywords)
+    path = tmp_path / "corpus.txt"
+    path.write_text("ab ab", encoding="utf-8")
+    with pytest.raises(BPEInputError, match=named):
+        train_bpe(path, 260, [], trainer=trainer, **keywords)
+
+
+WORDS = st.dictionaries(
+    st.binary(min_size=1, max_size=9).map(lambda word: word.replace(b"\x00", b"a")),
+    st.integers(min_value=1, max_value=6),
+    min_size=1,
+    max_size=40,
+)
+
+
+@pytest.mark.parametrize("rule", TIE_BREAKS)
+@pytest.mark.parametrize(("min_frequency", "max_token_length"), LIMITS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(words=WORDS, num_merges=st.integers(min_value=0, max_value=60))
+def test_every_version_honours_the_limits_as_the_oracle(
+    trainer: str, rule: str, min_frequency: int, max_token_length: int | None, words: dict, num_merges: int
+) -> None:
+    limits = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
+    expected = bpe_v1.merge(words, num_merges, **limits)
+    assert load_trainer(trainer).merge(dict(words), num_merges, **limits) == expected
+
+
+@pytest.mark.skipif(not V7.available, reason=V7.reason)
+@pytest.mark.parametrize("knobs", [{"num_threads": 2, "parallel_words": 0}, {"prune_pairs": 3}, {"num_threads": 3}])
+@pytest.mark.parametrize(("min_frequency", "max_token_length"), LIMITS)
+@settings(max_examples=10, deadline=None)
+@given(words=WORDS, rule=st.sampled_from(TIE_BREAKS))
+def test_the_native_loop_on_threads_and_pruning(
+    knobs: dict, min_frequency: int, max_token_length: int | None, words: dict, rule: str
+) -> None:
+    from cs336_basics import _merge_cpp
+
+    limits = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
+    assert _merge_cpp.merge(words, 80, **knobs, **limits) == bpe_v1.merge(words, 80, **limits)
+
+
+def test_train_bpe_and_documents_take_the_limits(trainer: str, tmp_path: Path) -> None:
+    text = "the theme then thesis these<|endoftext|>a an and any" * 3
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    limits = {"min_frequency": 4, "max_token_length": 3}
+    vocab, merges = train_bpe(path, 300, ["<|endoftext|>"], trainer=trainer, like="hf", **limits)
+    assert merges and all(len(left + right) < 3 for left, right in merges)
+    assert len(vocab) == 256 + 1 + len(merges) < 300  # stopped by min_frequency
+    documents = text.split("<|endoftext|>")
+    assert train_bpe_from_iterator(documents, 300, [], trainer=trainer, like="hf", **limits)[1] == merges
+    counts = count_words_in_text(text, ["<|endoftext|>"])
+    from_counts = train_bpe_from_counts(counts, 300, ["<|endoftext|>"], trainer=trainer, like="hf", **limits)
+    assert from_counts == (vocab, merges)
+
+
+def test_the_command_takes_them_and_bpe_run_json_records_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_text("the theme then thesis these\n" * 20, encoding="utf-8")
+    base = ["bpe_v1", "-d", str(path), "-v", "400", "-q"]
+    assert cli_main([base[0], str(tmp_path / "plain"), *base[1:]]) == 0
+    run = json.loads((tmp_path / "plain" / "bpe_run.json").read_text(encoding="utf-8"))
+    assert (run["min_frequency"], run["max_token_length"]) == (0, None)
+    limited = [base[0], str(tmp_path / "limited"), *base[1:], "--min-frequency", "20", "--max-token-length", "4"]
+    assert cli_main(limited) == 0
+    out = capsys.readouterr().out
+    assert "min frequency" in out and "max token length" in out
+    run = json.loads((tmp_path / "limited" / "bpe_run.json").read_text(encoding="utf-8"))
+    assert (run["min_frequency"], run["max_token_length"]) == (20, 4)
+    merges = load_merges(tmp_path / "limited" / "merges.txt")
+    assert merges == train_bpe(path, 400, [], trainer="bpe_v1", min_frequency=20, max_token_length=4)[1]
+    assert (b"th", b"e") in merges and max(len(left + right) for left, right in merges) == 3
+    for bad, named in (("-1", "min_frequency"), ("0", "max_token_length")):
+        option = "--min-frequency" if named == "min_frequency" else "--max-token-length"
+        assert cli_main([base[0], str(tmp_path / "bad"), *base[1:], option, bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and named in err
+        assert not (tmp_path / "bad" / "vocab.json").exists()
+
+
+def test_with_start_from_the_limits_bound_the_new_merges_only() -> None:
+    # The base makes "abc" (3 bytes) whatever the limit; after it, (abc, d) counts 3 and is 4 bytes.
+    words, base = {b"abcd": 3, b"abc": 2}, [(b"a", b"b"), (b"ab", b"c")]
+    assert bpe_v1.merge(words, 5, start_from=base) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, start_from=base, max_token_length=3) == []
+    assert bpe_v1.merge(words, 5, start_from=base, max_token_length=5) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, start_from=base, min_frequency=4) == []
+    assert bpe_v1.merge(words, 5, start_from=base, min_frequency=3) == [(b"abc", b"d")]
+
+
+@pytest.mark.parametrize(("min_frequency", "max_token_length"), LIMITS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    words=WORDS,
+    rule=st.sampled_from(TIE_BREAKS),
+    base_merges=st.integers(min_value=0, max_value=12),
+    num_merges=st.integers(min_value=0, max_value=40),
+)
+def test_every_version_takes_start_from_and_the_limits_together_as_the_oracle(
+    trainer: str,
+    min_frequency: int,
+    max_token_length: int | None,
+    words: dict,
+    rule: str,
+    base_merges: int,
+    num_merges: int,
+) -> None:
+    base = bpe_v1.merge(words, base_merges, tie_break=rule)  # unlimited: its tokens may be longer than the limit
+    options = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
+    expected = bpe_v1.merge(words, num_merges, start_from=base, **options)
+    assert load_trainer(trainer).merge(dict(words), num_merges, start_from=base, **options) == expected
+
+
+def test_hf_files_refuses_a_base(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_text("the theme then thesis these\n" * 5, encoding="utf-8")
+    base = train_bpe(path, 260, [], trainer="bpe_v1")
+    with pytest.raises(BPEInputError, match="hf-files"):
+        train_bpe(path, 270, [], trainer="bpe_v1", like="hf-files", start_from=base)
