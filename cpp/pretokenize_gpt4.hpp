@@ -128,6 +128,30 @@ inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m) {
     return g;
 }
 
+// The starts that cl100k's and o200k's block rules share: `\p{N}{1,3}` cut every three digits, and the
+// whitespace alternatives (`white` = H and NL, `taken` = the NL runs punctuation takes before them).
+BPE_ALWAYS_INLINE uint64_t number_and_whitespace_starts(uint64_t digit, uint64_t white, uint64_t horizontal,
+                                                        uint64_t newline, uint64_t taken, uint64_t decided) {
+    uint64_t digit_starts = digit & ~(digit << 1);
+    const uint64_t three_digits = digit & (digit << 1) & (digit << 2);
+    for (uint64_t step = digit_starts; step != 0;) {
+        step = (step << 3) & three_digits;
+        digit_starts |= step;
+    }
+    uint64_t starts = digit_starts;
+    const uint64_t free_white = white & ~taken;
+    starts |= free_white & (~(white << 1) | (taken << 1));
+    // The last H of a run that ends in two or more H.
+    starts |= horizontal & (horizontal << 1) & ~(white >> 1);
+    // After the last NL of a run, where H follow it: only H up to the run's end.
+    for (uint64_t after = (newline << 1) & horizontal & decided; after != 0; after &= after - 1) {
+        const uint64_t at = after & (~after + 1);
+        const uint64_t past = (horizontal + at) & ~horizontal;
+        if ((past & newline) == 0) starts |= at;
+    }
+    return starts;
+}
+
 // Pre-token starts in the 64 bytes at `p`, given that one starts at `p`, as block_boundaries gives
 // GPT-2's (bit 0 set unless nothing could be decided; only starts before the first undecided byte and
 // before byte 62). With L letters, N ASCII digits, O "other" (anything else but whitespace), B ' ', H
@@ -170,23 +194,7 @@ inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& 
 
     uint64_t starts = letter & ~(letter << 1) & ~(horizontal << 1) & ~(lone_other << 1);
     starts |= other & ~(other << 1) & ~(blank << 1);
-    uint64_t digit_starts = digit & ~(digit << 1);
-    const uint64_t three_digits = digit & (digit << 1) & (digit << 2);
-    for (uint64_t step = digit_starts; step != 0;) {
-        step = (step << 3) & three_digits;
-        digit_starts |= step;
-    }
-    starts |= digit_starts;
-    const uint64_t free_white = white & ~taken;
-    starts |= free_white & (~(white << 1) | (taken << 1));
-    // The last H of a run that ends in two or more H.
-    starts |= horizontal & (horizontal << 1) & ~(white >> 1);
-    // After the last NL of a run, where H follow it: only H up to the run's end.
-    for (uint64_t after = (newline << 1) & horizontal & decided; after != 0; after &= after - 1) {
-        const uint64_t at = after & (~after + 1);
-        const uint64_t past = (horizontal + at) & ~horizontal;
-        if ((past & newline) == 0) starts |= at;
-    }
+    starts |= number_and_whitespace_starts(digit, white, horizontal, newline, taken, decided);
     // Contractions where their apostrophe starts a pre-token.
     for (uint64_t quotes = m.apostrophe & starts & decided; quotes != 0; quotes &= quotes - 1) {
         const unsigned at = count_trailing_zeros(quotes);
@@ -515,21 +523,7 @@ BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const 
         if ((after_run & ~letter & ~m.non_ascii) != 0) starts |= seed;
     }
     starts |= free_other & ~(free_other << 1) & ~(blank << 1);
-    uint64_t digit_starts = digit & ~(digit << 1);
-    const uint64_t three_digits = digit & (digit << 1) & (digit << 2);
-    for (uint64_t step = digit_starts; step != 0;) {
-        step = (step << 3) & three_digits;
-        digit_starts |= step;
-    }
-    starts |= digit_starts;
-    const uint64_t free_white = white & ~taken;
-    starts |= free_white & (~(white << 1) | (taken << 1));
-    starts |= horizontal & (horizontal << 1) & ~(white >> 1);
-    for (uint64_t after = (newline << 1) & horizontal & decided; after != 0; after &= after - 1) {
-        const uint64_t at = after & (~after + 1);
-        const uint64_t past = (horizontal + at) & ~horizontal;
-        if ((past & newline) == 0) starts |= at;
-    }
+    starts |= number_and_whitespace_starts(digit, white, horizontal, newline, taken, decided);
     starts = (starts & ~contraction) | after_contraction;
     return (starts | 1) & decided;
 }
