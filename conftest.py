@@ -5,9 +5,11 @@ the CS336 handout's own tests/conftest.py can be copied in beside our tests
 
 Two tiers. `python -m pytest` runs every test (each trainer, format, export and fault family) with
 at most DEFAULT_TIER_EXAMPLES examples per hypothesis test and the first DEFAULT_TIER_SEEDS seeds of a
-test parametrized over `seed`, and skips the tests marked `exhaustive` (sweeps, big corpora, builds of
-the installed package). `python -m pytest --exhaustive` runs everything with every example and seed
-each test asks for; CI runs that. A new test is in the default tier unless marked.
+test parametrized over `seed`, runs a trainer test's other parameters as a covering set (every
+version and every value of each parameter at least once, not every combination), and skips the tests
+marked `exhaustive` (sweeps, big corpora, builds of the installed package). `python -m pytest
+--exhaustive` runs everything with every example and seed each test asks for; CI runs that. A new
+test is in the default tier unless marked.
 """
 
 from __future__ import annotations
@@ -54,15 +56,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason=f"exhaustive tier: run with {EXHAUSTIVE}")
     later_seed = pytest.mark.skip(reason=f"exhaustive tier: seeds from {DEFAULT_TIER_SEEDS} on run with {EXHAUSTIVE}")
+    uncovered = pytest.mark.skip(
+        reason=f"exhaustive tier: the default tier runs each version and each parameter value once; every "
+        f"combination with {EXHAUSTIVE}"
+    )
     capped: set[int] = set()
+    covering = _covering_items(items)
     for item in items:
         if item.get_closest_marker("exhaustive"):
             item.add_marker(skip)
         elif _is_a_later_seed(item):
             item.add_marker(later_seed)
+        elif id(item) not in covering:
+            item.add_marker(uncovered)
         elif id(function := getattr(item, "function", None)) not in capped:
             capped.add(id(function))
             _cap_hypothesis_examples(function)
+
+
+def _covering_items(items: list[pytest.Item]) -> set[int]:
+    """The items the default tier keeps (by id): all of them, except for a test parametrized over the
+    trainer and something more, where a greedy cover keeps the fewest items that still run every
+    version and every value of every other parameter (so the oracle, the slowest, runs once, not once
+    per combination). Versions that cannot run here cover nothing, so a value they would have carried
+    goes to one that runs."""
+    by_test: dict[object, list[pytest.Item]] = {}
+    kept: set[int] = set()
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = {k: v for k, v in callspec.params.items() if k != "seed"} if callspec is not None else {}
+        if "trainer" in params and len(params) > 1:
+            by_test.setdefault(getattr(item, "function", None), []).append(item)
+        else:
+            kept.add(id(item))
+    for group in by_test.values():
+        values = {id(item): _parameter_values(item) for item in group}
+        missing = set().union(*values.values())
+        while missing:
+            # From the end: the compiled versions, listed last, take the later (larger) values first.
+            best = max(reversed(group), key=lambda item: len(values[id(item)] & missing))
+            if not values[id(best)] & missing:
+                break
+            kept.add(id(best))
+            missing -= values[id(best)]
+        kept.update(id(item) for item in group if not values[id(item)])
+    return kept
+
+
+def _parameter_values(item: pytest.Item) -> set[tuple[str, str]]:
+    """(parameter, value) pairs an item runs with, none if its trainer cannot run here."""
+    params = item.callspec.params  # type: ignore[attr-defined]
+    if not _STATUS[params["trainer"]].available:
+        return set()
+    return {(name, repr(value)) for name, value in params.items() if name != "seed"}
 
 
 def _is_a_later_seed(item: pytest.Item) -> bool:

@@ -34,8 +34,8 @@ def corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def sizes_for(trainer: str) -> tuple[int, int]:
-    """1,000 then 3,000; the oracle recounts every pair at every merge, so it goes 400 then 900."""
-    return (400, 900) if trainer == "bpe_v1" else (1000, 3000)
+    """1,000 then 3,000; the oracle recounts every pair at every merge, so it goes 300 then 500."""
+    return (300, 500) if trainer == "bpe_v1" else (1000, 3000)
 
 
 # ---------------------------------------------------------------------------------------------
