@@ -1,6 +1,6 @@
 # cython: language_level=3, annotation_typing=False
-"""bpe_v7's binding: the GPT-2 pre-tokenizer and the parallel word counter (cpp/pretokenize.hpp,
-cpp/word_count.hpp), and the merge loop run straight on the counted words (cpp/bpe_merge.hpp).
+"""bpe_v7's binding: the GPT-2 pre-tokenizer and the parallel word counter (cpp/scan/pretokenize.hpp,
+cpp/count/word_count.hpp), and the merge loop run straight on the counted words (cpp/merge/bpe_merge.hpp).
 
 Python names are the C++ names: `count_words` is `bpe::count_words`, `count_words_in_buffer` is
 `bpe::count_words_in_buffer`. The binding converts types and releases the GIL; the algorithms and

@@ -1,5 +1,5 @@
 # cython: language_level=3, annotation_typing=False
-"""The binding to the C++ merge loop `bpe::train_merges` (cpp/bpe_merge.hpp) for word counts in a
+"""The binding to the C++ merge loop `bpe::train_merges` (cpp/merge/bpe_merge.hpp) for word counts in a
 Python mapping: bpe_v6 runs it on one thread, bpe_v7 (given a dict) on its threads.
 
 It only converts types: word counts into one flat `WordCounts`, then the C++ loop runs without the

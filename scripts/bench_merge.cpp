@@ -1,7 +1,7 @@
 // The merge loop alone (bpe::train_merges) on a count file, without Python.
 //
 // Build (from the repository root):
-//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_merge.cpp cpp/bpe_merge.cpp -o bench_merge
+//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_merge.cpp cpp/merge/*.cpp -o bench_merge
 // Make the count file once (cs336-count-words, or python -m cs336_basics.count_cli):
 //   python -m cs336_basics.count_cli corpus.txt -o counts.bin
 // Run:
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bpe_merge.hpp"
+#include "merge/bpe_merge.hpp"
 
 namespace {
 

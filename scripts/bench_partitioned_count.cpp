@@ -1,7 +1,7 @@
 // Issue 24: does radix-partitioned aggregation count words faster than the per-thread hash table?
 //
 // Build (from the repository root; setup.py's flags, -std=c++17 -O3 -fopenmp):
-//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_partitioned_count.cpp cpp/*.cpp -o bench_partitioned_count
+//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_partitioned_count.cpp cpp/*/*.cpp -o bench_partitioned_count
 // Run:
 //   ./bench_partitioned_count FILE [repeats=5] [partition_bits=7] [batch_mib=1] [threads=1,2]
 //   ./bench_partitioned_count FILE 1 BITS MIB THREADS mem-today|mem-part   (peak RSS of one count)
@@ -31,11 +31,11 @@
 #include <tuple>
 #include <vector>
 
-#include "chunking.hpp"
-#include "pretokenize.hpp"
-#include "special_tokens.hpp"
-#include "word_count.hpp"
-#include "word_table.hpp"
+#include "scan/chunking.hpp"
+#include "scan/pretokenize.hpp"
+#include "scan/special_tokens.hpp"
+#include "count/word_count.hpp"
+#include "count/word_table.hpp"
 
 namespace {
 

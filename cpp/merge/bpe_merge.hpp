@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "word_counts.hpp"
+#include "count/word_counts.hpp"
 
 namespace bpe {
 

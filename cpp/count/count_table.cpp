@@ -1,4 +1,4 @@
-#include "count_table.hpp"
+#include "count/count_table.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "bits.hpp"
+#include "kit/bits.hpp"
 
 namespace bpe {
 

@@ -3,7 +3,7 @@
 // for the cache (merge_tables.hpp), with the words of a large merge rewritten on several threads.
 // The whole algorithm is train_merges at the end of this file; see bpe_merge.hpp for the contract
 // and cs336_basics/bpe_v4.py for the same algorithm in Python.
-#include "bpe_merge.hpp"
+#include "merge/bpe_merge.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -17,15 +17,15 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "bits.hpp"  // BPE_SSE2
+#include "kit/bits.hpp"  // BPE_SSE2
 
 #if defined(BPE_SSE2)
 #include <emmintrin.h>
 #endif
 
-#include "huge_pages.hpp"
-#include "merge_tables.hpp"
-#include "omp_shim.hpp"
+#include "kit/huge_pages.hpp"
+#include "merge/merge_tables.hpp"
+#include "kit/omp_shim.hpp"
 
 namespace bpe {
 

@@ -4,7 +4,7 @@
 // counts of the words all threads share first), and the tables are merged in a canonical order.
 // About a third of the time is the pre-tokenizer and the rest the table (keys, lookups, cache
 // misses, merging); the measurements are in docs/PERFORMANCE.md.
-#include "word_count.hpp"
+#include "count/word_count.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -20,13 +20,13 @@
 #include <malloc.h>
 #endif
 
-#include "chunking.hpp"
-#include "count_table.hpp"  // split_into_slices
-#include "huge_pages.hpp"
-#include "mapped_file.hpp"
-#include "omp_shim.hpp"
-#include "pretokenize.hpp"
-#include "word_table.hpp"
+#include "scan/chunking.hpp"
+#include "count/count_table.hpp"  // split_into_slices
+#include "kit/huge_pages.hpp"
+#include "io/mapped_file.hpp"
+#include "kit/omp_shim.hpp"
+#include "scan/pretokenize.hpp"
+#include "count/word_table.hpp"
 
 namespace bpe {
 namespace {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "word_counts.hpp"
+#include "count/word_counts.hpp"
 
 namespace bpe {
 

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pretokenize_gpt4.hpp"  // PretokenPattern
-#include "word_counts.hpp"
+#include "scan/pretokenize_gpt4.hpp"  // PretokenPattern
+#include "count/word_counts.hpp"
 
 namespace bpe {
 

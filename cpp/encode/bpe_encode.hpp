@@ -44,8 +44,8 @@
 #include <utility>
 #include <vector>
 
-#include "pretokenize_gpt4.hpp"  // PretokenPattern
-#include "special_tokens.hpp"
+#include "scan/pretokenize_gpt4.hpp"  // PretokenPattern
+#include "scan/special_tokens.hpp"
 
 namespace bpe {
 

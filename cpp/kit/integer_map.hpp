@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "bits.hpp"
+#include "kit/bits.hpp"
 
 namespace bpe {
 

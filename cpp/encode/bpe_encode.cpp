@@ -1,4 +1,4 @@
-#include "bpe_encode.hpp"
+#include "encode/bpe_encode.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,14 +8,14 @@
 #include <new>
 #include <stdexcept>
 
-#include "bits.hpp"
-#include "chunking.hpp"
-#include "huge_pages.hpp"
-#include "integer_map.hpp"
-#include "mapped_file.hpp"
-#include "omp_shim.hpp"
-#include "pretokenize.hpp"
-#include "word_table.hpp"  // kKeep
+#include "kit/bits.hpp"
+#include "scan/chunking.hpp"
+#include "kit/huge_pages.hpp"
+#include "kit/integer_map.hpp"
+#include "io/mapped_file.hpp"
+#include "kit/omp_shim.hpp"
+#include "scan/pretokenize.hpp"
+#include "count/word_table.hpp"  // kKeep
 
 namespace bpe {
 
