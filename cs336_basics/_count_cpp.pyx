@@ -1,6 +1,7 @@
 # cython: language_level=3, annotation_typing=False
 """bpe_v7's binding: the GPT-2 pre-tokenizer and the parallel word counter (cpp/scan/pretokenize.hpp,
-cpp/count/word_count.hpp), and the merge loop run straight on the counted words (cpp/merge/bpe_merge.hpp).
+cpp/count/word_count.hpp), and the counted words held in C++ (NativeWordCounts); their merge loop is
+_merge_cpp's (`NativeWordCounts.merge` lends it the words, cpp/merge/bpe_merge.hpp).
 
 Python names are the C++ names: `count_words` is `bpe::count_words`, `count_words_in_buffer` is
 `bpe::count_words_in_buffer`. The binding converts types and releases the GIL; the algorithms and
@@ -27,7 +28,7 @@ from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
-from cs336_basics._merging cimport train_merges
+from cs336_basics._held_words cimport lend_words
 from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
 
 
@@ -435,10 +436,12 @@ cdef class NativeWordCounts:
         cdef int threads = self.num_threads
         if num_threads is not None:
             threads = min(threads, checked_threads(num_threads))
+        from ._merge_cpp import merge_held_words
+
         try:
-            return train_merges(
-                self.words, num_merges, progress, threads, prune_pairs, parallel_words, release_words, tie_break,
-                start_from, min_frequency, max_token_length,
+            return merge_held_words(
+                lend_words(&self.words), num_merges, progress, threads, prune_pairs, parallel_words, release_words,
+                tie_break, start_from, min_frequency, max_token_length,
             )
         finally:
             # Spent once the loop has loaded the words, even if it stopped later (a progress error);

@@ -1,6 +1,6 @@
 # How a binding runs the C++ merge loop: argument checks, the GIL released, progress relayed, merges
-# back as bytes. Inline, so bpe_v6's binding (_merge_cpp) and bpe_v7's (_count_cpp) each compile it
-# against the one library instead of one extension calling into the other.
+# back as bytes. _merge_cpp's two entry points (word counts in a dict, and word counts held in C++)
+# share it.
 cimport cs336_basics._libbpe as lib
 from cs336_basics._progress cimport ProgressRelay, flush_progress, relay_progress, start_relay
 from libcpp.vector cimport vector
