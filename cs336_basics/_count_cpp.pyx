@@ -154,7 +154,7 @@ cdef vector[string] encode_special_tokens(object special_tokens) except *:
     return tokens
 
 
-cdef NativeWordCounts wrap_counts(lib.WordCounts& counted, const lib.CountReport& report, int num_threads):
+cdef NativeWordCounts wrap_counts(lib.CountedWords& counted, const lib.CountReport& report, int num_threads):
     cdef NativeWordCounts result = NativeWordCounts.__new__(NativeWordCounts)
     result.words = move(counted)
     result.num_threads = num_threads
@@ -163,7 +163,7 @@ cdef NativeWordCounts wrap_counts(lib.WordCounts& counted, const lib.CountReport
     return result
 
 
-cdef NativeWordCounts wrap_table(lib.WordCounts& table):
+cdef NativeWordCounts wrap_table(lib.CountedWords& table):
     """A table that was not counted here (summed, sorted, loaded): merge() on OpenMP's default threads."""
     cdef lib.CountReport no_count
     return wrap_counts(table, no_count, checked_threads(None))
@@ -189,7 +189,7 @@ def count_words(
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     options.by_lines = by_lines
-    cdef lib.WordCounts counted
+    cdef lib.CountedWords counted
     cdef lib.CountReport report
     errors = []
     cdef ProgressRelay relay
@@ -215,7 +215,7 @@ def count_words_in_buffer(
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     cdef string_view text = view_of(data)
-    cdef lib.WordCounts counted
+    cdef lib.CountedWords counted
     cdef lib.CountReport report
     with nogil:
         counted = lib.count_words_in_buffer(text, tokens, options, &report)
@@ -355,7 +355,7 @@ cdef class WordCounter:
     def take(self, canonical_order: bool = False) -> NativeWordCounts:
         """The counts so far (the counter starts again empty): in count_words' canonical order, or
         in table order, which skips sorting (for tables that are only added up)."""
-        cdef lib.WordCounts counted
+        cdef lib.CountedWords counted
         cdef lib.CountReport report
         cdef bint canonical = canonical_order
         with nogil:
@@ -367,7 +367,7 @@ cdef class WordCounter:
         cuts them, each in table order (the counter starts again empty): one pass, no sorting."""
         if num_slices < 1:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
-        cdef vector[lib.WordCounts] slices
+        cdef vector[lib.CountedWords] slices
         cdef size_t count = num_slices
         cdef lib.CountReport no_count
         with nogil:
@@ -379,7 +379,7 @@ cdef class NativeWordCounts:
     """Word counts held in C++ (from count_words): words in a canonical order, identical for every
     thread count and chunk size."""
 
-    cdef lib.WordCounts words
+    cdef lib.CountedWords words
     cdef readonly size_t chunks  # how many chunks the input was cut into
     cdef readonly int threads_used  # how many threads counted at least one chunk
     cdef readonly int num_threads  # threads asked for; merge() counts the initial pairs on as many
@@ -508,7 +508,7 @@ cdef class NativeWordCounts:
         self.check_held()
         if num_slices < 1:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
-        cdef vector[lib.WordCounts] slices
+        cdef vector[lib.CountedWords] slices
         cdef size_t count = num_slices
         with nogil:
             slices = lib.split_into_slices(self.words, count)
@@ -517,7 +517,7 @@ cdef class NativeWordCounts:
     def sorted_by_bytes(self) -> NativeWordCounts:
         """The same counts, words in ascending byte order (the count file's order)."""
         self.check_held()
-        cdef lib.WordCounts sorted_words
+        cdef lib.CountedWords sorted_words
         with nogil:
             sorted_words = lib.sorted_by_bytes(self.words)
         return wrap_table(sorted_words)
@@ -539,7 +539,7 @@ cdef size_t words_in_arrays(const unsigned char[::1] lengths, const unsigned cha
 
 
 cdef int append_arrays(
-    lib.WordCounts* table,
+    lib.CountedWords* table,
     const unsigned char[::1] words,
     const unsigned char[::1] lengths,
     const unsigned char[::1] counts,
@@ -561,7 +561,7 @@ def word_counts_from_arrays(
     """A table from the count file's arrays (see NativeWordCounts.to_arrays; bytes-like, native byte
     order). ValueError when they do not fit together or a count is 0; OverflowError when a count
     does not fit in int64 (the caller keeps such a table in Python)."""
-    cdef lib.WordCounts table
+    cdef lib.CountedWords table
     append_arrays(&table, words, lengths, counts)
     return wrap_table(table)
 
@@ -571,7 +571,7 @@ def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
     takes them), one after the other: their sum when no word is in two of them (slices). One copy,
     where building each table and concatenating them makes two."""
     sets = [tuple(arrays) for arrays in array_sets]
-    cdef lib.WordCounts table
+    cdef lib.CountedWords table
     cdef size_t num_words = 0, num_bytes = 0
     for words, lengths, counts in sets:
         num_words += words_in_arrays(lengths, counts)
@@ -585,11 +585,11 @@ def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
 cdef NativeWordCounts combine_tables(tables, bint add):
     """The tables added up (`add`) or one after the other, as a new table; the inputs unchanged."""
     held = list(tables)  # keeps every table alive while C++ reads it
-    cdef vector[const lib.WordCounts*] pointers
+    cdef vector[const lib.CountedWords*] pointers
     cdef NativeWordCounts table
     for table in held:
         pointers.push_back(&table.words)
-    cdef lib.WordCounts total
+    cdef lib.CountedWords total
     with nogil:
         if add:
             total = lib.add_word_counts(pointers)

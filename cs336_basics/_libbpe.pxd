@@ -19,7 +19,7 @@ cdef extern from "kit/omp_shim.hpp" namespace "bpe" nogil:
 
 # word_counts.hpp: the table counting makes, count files hold and the merge loop trains on.
 cdef extern from "count/word_counts.hpp" namespace "bpe" nogil:
-    cdef cppclass WordCounts:
+    cdef cppclass CountedWords:
         string bytes
         vector[uint64_t] offsets
         vector[int64_t] counts
@@ -43,12 +43,12 @@ cdef extern from "merge/bpe_merge.hpp" namespace "bpe" nogil:
         size_t max_token_length
 
     vector[Merge] train_merges(
-        const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        const CountedWords& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
         const vector[Merge]& replay, MergeLimits limits
     ) except +
     vector[Merge] train_merges_releasing_words(
-        WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        CountedWords& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
         const vector[Merge]& replay, MergeLimits limits
     ) except +
@@ -87,11 +87,11 @@ cdef extern from "count/word_count.hpp" namespace "bpe" nogil:
         size_t chunks
         int threads_used
 
-    WordCounts count_words(
+    CountedWords count_words(
         const string& path, const vector[string]& special_tokens, const CountOptions& options,
         CountReport* report
     ) except +
-    WordCounts count_words_in_buffer(
+    CountedWords count_words_in_buffer(
         string_view text, const vector[string]& special_tokens, const CountOptions& options,
         CountReport* report
     ) except +
@@ -108,25 +108,25 @@ cdef extern from "count/word_count.hpp" namespace "bpe" nogil:
         cbool count_scattered_documents(
             const string_view* documents, size_t count, string_view separator, string_view refused
         ) except +
-        WordCounts take(cbool canonical_order) except +
-        vector[WordCounts] take_slices(size_t num_slices) except +
+        CountedWords take(cbool canonical_order) except +
+        vector[CountedWords] take_slices(size_t num_slices) except +
 
 
 # count_table.hpp: whole word-count tables: sums, the count file's order and arrays.
 cdef extern from "count/count_table.hpp" namespace "bpe" nogil:
-    WordCounts add_word_counts(const vector[const WordCounts*]& tables) except +
-    vector[WordCounts] split_into_slices(const WordCounts& words, size_t num_slices) except +
-    WordCounts concatenate_word_counts(const vector[const WordCounts*]& tables) except +
-    WordCounts sorted_by_bytes(const WordCounts& words) except +
-    size_t first_unordered_word(const WordCounts& words)
-    WordCounts word_counts_from_arrays(
+    CountedWords add_word_counts(const vector[const CountedWords*]& tables) except +
+    vector[CountedWords] split_into_slices(const CountedWords& words, size_t num_slices) except +
+    CountedWords concatenate_word_counts(const vector[const CountedWords*]& tables) except +
+    CountedWords sorted_by_bytes(const CountedWords& words) except +
+    size_t first_unordered_word(const CountedWords& words)
+    CountedWords word_counts_from_arrays(
         const char* blob, size_t blob_size, const void* lengths, const void* counts, size_t num_words
     ) except +
     void append_word_counts_from_arrays(
-        WordCounts& words, const char* blob, size_t blob_size, const void* lengths, const void* counts,
+        CountedWords& words, const char* blob, size_t blob_size, const void* lengths, const void* counts,
         size_t num_words
     ) except +
-    void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
+    void word_counts_to_arrays(const CountedWords& words, void* lengths, void* counts) except +
 
 
 # code_units.hpp: UTF-8 from a str's code units, without the Python API.

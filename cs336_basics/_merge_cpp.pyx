@@ -3,7 +3,7 @@
 Python mapping (`merge`: bpe_v6 runs it on one thread, bpe_v7 given a dict on its threads), and for
 word counts already in C++ (`merge_held_words`, which `_count_cpp.NativeWordCounts.merge` calls).
 
-It only converts types: word counts into one flat `WordCounts`, then the C++ loop runs without the
+It only converts types: word counts into one flat `CountedWords`, then the C++ loop runs without the
 GIL, and the merges come back as bytes. The algorithm and its notes live in the C++.
 """
 
@@ -18,7 +18,7 @@ from cs336_basics._held_words cimport borrowed_words
 from cs336_basics._merging cimport train_merges
 
 
-cdef int load_word_counts(lib.WordCounts& words, object word_counts) except -1:
+cdef int load_word_counts(lib.CountedWords& words, object word_counts) except -1:
     cdef int64_t count
     words.reserve(len(word_counts), 0)
     for word, value in word_counts.items():
@@ -64,7 +64,7 @@ def merge(
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
-    cdef lib.WordCounts words
+    cdef lib.CountedWords words
     load_word_counts(words, word_counts)
     return train_merges(
         words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, start_from,

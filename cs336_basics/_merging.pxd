@@ -47,7 +47,7 @@ cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) exc
 # new merges come back.
 # min_frequency, max_token_length: HF's limits (merge_limits.py), checked here, on the new merges only.
 cdef inline list train_merges(
-    lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
+    lib.CountedWords& words, object num_merges, object progress, int num_threads, object prune_pairs,
     object parallel_words, bint release_words, object tie_break, object start_from=None,
     object min_frequency=None, object max_token_length=None,
 ):

@@ -288,7 +288,7 @@ struct PartitionedOptions {
     int threads = 1;
 };
 
-bpe::WordCounts count_partitioned(std::string_view text, const bpe::SpecialTokens& special,
+bpe::CountedWords count_partitioned(std::string_view text, const bpe::SpecialTokens& special,
                                   const PartitionedOptions& options) {
     const int threads = options.threads;
     const size_t partitions = size_t(1) << options.partition_bits;
@@ -307,7 +307,7 @@ bpe::WordCounts count_partitioned(std::string_view text, const bpe::SpecialToken
     std::vector<Arena> arenas{size_t(threads)};  // long words of the partitions a thread owns
     std::vector<std::vector<WordSlot>> sorted(partitions);
     std::vector<size_t> first_word(partitions + 1, 0), first_byte(partitions + 1, 0);
-    bpe::WordCounts result;
+    bpe::CountedWords result;
 
 #pragma omp parallel num_threads(threads)
     {
@@ -386,8 +386,8 @@ bpe::WordCounts count_partitioned(std::string_view text, const bpe::SpecialToken
 }
 
 // Same words with the same counts, whatever the order.
-bool same_multiset(const bpe::WordCounts& a, const bpe::WordCounts& b) {
-    const auto pairs = [](const bpe::WordCounts& w) {
+bool same_multiset(const bpe::CountedWords& a, const bpe::CountedWords& b) {
+    const auto pairs = [](const bpe::CountedWords& w) {
         std::vector<std::pair<std::string_view, int64_t>> out;
         for (size_t i = 0; i < w.size(); ++i) {
             out.emplace_back(std::string_view(w.bytes).substr(w.offsets[i], w.offsets[i + 1] - w.offsets[i]), w.counts[i]);
@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
         options.num_threads = threads;
         part.threads = threads;
         Best today, mine;
-        bpe::WordCounts a, b;
+        bpe::CountedWords a, b;
         for (int r = 0; r < repeats; ++r) {  // alternating, so that load on the machine hits both
             timed(text.size(), today, [&] { a = bpe::count_words_in_buffer(text, tokens, options); });
             timed(text.size(), mine, [&] { b = count_partitioned(text, special, part); });

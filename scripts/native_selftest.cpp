@@ -343,7 +343,7 @@ void paths_agree() {
 
 using Counts = std::map<std::string, int64_t>;
 
-Counts as_map(const bpe::WordCounts& words) {
+Counts as_map(const bpe::CountedWords& words) {
     Counts out;
     for (size_t i = 0; i < words.size(); ++i) {
         out[words.bytes.substr(words.offsets[i], words.offsets[i + 1] - words.offsets[i])] += words.counts[i];
@@ -464,8 +464,8 @@ std::vector<Pair> naive_merges(const Counts& counts, size_t num_merges) {
     return merges;
 }
 
-bpe::WordCounts as_word_counts(const Counts& counts) {
-    bpe::WordCounts words;
+bpe::CountedWords as_word_counts(const Counts& counts) {
+    bpe::CountedWords words;
     for (const auto& [word, count] : counts) words.add(word.data(), word.size(), count);
     return words;
 }

@@ -55,9 +55,9 @@ constexpr uint64_t kSpecialKey = ~uint64_t(0);
 // What rank() returns orders and compares like the rank, which is all the merge loops ask of it; in
 // a narrow table (ids and ranks below 2^16 - 1) it is rank << 16 | merged id, so that merged()
 // reads no second array on the path from one round's lowest rank to the next round's lookups.
-class Encoder::PairTable {
+class Encoder::PairRanks {
 public:
-    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id)
+    PairRanks(const std::vector<MergeRule>& merges, uint32_t largest_id)
         : rules_(merges), narrow_(largest_id < 65535 && merges.size() < 65535) {
         size_t buckets = 2;
         while (buckets * kBucket < kSlotsPerMerge * merges.size()) buckets *= 2;
@@ -338,7 +338,7 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     }
     uint32_t largest_id = *std::max_element(byte_ids_, byte_ids_ + 256);
     for (const MergeRule& merge : merges) largest_id = std::max({largest_id, merge.left, merge.right, merge.merged});
-    pairs_ = std::make_unique<PairTable>(merges, largest_id);
+    pairs_ = std::make_unique<PairRanks>(merges, largest_id);
     byte_pair_ranks_.resize(256 * 256);
     for (size_t left = 0; left < 256; ++left) {
         for (size_t right = 0; right < 256; ++right) {

@@ -28,7 +28,7 @@ namespace {
 // The whole algorithm (bpe_v4's, cs336_basics/bpe_v4.py, on the tables of trainer.hpp).
 // `release`: the words to free once loaded (the caller's `words`), or null.
 template <typename Symbol>
-std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
+std::vector<Merge> run_merges(const CountedWords& words, CountedWords* release, size_t num_merges, MergeProgress progress,
                               void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
                               TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break, limits);
@@ -36,7 +36,7 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
     const auto started = std::chrono::steady_clock::now();
 #endif
     trainer.load_words(words, num_threads);    // every word as its bytes, once
-    if (release != nullptr) *release = WordCounts();
+    if (release != nullptr) *release = CountedWords();
 #ifdef BPE_MERGE_PROFILE
     const auto loaded = std::chrono::steady_clock::now();
 #endif
@@ -68,14 +68,14 @@ std::vector<Merge> run_merges(const WordCounts& words, WordCounts* release, size
 
 namespace {
 
-std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t num_merges, MergeProgress progress,
+std::vector<Merge> train(const CountedWords& words, CountedWords* release, size_t num_merges, MergeProgress progress,
                          void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
                          TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     if (tie_break != TieBreak::kCs336 && tie_break != TieBreak::kSmallestId && tie_break != TieBreak::kHf) {
         throw std::invalid_argument("train_merges: unknown tie_break");
     }
     if (num_merges == 0) {
-        if (release != nullptr) *release = WordCounts();
+        if (release != nullptr) *release = CountedWords();
         return {};
     }
     // 256 byte tokens plus one per merge: 16-bit symbols hold them all up to 65,280 merges.
@@ -89,14 +89,14 @@ std::vector<Merge> train(const WordCounts& words, WordCounts* release, size_t nu
 
 }  // namespace
 
-std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges, MergeProgress progress,
+std::vector<Merge> train_merges(const CountedWords& words, size_t num_merges, MergeProgress progress,
                                 void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
                                 TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
     return train(words, nullptr, num_merges, progress, context, num_threads, prune_pairs, parallel_words,
                  tie_break, replay, limits);
 }
 
-std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges, MergeProgress progress,
+std::vector<Merge> train_merges_releasing_words(CountedWords& words, size_t num_merges, MergeProgress progress,
                                                 void* context, int num_threads, size_t prune_pairs,
                                                 size_t parallel_words, TieBreak tie_break,
                                                 const std::vector<Merge>& replay, MergeLimits limits) {

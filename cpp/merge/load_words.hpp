@@ -72,20 +72,20 @@ private:
 
 // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
 template <typename Symbol>
-inline void Trainer<Symbol>::load_words(const WordCounts& words, int num_threads) {
+inline void Trainer<Symbol>::load_words(const CountedWords& words, int num_threads) {
     const size_t num_words = words.counts.size();
     if (words.offsets.size() != num_words + 1 || words.offsets.front() != 0 ||
         words.offsets.back() != words.bytes.size()) {
         throw std::invalid_argument(
-            "WordCounts: offsets must hold size() + 1 entries, from 0 to bytes.size()");
+            "CountedWords: offsets must hold size() + 1 entries, from 0 to bytes.size()");
     }
     const auto kept = [&](size_t word) {
         const uint64_t begin = words.offsets[word];
         const uint64_t end = words.offsets[word + 1];
         const int64_t count = words.counts[word];
-        if (end < begin) throw std::invalid_argument("WordCounts: offsets must not decrease");
-        if (count < 0) throw std::invalid_argument("WordCounts: counts must not be negative");
-        if (end - begin > UINT32_MAX) throw std::invalid_argument("WordCounts: a word longer than 4 GiB");
+        if (end < begin) throw std::invalid_argument("CountedWords: offsets must not decrease");
+        if (count < 0) throw std::invalid_argument("CountedWords: counts must not be negative");
+        if (end - begin > UINT32_MAX) throw std::invalid_argument("CountedWords: a word longer than 4 GiB");
         return end - begin >= 2 && count != 0;
     };
     // Where each kept word goes, on one thread (cheap); then its symbols, on the threads.
@@ -99,7 +99,7 @@ inline void Trainer<Symbol>::load_words(const WordCounts& words, int num_threads
         units += word_units(uint32_t(words.offsets[word + 1] - words.offsets[word]));
     }
     if (units > static_cast<size_t>(INT32_MAX)) {
-        throw std::invalid_argument("WordCounts: more than 16 GiB of distinct words");
+        throw std::invalid_argument("CountedWords: more than 16 GiB of distinct words");
     }
     arena_ = HugePageArray<uint64_t>(units);
     const size_t num_kept = sources.size();

@@ -42,7 +42,7 @@ public:
     int64_t count_of(PairId pair) const { return pairs_[pair].count; }
 
     // Building the words and their pairs (merge/load_words.hpp).
-    void load_words(const WordCounts& words, int num_threads);
+    void load_words(const CountedWords& words, int num_threads);
     void count_initial_pairs(int num_threads);
     void encode_words(const std::vector<Merge>& base, int num_threads);
 
