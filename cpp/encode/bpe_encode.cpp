@@ -121,7 +121,7 @@ private:
     std::pair<size_t, uint32_t> home(uint32_t left, uint32_t right) const {
         if (narrow_) {
             const uint32_t pair = (left << 16) | right;
-            return {size_t((uint64_t(pair) * 0x9E3779B97F4A7C15ULL) >> shift_), pair};
+            return {size_t(fibonacci_spread(pair) >> shift_), pair};
         }
         const uint64_t hash = mix64(pair_key(left, right));
         return {size_t(hash >> shift_), uint32_t(hash)};
@@ -214,7 +214,7 @@ public:
         int shift;
         size_t mask;
         Slot* of(const uint64_t key[2]) const {
-            const uint64_t hash = (key[0] * 0x9E3779B97F4A7C15ULL) ^ (key[1] * 0xC2B2AE3D27D4EB4FULL);
+            const uint64_t hash = spread_two(key[0], key[1]);
             return slots + ((hash >> shift) & mask) * kWays;
         }
     };

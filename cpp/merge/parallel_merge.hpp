@@ -24,7 +24,7 @@ using namespace merge_tables;
 template <typename Symbol>
 inline size_t Trainer<Symbol>::owner_of(const MergeDeltas::Change& change, size_t owners) {
     const uint64_t line = uint64_t(MergeDeltas::other_token(change)) / 16 + 1;
-    return size_t((((line * 0x9E3779B97F4A7C15ull) >> 32) * owners) >> 32);
+    return size_t(((fibonacci_spread(line) >> 32) * owners) >> 32);
 }
 
 // After thread `share` has rewritten its words: its changes grouped by owner, each with the
