@@ -2,7 +2,7 @@
 each Cython binding (one per concern) links it. OpenMP is used only when a probe program shows it
 really runs threads.
 
-    cpp/*.cpp  --compiled once-->  libbpe.a  --linked by-->  _merge_cpp (bpe_v6's merge loop)
+    cpp/*/*.cpp --compiled once-->  libbpe.a  --linked by-->  _merge_cpp (bpe_v6's merge loop)
                                                              _count_cpp    (bpe_v7's word counting)
                                                              _encode    (the tokenizer's encoder)
     _merge_cy (bpe_v5) is Cython alone and needs no library.
@@ -51,8 +51,8 @@ def load_backend():
 backend = load_backend()
 
 LIBRARY = "bpe"
-LIBRARY_SOURCES = sorted(glob.glob(os.path.join("cpp", "*.cpp")))
-HEADERS = sorted(glob.glob(os.path.join("cpp", "*.hpp")))
+LIBRARY_SOURCES = sorted(glob.glob(os.path.join("cpp", "*", "*.cpp")))
+HEADERS = sorted(glob.glob(os.path.join("cpp", "*", "*.hpp")))
 # Where objects are kept between builds: setuptools' own build_temp is a new temporary directory for
 # each editable install, so `pip install -e ".[test]"` after `pip install -e .` would compile again.
 OBJECTS_DIR = os.path.join("build", f"objects.{sysconfig.get_platform()}-{sys.implementation.cache_tag}")
@@ -60,7 +60,7 @@ PXD_FILES = sorted(glob.glob(os.path.join("cs336_basics", "*.pxd")))
 
 # With OMP_NUM_THREADS=2 a working OpenMP prints 2; a compiler that accepts the flag but ignores the
 # pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot. The
-# loop is cpp/omp_shim.hpp's (a long long index, num_threads, a dynamic schedule): an OpenMP that
+# loop is cpp/kit/omp_shim.hpp's (a long long index, num_threads, a dynamic schedule): an OpenMP that
 # cannot compile it (an old MSVC /openmp) fails here, and the next flags are tried.
 OPENMP_PROBE = textwrap.dedent(
     """

@@ -1,6 +1,7 @@
 # cython: language_level=3, annotation_typing=False
-"""bpe_v7's binding: the GPT-2 pre-tokenizer and the parallel word counter (cpp/pretokenize.hpp,
-cpp/word_count.hpp), and the merge loop run straight on the counted words (cpp/bpe_merge.hpp).
+"""bpe_v7's binding: the GPT-2 pre-tokenizer and the parallel word counter (cpp/scan/pretokenize.hpp,
+cpp/count/word_count.hpp), and the counted words held in C++ (NativeWordCounts); their merge loop is
+_merge_cpp's (`NativeWordCounts.merge` lends it the words, cpp/merge/bpe_merge.hpp).
 
 Python names are the C++ names: `count_words` is `bpe::count_words`, `count_words_in_buffer` is
 `bpe::count_words_in_buffer`. The binding converts types and releases the GIL; the algorithms and
@@ -27,7 +28,7 @@ from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
-from cs336_basics._merging cimport train_merges
+from cs336_basics._held_words cimport lend_words
 from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
 
 
@@ -153,7 +154,7 @@ cdef vector[string] encode_special_tokens(object special_tokens) except *:
     return tokens
 
 
-cdef NativeWordCounts wrap_counts(lib.WordCounts& counted, const lib.CountReport& report, int num_threads):
+cdef NativeWordCounts wrap_counts(lib.CountedWords& counted, const lib.CountReport& report, int num_threads):
     cdef NativeWordCounts result = NativeWordCounts.__new__(NativeWordCounts)
     result.words = move(counted)
     result.num_threads = num_threads
@@ -162,7 +163,7 @@ cdef NativeWordCounts wrap_counts(lib.WordCounts& counted, const lib.CountReport
     return result
 
 
-cdef NativeWordCounts wrap_table(lib.WordCounts& table):
+cdef NativeWordCounts wrap_table(lib.CountedWords& table):
     """A table that was not counted here (summed, sorted, loaded): merge() on OpenMP's default threads."""
     cdef lib.CountReport no_count
     return wrap_counts(table, no_count, checked_threads(None))
@@ -188,7 +189,7 @@ def count_words(
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     options.by_lines = by_lines
-    cdef lib.WordCounts counted
+    cdef lib.CountedWords counted
     cdef lib.CountReport report
     errors = []
     cdef ProgressRelay relay
@@ -214,7 +215,7 @@ def count_words_in_buffer(
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     cdef string_view text = view_of(data)
-    cdef lib.WordCounts counted
+    cdef lib.CountedWords counted
     cdef lib.CountReport report
     with nogil:
         counted = lib.count_words_in_buffer(text, tokens, options, &report)
@@ -354,7 +355,7 @@ cdef class WordCounter:
     def take(self, canonical_order: bool = False) -> NativeWordCounts:
         """The counts so far (the counter starts again empty): in count_words' canonical order, or
         in table order, which skips sorting (for tables that are only added up)."""
-        cdef lib.WordCounts counted
+        cdef lib.CountedWords counted
         cdef lib.CountReport report
         cdef bint canonical = canonical_order
         with nogil:
@@ -366,7 +367,7 @@ cdef class WordCounter:
         cuts them, each in table order (the counter starts again empty): one pass, no sorting."""
         if num_slices < 1:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
-        cdef vector[lib.WordCounts] slices
+        cdef vector[lib.CountedWords] slices
         cdef size_t count = num_slices
         cdef lib.CountReport no_count
         with nogil:
@@ -378,7 +379,7 @@ cdef class NativeWordCounts:
     """Word counts held in C++ (from count_words): words in a canonical order, identical for every
     thread count and chunk size."""
 
-    cdef lib.WordCounts words
+    cdef lib.CountedWords words
     cdef readonly size_t chunks  # how many chunks the input was cut into
     cdef readonly int threads_used  # how many threads counted at least one chunk
     cdef readonly int num_threads  # threads asked for; merge() counts the initial pairs on as many
@@ -435,10 +436,12 @@ cdef class NativeWordCounts:
         cdef int threads = self.num_threads
         if num_threads is not None:
             threads = min(threads, checked_threads(num_threads))
+        from ._merge_cpp import merge_held_words
+
         try:
-            return train_merges(
-                self.words, num_merges, progress, threads, prune_pairs, parallel_words, release_words, tie_break,
-                start_from, min_frequency, max_token_length,
+            return merge_held_words(
+                lend_words(&self.words), num_merges, progress, threads, prune_pairs, parallel_words, release_words,
+                tie_break, start_from, min_frequency, max_token_length,
             )
         finally:
             # Spent once the loop has loaded the words, even if it stopped later (a progress error);
@@ -505,7 +508,7 @@ cdef class NativeWordCounts:
         self.check_held()
         if num_slices < 1:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
-        cdef vector[lib.WordCounts] slices
+        cdef vector[lib.CountedWords] slices
         cdef size_t count = num_slices
         with nogil:
             slices = lib.split_into_slices(self.words, count)
@@ -514,7 +517,7 @@ cdef class NativeWordCounts:
     def sorted_by_bytes(self) -> NativeWordCounts:
         """The same counts, words in ascending byte order (the count file's order)."""
         self.check_held()
-        cdef lib.WordCounts sorted_words
+        cdef lib.CountedWords sorted_words
         with nogil:
             sorted_words = lib.sorted_by_bytes(self.words)
         return wrap_table(sorted_words)
@@ -536,7 +539,7 @@ cdef size_t words_in_arrays(const unsigned char[::1] lengths, const unsigned cha
 
 
 cdef int append_arrays(
-    lib.WordCounts* table,
+    lib.CountedWords* table,
     const unsigned char[::1] words,
     const unsigned char[::1] lengths,
     const unsigned char[::1] counts,
@@ -558,7 +561,7 @@ def word_counts_from_arrays(
     """A table from the count file's arrays (see NativeWordCounts.to_arrays; bytes-like, native byte
     order). ValueError when they do not fit together or a count is 0; OverflowError when a count
     does not fit in int64 (the caller keeps such a table in Python)."""
-    cdef lib.WordCounts table
+    cdef lib.CountedWords table
     append_arrays(&table, words, lengths, counts)
     return wrap_table(table)
 
@@ -568,7 +571,7 @@ def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
     takes them), one after the other: their sum when no word is in two of them (slices). One copy,
     where building each table and concatenating them makes two."""
     sets = [tuple(arrays) for arrays in array_sets]
-    cdef lib.WordCounts table
+    cdef lib.CountedWords table
     cdef size_t num_words = 0, num_bytes = 0
     for words, lengths, counts in sets:
         num_words += words_in_arrays(lengths, counts)
@@ -582,11 +585,11 @@ def concatenate_arrays(array_sets: Iterable[tuple]) -> NativeWordCounts:
 cdef NativeWordCounts combine_tables(tables, bint add):
     """The tables added up (`add`) or one after the other, as a new table; the inputs unchanged."""
     held = list(tables)  # keeps every table alive while C++ reads it
-    cdef vector[const lib.WordCounts*] pointers
+    cdef vector[const lib.CountedWords*] pointers
     cdef NativeWordCounts table
     for table in held:
         pointers.push_back(&table.words)
-    cdef lib.WordCounts total
+    cdef lib.CountedWords total
     with nogil:
         if add:
             total = lib.add_word_counts(pointers)

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The binding to `bpe::Encoder` (cpp/bpe_encode.hpp), the compiled path of cs336_basics.tokenizer.
+"""The binding to `bpe::Encoder` (cpp/encode/bpe_encode.hpp), the compiled path of cs336_basics.tokenizer.
 
 It only converts types: the tokenizer's tables into the C++ encoder once, then per call the text's
 UTF-8 bytes in and an `array('I')` of ids out (the C++ writes into the array itself), with the GIL
@@ -64,7 +64,7 @@ cdef extern from *:
 
 cdef class _Utf8:
     """A str's UTF-8 bytes for the C++: CPython's own copy when it has one (always for an ASCII
-    str; no copy made), else our transcoding of its code units (cpp/code_units.hpp), several times
+    str; no copy made), else our transcoding of its code units (cpp/io/code_units.hpp), several times
     faster than str.encode and freed with this object (rather than a UTF-8 copy kept alive inside
     the caller's str)."""
 

@@ -12,14 +12,14 @@ from libcpp.string_view cimport string_view
 from libcpp.vector cimport vector
 
 
-cdef extern from "omp_shim.hpp" namespace "bpe" nogil:
+cdef extern from "kit/omp_shim.hpp" namespace "bpe" nogil:
     bint openmp_enabled() noexcept
     int omp_default_threads() noexcept
 
 
 # word_counts.hpp: the table counting makes, count files hold and the merge loop trains on.
-cdef extern from "word_counts.hpp" namespace "bpe" nogil:
-    cdef cppclass WordCounts:
+cdef extern from "count/word_counts.hpp" namespace "bpe" nogil:
+    cdef cppclass CountedWords:
         string bytes
         vector[uint64_t] offsets
         vector[int64_t] counts
@@ -29,7 +29,7 @@ cdef extern from "word_counts.hpp" namespace "bpe" nogil:
 
 
 # bpe_merge.hpp: word counts in, merges out (bpe_v6, and bpe_v7 after its counting).
-cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
+cdef extern from "merge/bpe_merge.hpp" namespace "bpe" nogil:
     cdef struct Merge:  # the ids of the merged tokens: bytes 0-255, then 256 + k for merge k
         uint32_t left
         uint32_t right
@@ -43,19 +43,19 @@ cdef extern from "bpe_merge.hpp" namespace "bpe" nogil:
         size_t max_token_length
 
     vector[Merge] train_merges(
-        const WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        const CountedWords& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
         const vector[Merge]& replay, MergeLimits limits
     ) except +
     vector[Merge] train_merges_releasing_words(
-        WordCounts& words, size_t num_merges, MergeProgress progress, void* context,
+        CountedWords& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,
         const vector[Merge]& replay, MergeLimits limits
     ) except +
 
 
 # pretokenize.hpp: the GPT-2 pre-tokenizer.
-cdef extern from "pretokenize.hpp" namespace "bpe" nogil:
+cdef extern from "scan/pretokenize.hpp" namespace "bpe" nogil:
     vector[size_t] pretoken_ends(string_view text) except +
     enum class ScannerPath:
         pass
@@ -64,14 +64,14 @@ cdef extern from "pretokenize.hpp" namespace "bpe" nogil:
 
 
 # pretokenize_gpt4.hpp: the other patterns the native scanner runs (NATIVE_PATTERNS' order).
-cdef extern from "pretokenize_gpt4.hpp" namespace "bpe" nogil:
+cdef extern from "scan/pretokenize_gpt4.hpp" namespace "bpe" nogil:
     enum class PretokenPattern:
         pass
     vector[size_t] pretoken_ends(string_view text, PretokenPattern pattern) except +
 
 
 # word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).
-cdef extern from "word_count.hpp" namespace "bpe" nogil:
+cdef extern from "count/word_count.hpp" namespace "bpe" nogil:
     ctypedef cbool (*CountProgress)(void* context, size_t bytes_done) noexcept nogil  # true: stop
 
     cdef cppclass CountOptions:
@@ -87,11 +87,11 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         size_t chunks
         int threads_used
 
-    WordCounts count_words(
+    CountedWords count_words(
         const string& path, const vector[string]& special_tokens, const CountOptions& options,
         CountReport* report
     ) except +
-    WordCounts count_words_in_buffer(
+    CountedWords count_words_in_buffer(
         string_view text, const vector[string]& special_tokens, const CountOptions& options,
         CountReport* report
     ) except +
@@ -108,36 +108,36 @@ cdef extern from "word_count.hpp" namespace "bpe" nogil:
         cbool count_scattered_documents(
             const string_view* documents, size_t count, string_view separator, string_view refused
         ) except +
-        WordCounts take(cbool canonical_order) except +
-        vector[WordCounts] take_slices(size_t num_slices) except +
+        CountedWords take(cbool canonical_order) except +
+        vector[CountedWords] take_slices(size_t num_slices) except +
 
 
 # count_table.hpp: whole word-count tables: sums, the count file's order and arrays.
-cdef extern from "count_table.hpp" namespace "bpe" nogil:
-    WordCounts add_word_counts(const vector[const WordCounts*]& tables) except +
-    vector[WordCounts] split_into_slices(const WordCounts& words, size_t num_slices) except +
-    WordCounts concatenate_word_counts(const vector[const WordCounts*]& tables) except +
-    WordCounts sorted_by_bytes(const WordCounts& words) except +
-    size_t first_unordered_word(const WordCounts& words)
-    WordCounts word_counts_from_arrays(
+cdef extern from "count/count_table.hpp" namespace "bpe" nogil:
+    CountedWords add_word_counts(const vector[const CountedWords*]& tables) except +
+    vector[CountedWords] split_into_slices(const CountedWords& words, size_t num_slices) except +
+    CountedWords concatenate_word_counts(const vector[const CountedWords*]& tables) except +
+    CountedWords sorted_by_bytes(const CountedWords& words) except +
+    size_t first_unordered_word(const CountedWords& words)
+    CountedWords word_counts_from_arrays(
         const char* blob, size_t blob_size, const void* lengths, const void* counts, size_t num_words
     ) except +
     void append_word_counts_from_arrays(
-        WordCounts& words, const char* blob, size_t blob_size, const void* lengths, const void* counts,
+        CountedWords& words, const char* blob, size_t blob_size, const void* lengths, const void* counts,
         size_t num_words
     ) except +
-    void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) except +
+    void word_counts_to_arrays(const CountedWords& words, void* lengths, void* counts) except +
 
 
 # code_units.hpp: UTF-8 from a str's code units, without the Python API.
-cdef extern from "code_units.hpp" namespace "bpe" nogil:
+cdef extern from "io/code_units.hpp" namespace "bpe" nogil:
     const size_t kSurrogateInText
     size_t max_utf8_bytes_per_unit(int unit_bytes)
     size_t utf8_from_code_units(const void* units, size_t count, int unit_bytes, char* out)
 
 
 # bpe_encode.hpp: encoding text with a trained vocabulary (the tokenizer).
-cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
+cdef extern from "encode/bpe_encode.hpp" namespace "bpe" nogil:
     cdef struct MergeRule:
         uint32_t left
         uint32_t right
@@ -169,7 +169,7 @@ cdef extern from "bpe_encode.hpp" namespace "bpe" nogil:
 
 
 # jsonl.hpp: the text field of JSON-lines records, the lines json.loads must judge handed back.
-cdef extern from "jsonl.hpp" namespace "bpe" nogil:
+cdef extern from "io/jsonl.hpp" namespace "bpe" nogil:
     enum class JsonLine:
         pass
 

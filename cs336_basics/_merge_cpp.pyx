@@ -1,8 +1,9 @@
 # cython: language_level=3, annotation_typing=False
-"""The binding to the C++ merge loop `bpe::train_merges` (cpp/bpe_merge.hpp) for word counts in a
-Python mapping: bpe_v6 runs it on one thread, bpe_v7 (given a dict) on its threads.
+"""The binding to the C++ merge loop `bpe::train_merges` (cpp/merge/bpe_merge.hpp): for word counts in a
+Python mapping (`merge`: bpe_v6 runs it on one thread, bpe_v7 given a dict on its threads), and for
+word counts already in C++ (`merge_held_words`, which `_count_cpp.NativeWordCounts.merge` calls).
 
-It only converts types: word counts into one flat `WordCounts`, then the C++ loop runs without the
+It only converts types: word counts into one flat `CountedWords`, then the C++ loop runs without the
 GIL, and the merges come back as bytes. The algorithm and its notes live in the C++.
 """
 
@@ -13,10 +14,11 @@ cimport cs336_basics._libbpe as lib
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t
 
+from cs336_basics._held_words cimport borrowed_words
 from cs336_basics._merging cimport train_merges
 
 
-cdef int load_word_counts(lib.WordCounts& words, object word_counts) except -1:
+cdef int load_word_counts(lib.CountedWords& words, object word_counts) except -1:
     cdef int64_t count
     words.reserve(len(word_counts), 0)
     for word, value in word_counts.items():
@@ -62,9 +64,22 @@ def merge(
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
-    cdef lib.WordCounts words
+    cdef lib.CountedWords words
     load_word_counts(words, word_counts)
     return train_merges(
         words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, start_from,
         min_frequency, max_token_length,
+    )
+
+
+def merge_held_words(
+    words: object, num_merges: int, progress: Callable[[int], None] | None, num_threads: int, prune_pairs: int | None,
+    parallel_words: int | None, release_words: bool, tie_break: str, start_from: list | None,
+    min_frequency: int | None, max_token_length: int | None,
+) -> list[tuple[bytes, bytes]]:
+    """`merge` on word counts a NativeWordCounts holds (its `merge` method, which documents the
+    arguments and checks `num_threads`): `words` is the capsule it lends them in."""
+    return train_merges(
+        borrowed_words(words)[0], num_merges, progress, num_threads, prune_pairs, parallel_words, release_words,
+        tie_break, start_from, min_frequency, max_token_length,
     )

@@ -1,6 +1,6 @@
 # How a binding runs the C++ merge loop: argument checks, the GIL released, progress relayed, merges
-# back as bytes. Inline, so bpe_v6's binding (_merge_cpp) and bpe_v7's (_count_cpp) each compile it
-# against the one library instead of one extension calling into the other.
+# back as bytes. _merge_cpp's two entry points (word counts in a dict, and word counts held in C++)
+# share it.
 cimport cs336_basics._libbpe as lib
 from cs336_basics._progress cimport ProgressRelay, flush_progress, relay_progress, start_relay
 from libcpp.vector cimport vector
@@ -47,7 +47,7 @@ cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) exc
 # new merges come back.
 # min_frequency, max_token_length: HF's limits (merge_limits.py), checked here, on the new merges only.
 cdef inline list train_merges(
-    lib.WordCounts& words, object num_merges, object progress, int num_threads, object prune_pairs,
+    lib.CountedWords& words, object num_merges, object progress, int num_threads, object prune_pairs,
     object parallel_words, bint release_words, object tie_break, object start_from=None,
     object min_frequency=None, object max_token_length=None,
 ):

@@ -1,4 +1,4 @@
-"""bpe_v6 — unlike bpe_v5: the merge loop is C++ (`cpp/bpe_merge.cpp`), called without the GIL.
+"""bpe_v6 — unlike bpe_v5: the merge loop is C++ (`cpp/merge/bpe_merge.cpp`), called without the GIL.
 
 The algorithm is still bpe_v4's, but the C++ chooses its data layout for the cache: words as one
 flat array of token ids that merges shorten in place, pair ids in an open-addressing hash map,

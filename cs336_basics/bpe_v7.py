@@ -3,12 +3,12 @@
 With the merge loop native (v6), nearly all the time is pre-tokenization: the `regex` package
 manages a few MB/s per core, and v3's worker processes add pickling of their counters. v7 memory-maps
 the file, cuts it into chunks at special tokens (or whitespace that splits no pre-token), and lets
-OpenMP threads run a hand-written GPT-2 pre-tokenizer (`cpp/pretokenize.hpp`, its Unicode classes
+OpenMP threads run a hand-written GPT-2 pre-tokenizer (`cpp/scan/pretokenize.hpp`, its Unicode classes
 generated from the `regex` package) and count words into per-thread tables (from eight threads on
 after one table of words they share) that are merged at the end. The word counts never become Python
 objects: they go straight to the C++ merge loop, which v7 runs on the same threads: a merge that
 touches many words has them rewritten by every thread, and its count changes applied side by side
-(`cpp/bpe_merge.cpp`; bpe_v6 runs the loop on one thread).
+(`cpp/merge/bpe_merge.cpp`; bpe_v6 runs the loop on one thread).
 Without OpenMP in the build it runs the same code on one thread, and says so once. Another pattern
 than GPT-2's is counted as bpe_v3 counts it (`regex`, worker processes), and merged here.
 """

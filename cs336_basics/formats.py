@@ -451,7 +451,7 @@ def _json_lines(
     """The `text_field` of each record of a JSON-lines file, as UTF-8; blank lines are skipped. A bad
     record stops with one line naming `file:line`, or is counted into `skipped` when given.
     `byte_range`: only the lines of [start, end) of an uncompressed file (`jsonl_ranges` cuts them
-    at line ends). The compiled reader (cpp/jsonl.cpp) reads the common record; every line it is not
+    at line ends). The compiled reader (cpp/io/jsonl.cpp) reads the common record; every line it is not
     sure of goes to json.loads here, so documents and errors are those of json.loads alone.
     `laid_out`: a block's documents at a time, as `LaidOutDocuments`; from the compiled reader they
     stay where it wrote them, no bytes object each, for the native counter to read in place."""

@@ -11,8 +11,8 @@ Named patterns:
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
 
-The native scanners count and encode `gpt2` (`cpp/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
-(`cpp/pretokenize_gpt4.hpp`); any other regex counts and encodes through `regex`.
+The native scanners count and encode `gpt2` (`cpp/scan/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
+(`cpp/scan/pretokenize_gpt4.hpp`); any other regex counts and encodes through `regex`.
 """
 
 from __future__ import annotations

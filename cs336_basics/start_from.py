@@ -12,7 +12,7 @@ own tokens: training 1,000 tokens and then going on to 3,000 is training 3,000 a
 The oracle, bpe_v1, encodes each word (`encode_word`). bpe_v2 to bpe_v5 replay the base's merges in
 order instead (`replay_ids`): each merge's parts come before it (`check_base`), so a merge can only
 make pairs ranked after it, and merging every pair in rank order, whatever its count, leaves each
-word as its rank-order encoding. The C++ loop encodes each word natively (`cpp/bpe_merge.hpp`,
+word as its rank-order encoding. The C++ loop encodes each word natively (`cpp/merge/bpe_merge.hpp`,
 `replay`). The tests hold them all equal.
 """
 

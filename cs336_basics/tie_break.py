@@ -23,7 +23,7 @@ from .contract import BPEInputError
 CS336 = "cs336"
 SMALLEST_ID = "smallest-id"
 HF = "hf"
-TIE_BREAKS = (CS336, SMALLEST_ID, HF)  # the order of bpe::TieBreak (cpp/bpe_merge.hpp)
+TIE_BREAKS = (CS336, SMALLEST_ID, HF)  # the order of bpe::TieBreak (cpp/merge/bpe_merge.hpp)
 
 # A token's key for max(): its id (bytes 0-255, then 256 + k for merge k) and its bytes.
 TokenKey = Callable[[int, bytes], object]

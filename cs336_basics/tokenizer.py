@@ -19,7 +19,7 @@ vocabulary trained with it, the ids are tiktoken's for `Encoding(pat_str=<that p
 mergeable_ranks=<the vocabulary>)`.
 
 This module is the readable reference. When the compiled `cs336_basics._encode` is built (and
-`CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/bpe_encode.cpp`)
+`CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/encode/bpe_encode.cpp`)
 for the named patterns, those the native scanner knows; a custom regex encodes here, in Python. The
 tests check that both give the same ids.
 """

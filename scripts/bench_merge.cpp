@@ -1,7 +1,7 @@
 // The merge loop alone (bpe::train_merges) on a count file, without Python.
 //
 // Build (from the repository root):
-//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_merge.cpp cpp/bpe_merge.cpp -o bench_merge
+//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_merge.cpp cpp/merge/*.cpp -o bench_merge
 // Make the count file once (cs336-count-words, or python -m cs336_basics.count_cli):
 //   python -m cs336_basics.count_cli corpus.txt -o counts.bin
 // Run:
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "bpe_merge.hpp"
+#include "merge/bpe_merge.hpp"
 
 namespace {
 
@@ -46,7 +46,7 @@ Value read_at(const std::string& data, size_t& offset) {
 }
 
 // The count file's words (format version 1, cs336_basics/word_counts.py); the checksum is not checked.
-bpe::WordCounts load_count_file(const char* path) {
+bpe::CountedWords load_count_file(const char* path) {
     std::ifstream file(path, std::ios::binary);
     if (!file) throw std::runtime_error(std::string("cannot open ") + path);
     const std::string data((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
@@ -63,7 +63,7 @@ bpe::WordCounts load_count_file(const char* path) {
     size_t counts_at = offset + 4 * num_words;
     size_t blob_at = counts_at + 8 * num_words;
     if (blob_at + blob_length > data.size()) throw std::runtime_error("count file truncated");
-    bpe::WordCounts words;
+    bpe::CountedWords words;
     words.reserve(num_words, blob_length);
     for (uint64_t word = 0; word < num_words; ++word) {
         const auto length = read_at<uint32_t>(data, lengths_at);
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     const auto tie_break = static_cast<bpe::TieBreak>(found - std::begin(rules));
-    const bpe::WordCounts words = load_count_file(argv[1]);
+    const bpe::CountedWords words = load_count_file(argv[1]);
     std::printf("%zu distinct words, vocab %zu, %d thread(s), ties %s\n", words.size(), vocab, threads, rule.c_str());
     std::vector<bpe::Merge> merges;
     for (int repeat = 0; repeat < repeats; ++repeat) {

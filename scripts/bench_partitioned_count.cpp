@@ -1,7 +1,7 @@
 // Issue 24: does radix-partitioned aggregation count words faster than the per-thread hash table?
 //
 // Build (from the repository root; setup.py's flags, -std=c++17 -O3 -fopenmp):
-//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_partitioned_count.cpp cpp/*.cpp -o bench_partitioned_count
+//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_partitioned_count.cpp cpp/*/*.cpp -o bench_partitioned_count
 // Run:
 //   ./bench_partitioned_count FILE [repeats=5] [partition_bits=7] [batch_mib=1] [threads=1,2]
 //   ./bench_partitioned_count FILE 1 BITS MIB THREADS mem-today|mem-part   (peak RSS of one count)
@@ -31,11 +31,11 @@
 #include <tuple>
 #include <vector>
 
-#include "chunking.hpp"
-#include "pretokenize.hpp"
-#include "special_tokens.hpp"
-#include "word_count.hpp"
-#include "word_table.hpp"
+#include "scan/chunking.hpp"
+#include "scan/pretokenize.hpp"
+#include "scan/special_tokens.hpp"
+#include "count/word_count.hpp"
+#include "count/word_table.hpp"
 
 namespace {
 
@@ -288,7 +288,7 @@ struct PartitionedOptions {
     int threads = 1;
 };
 
-bpe::WordCounts count_partitioned(std::string_view text, const bpe::SpecialTokens& special,
+bpe::CountedWords count_partitioned(std::string_view text, const bpe::SpecialTokens& special,
                                   const PartitionedOptions& options) {
     const int threads = options.threads;
     const size_t partitions = size_t(1) << options.partition_bits;
@@ -307,7 +307,7 @@ bpe::WordCounts count_partitioned(std::string_view text, const bpe::SpecialToken
     std::vector<Arena> arenas{size_t(threads)};  // long words of the partitions a thread owns
     std::vector<std::vector<WordSlot>> sorted(partitions);
     std::vector<size_t> first_word(partitions + 1, 0), first_byte(partitions + 1, 0);
-    bpe::WordCounts result;
+    bpe::CountedWords result;
 
 #pragma omp parallel num_threads(threads)
     {
@@ -386,8 +386,8 @@ bpe::WordCounts count_partitioned(std::string_view text, const bpe::SpecialToken
 }
 
 // Same words with the same counts, whatever the order.
-bool same_multiset(const bpe::WordCounts& a, const bpe::WordCounts& b) {
-    const auto pairs = [](const bpe::WordCounts& w) {
+bool same_multiset(const bpe::CountedWords& a, const bpe::CountedWords& b) {
+    const auto pairs = [](const bpe::CountedWords& w) {
         std::vector<std::pair<std::string_view, int64_t>> out;
         for (size_t i = 0; i < w.size(); ++i) {
             out.emplace_back(std::string_view(w.bytes).substr(w.offsets[i], w.offsets[i + 1] - w.offsets[i]), w.counts[i]);
@@ -465,7 +465,7 @@ int main(int argc, char** argv) {
         options.num_threads = threads;
         part.threads = threads;
         Best today, mine;
-        bpe::WordCounts a, b;
+        bpe::CountedWords a, b;
         for (int r = 0; r < repeats; ++r) {  // alternating, so that load on the machine hits both
             timed(text.size(), today, [&] { a = bpe::count_words_in_buffer(text, tokens, options); });
             timed(text.size(), mine, [&] { b = count_partitioned(text, special, part); });

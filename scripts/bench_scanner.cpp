@@ -1,7 +1,7 @@
 // Throughput of the native pre-tokenizers alone and of pre-tokenize + count, without Python.
 //
 // Build (from the repository root; -fopenmp for the two-thread count):
-//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/*.cpp -o bench_scanner
+//   c++ -std=c++17 -O3 -fopenmp -Icpp scripts/bench_scanner.cpp cpp/*/*.cpp -o bench_scanner
 // Run:
 //   ./bench_scanner FILE [repeats=5] [all|scan|count|fast|swar|scalar|count1|count2|read|gpt4|cl100k|rustbpe|o200k]
 // Prints MB/s (10^6 bytes per second), best of `repeats` by wall clock and by CPU time, for the
@@ -25,9 +25,9 @@
 #include <utility>
 #include <vector>
 
-#include "pretokenize.hpp"
-#include "pretokenize_gpt4.hpp"
-#include "word_count.hpp"
+#include "scan/pretokenize.hpp"
+#include "scan/pretokenize_gpt4.hpp"
+#include "count/word_count.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-"""Generate cpp/unicode_tables.hpp: the character classes of the native pre-tokenizers' patterns.
+"""Generate cpp/scan/unicode_tables.hpp: the character classes of the native pre-tokenizers' patterns.
 
 The native pre-tokenizer must agree with `regex.finditer` on every input, so the classes `\\p{L}`,
 `\\p{N}` and `\\s` (every pattern's), and o200k's upper- and lower-case letter classes (marks in both),
@@ -14,7 +14,7 @@ Layout: two tables, each a two-level lookup. Code points are grouped into blocks
 need no table. The case table (`kCaseBlockIndex`, `kCaseBlocks`) is built the same way from o200k's
 two letter classes: bit 0 in the upper-case one, bit 1 in the lower-case one.
 
-    python scripts/gen_unicode_tables.py           # rewrite cpp/unicode_tables.hpp
+    python scripts/gen_unicode_tables.py           # rewrite cpp/scan/unicode_tables.hpp
     python scripts/gen_unicode_tables.py --check   # exit 1 if the checked-in tables are stale
 """
 
@@ -30,7 +30,7 @@ import regex
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cs336_basics.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # noqa: E402
 
-OUTPUT = Path(__file__).resolve().parent.parent / "cpp" / "unicode_tables.hpp"
+OUTPUT = Path(__file__).resolve().parent.parent / "cpp" / "scan" / "unicode_tables.hpp"
 MAX_CODE_POINT = 0x10FFFF
 BLOCK_SHIFT = 7
 BLOCK_SIZE = 1 << BLOCK_SHIFT
@@ -38,7 +38,7 @@ BITS_PER_CLASS = 2
 CLASSES_PER_WORD = 64 // BITS_PER_CLASS
 WORDS_PER_BLOCK = BLOCK_SIZE // CLASSES_PER_WORD
 
-# Class codes shared with cpp/pretokenize.hpp; "other" is 0 so the untabled tail needs nothing.
+# Class codes shared with cpp/scan/pretokenize.hpp; "other" is 0 so the untabled tail needs nothing.
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 # Compiled with the same (default) flags as the GPT-2 pattern in cs336_basics/contract.py.
 CLASS_PATTERNS = {LETTER: r"\p{L}+", NUMBER: r"\p{N}+", SPACE: r"\s+"}

@@ -4,13 +4,13 @@
 // merge loop on one and on several threads, and the encoder.
 //
 // Build and run (from the repository root; without -fopenmp the "several threads" checks run on one):
-//   c++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*.cpp -o native_selftest
+//   c++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*/*.cpp -o native_selftest
 //   ./native_selftest
 // AArch64 under qemu (Debian: g++-aarch64-linux-gnu, qemu-user):
-//   aarch64-linux-gnu-g++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*.cpp -o native_selftest_arm64
+//   aarch64-linux-gnu-g++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*/*.cpp -o native_selftest_arm64
 //   qemu-aarch64 -L /usr/aarch64-linux-gnu ./native_selftest_arm64
 // Windows with mingw-w64, under Wine (Debian: mingw-w64, wine64):
-//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp scripts/native_selftest.cpp cpp/*.cpp -o t.exe
+//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp scripts/native_selftest.cpp cpp/*/*.cpp -o t.exe
 //   /usr/lib/wine/wine64 ./t.exe
 // Prints each failure and a summary; exit status 0 when every check passed.
 //
@@ -31,12 +31,12 @@
 #include <utility>
 #include <vector>
 
-#include "bpe_encode.hpp"
-#include "bpe_merge.hpp"
-#include "omp_shim.hpp"
-#include "pretokenize.hpp"
-#include "pretokenize_gpt4.hpp"
-#include "word_count.hpp"
+#include "encode/bpe_encode.hpp"
+#include "merge/bpe_merge.hpp"
+#include "kit/omp_shim.hpp"
+#include "scan/pretokenize.hpp"
+#include "scan/pretokenize_gpt4.hpp"
+#include "count/word_count.hpp"
 
 namespace {
 
@@ -343,7 +343,7 @@ void paths_agree() {
 
 using Counts = std::map<std::string, int64_t>;
 
-Counts as_map(const bpe::WordCounts& words) {
+Counts as_map(const bpe::CountedWords& words) {
     Counts out;
     for (size_t i = 0; i < words.size(); ++i) {
         out[words.bytes.substr(words.offsets[i], words.offsets[i + 1] - words.offsets[i])] += words.counts[i];
@@ -464,8 +464,8 @@ std::vector<Pair> naive_merges(const Counts& counts, size_t num_merges) {
     return merges;
 }
 
-bpe::WordCounts as_word_counts(const Counts& counts) {
-    bpe::WordCounts words;
+bpe::CountedWords as_word_counts(const Counts& counts) {
+    bpe::CountedWords words;
     for (const auto& [word, count] : counts) words.add(word.data(), word.size(), count);
     return words;
 }

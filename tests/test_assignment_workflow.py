@@ -261,7 +261,7 @@ def test_as_the_submission(workspace: dict[str, Path]) -> None:
     archive = workspace["root"] / "submission.zip"
     run([python, source / "scripts" / "make_submission.py", "--root", source, "-o", archive], cwd=source)
     names = set(zipfile.ZipFile(archive).namelist())
-    expected = {"pyproject.toml", "cs336_basics/__init__.py", "cs336_basics/bpe_v7.py", "cpp/bpe_merge.cpp"}
+    expected = {"pyproject.toml", "cs336_basics/__init__.py", "cs336_basics/bpe_v7.py", "cpp/merge/bpe_merge.cpp"}
     assert expected | {"tests/adapters.py", f"tests/{HANDOUT_TEST_NAME}", "scripts/make_submission.py"} <= names
     leaked = [
         name for name in names

@@ -1,4 +1,4 @@
-"""The native JSON-lines reader (`_count_cpp.json_line_texts`, cpp/jsonl.cpp) against json.loads.
+"""The native JSON-lines reader (`_count_cpp.json_line_texts`, cpp/io/jsonl.cpp) against json.loads.
 
 The native side reads the common record and hands every other line back to the Python path, so
 reading a file must give the same documents, the same error (message, file:line) and the same

@@ -328,6 +328,21 @@ def test_native_word_counts_spent_when_progress_stops_the_loop() -> None:
     assert counts.released  # the loop had loaded (and freed) the words before it stopped
 
 
+def test_held_words_come_only_from_native_word_counts() -> None:
+    # The merge binding borrows a NativeWordCounts' table through a named capsule; anything else is
+    # refused before the loop reads memory through it.
+    random_native_counts(13, 10)  # skips when the extension is not built
+    import datetime
+
+    from cs336_basics import _merge_cpp
+
+    arguments = (5, None, 1, None, None, False, "cs336", None, None, None)
+    # datetime's C API is a capsule under another name.
+    for impostor in (b"ab", None, {b"ab": 1}, datetime.datetime_CAPI):
+        with pytest.raises((ValueError, TypeError)):
+            _merge_cpp.merge_held_words(impostor, *arguments)
+
+
 # (f) the threads: each merge's words rewritten in shares, the count changes applied side by side.
 
 

@@ -91,7 +91,7 @@ def test_archive_holds_source_only(tmp_path: Path) -> None:
             "cs336_basics/_count_cpp.cpp": "// Cython's output\n",
             "cs336_basics/_count_cpp.cpython-311-x86_64-linux-gnu.so": "binary",
             "cs336_basics/__pycache__/model.cpython-311.pyc": "cache",
-            "cpp/bpe_merge.cpp": "// source\n",
+            "cpp/merge/bpe_merge.cpp": "// source\n",
             "tests/test_model.py": "",
             "tests/fixtures/corpus.en": "data\n",
             "tests/_snapshots/test_linear.npz": "data",
@@ -107,7 +107,7 @@ def test_archive_holds_source_only(tmp_path: Path) -> None:
     args = ["--root", str(root), "-o", str(archive), "--max-mb", "0.001"]
     assert make_submission.main(args) == 0
     assert sorted(zipfile.ZipFile(archive).namelist()) == [
-        "cpp/bpe_merge.cpp",
+        "cpp/merge/bpe_merge.cpp",
         "cs336_basics/__init__.py",
         "cs336_basics/_count_cpp.pyx",
         "cs336_basics/model.py",

@@ -68,7 +68,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_the_sdist_holds_what_the_extensions_are_built_from(artifacts: dict[str, Path]) -> None:
     with tarfile.open(artifacts["sdist"]) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    needed = [path.relative_to(REPO_ROOT).as_posix() for path in sorted((REPO_ROOT / "cpp").glob("*.[ch]pp"))]
+    needed = [path.relative_to(REPO_ROOT).as_posix() for path in sorted((REPO_ROOT / "cpp").glob("*/*.[ch]pp"))]
     needed += [path.relative_to(REPO_ROOT).as_posix() for path in sorted(REPO_ROOT.glob("cs336_basics/*.p[yx][xd]"))]
     assert any(name.endswith(".hpp") for name in needed) and any(name.endswith(".pyx") for name in needed)
     assert [name for name in needed if name not in names] == []

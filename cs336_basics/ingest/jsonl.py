@@ -1,5 +1,5 @@
 """JSON lines: one JSON object per line, its `text_field` a document; compressed too. The reader
-(`formats._json_lines`) takes the common record through the compiled reader (cpp/jsonl.cpp), laid out
+(`formats._json_lines`) takes the common record through the compiled reader (cpp/io/jsonl.cpp), laid out
 for the native counter, and every other line through json.loads."""
 
 from __future__ import annotations

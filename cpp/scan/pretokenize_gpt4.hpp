@@ -11,7 +11,7 @@
 // what they give up.
 //
 // Built as the GPT-2 scanner (pretokenize.hpp) is, sharing its UTF-8 decoding, its character classes
-// (\p{L}, \p{N}, \s from cpp/unicode_tables.hpp; \r and \n are the only newlines of the pattern, both
+// (\p{L}, \p{N}, \s from cpp/scan/unicode_tables.hpp; \r and \n are the only newlines of the pattern, both
 // in \s), its error rule (the offset of the first byte that does not start a valid character), its
 // 64-byte block masks and its switch between paths (set_scanner_path): a block path decides what it
 // can of each block from the masks (gpt4_block_boundaries), and a character-at-a-time state machine
@@ -24,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "pretokenize.hpp"
+#include "scan/pretokenize.hpp"
 
 namespace bpe {
 

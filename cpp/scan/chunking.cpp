@@ -1,10 +1,10 @@
-#include "chunking.hpp"
+#include "scan/chunking.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "omp_shim.hpp"
-#include "pretokenize.hpp"
+#include "kit/omp_shim.hpp"
+#include "scan/pretokenize.hpp"
 
 namespace bpe {
 namespace {

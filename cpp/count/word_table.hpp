@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "bits.hpp"
-#include "huge_pages.hpp"
-#include "pretokenize.hpp"
+#include "kit/bits.hpp"
+#include "kit/huge_pages.hpp"
+#include "scan/pretokenize.hpp"
 
 namespace bpe {
 namespace word_table {

@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pretokenize_gpt4.hpp"  // PretokenPattern
-#include "word_counts.hpp"
+#include "scan/pretokenize_gpt4.hpp"  // PretokenPattern
+#include "count/word_counts.hpp"
 
 namespace bpe {
 
@@ -55,11 +55,11 @@ struct CountReport {
 };
 
 // Word counts of `text`, words in canonical order (by hash, then bytes).
-WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
+CountedWords count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
                        const CountOptions& options = {}, CountReport* report = nullptr);
 
 // The same for a file, memory-mapped (it may be larger than memory).
-WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
+CountedWords count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options = {}, CountReport* report = nullptr);
 
 // Counts several texts into one set of tables (one per thread), kept between calls: the byte
@@ -94,10 +94,10 @@ public:
                                    std::string_view refused);
     // The counts so far, and the counter emptied. `canonical_order`: words in count_words' order;
     // otherwise in table order, which skips sorting (for tables that will only be added up).
-    WordCounts take(bool canonical_order);
+    CountedWords take(bool canonical_order);
     // The counts so far cut into `num_slices` tables by word_slice, each in table order, and the
     // counter emptied: one pass over the table instead of take() and a split.
-    std::vector<WordCounts> take_slices(size_t num_slices);
+    std::vector<CountedWords> take_slices(size_t num_slices);
 
 private:
     struct State;

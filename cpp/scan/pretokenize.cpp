@@ -1,6 +1,6 @@
-#include "pretokenize.hpp"
+#include "scan/pretokenize.hpp"
 
-#include "pretokenize_gpt4.hpp"
+#include "scan/pretokenize_gpt4.hpp"
 
 #include <string>
 

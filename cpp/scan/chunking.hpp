@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "mapped_file.hpp"
-#include "pretokenize_gpt4.hpp"  // PretokenPattern
-#include "special_tokens.hpp"
+#include "io/mapped_file.hpp"
+#include "scan/pretokenize_gpt4.hpp"  // PretokenPattern
+#include "scan/special_tokens.hpp"
 
 namespace bpe {
 

@@ -1,4 +1,4 @@
-#include "count_table.hpp"
+#include "count/count_table.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -7,13 +7,13 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "bits.hpp"
+#include "kit/bits.hpp"
 
 namespace bpe {
 
 namespace {
 
-std::string_view word_at(const WordCounts& words, size_t index) {
+std::string_view word_at(const CountedWords& words, size_t index) {
     return std::string_view(words.bytes.data() + words.offsets[index],
                             static_cast<size_t>(words.offsets[index + 1] - words.offsets[index]));
 }
@@ -48,7 +48,7 @@ class WordIndex {
 
     // The index in `table` of `word` (whose canonical_word_hash is `hash`), appended with count 0
     // when new.
-    size_t find_or_add(WordCounts& table, std::string_view word, uint64_t hash) {
+    size_t find_or_add(CountedWords& table, std::string_view word, uint64_t hash) {
         const uint64_t tag = hash & kTagBits;
         size_t slot = home(hash);
         for (;;) {
@@ -95,7 +95,7 @@ class WordIndex {
 };
 
 // The canonical hash of a table's word; the words lie back to back, so short ones hash from whole loads.
-uint64_t hash_in_table(const WordCounts& words, size_t index) {
+uint64_t hash_in_table(const CountedWords& words, size_t index) {
     return canonical_word_hash(word_at(words, index), words.bytes.data() + words.bytes.size());
 }
 
@@ -104,20 +104,20 @@ constexpr size_t kLookAhead = 16;
 
 }  // namespace
 
-WordCounts add_word_counts(const std::vector<const WordCounts*>& tables) {
+CountedWords add_word_counts(const std::vector<const CountedWords*>& tables) {
     size_t largest_words = 0, all_words = 0, all_bytes = 0;
-    for (const WordCounts* table : tables) {
+    for (const CountedWords* table : tables) {
         largest_words = std::max(largest_words, table->size());
         all_words += table->size();
         all_bytes += table->bytes.size();
     }
     // The result's arrays never move (reserved pages that stay unused are never touched); the index
     // is cleared up front, so it starts at a guess and grows.
-    WordCounts total;
+    CountedWords total;
     total.reserve(all_words, all_bytes);
     WordIndex index(std::min(all_words, largest_words + largest_words / 2));
     uint64_t hashes[kLookAhead];
-    for (const WordCounts* table : tables) {
+    for (const CountedWords* table : tables) {
         const size_t size = table->size();
         for (size_t ahead = 0; ahead < std::min(size, kLookAhead); ++ahead) {
             hashes[ahead] = hash_in_table(*table, ahead);
@@ -145,7 +145,7 @@ size_t word_slice(std::string_view word, size_t num_slices) {
     return word_slice_of_hash(canonical_word_hash(word), num_slices);
 }
 
-std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_slices) {
+std::vector<CountedWords> split_into_slices(const CountedWords& words, size_t num_slices) {
     if (num_slices == 0 || num_slices > std::numeric_limits<uint32_t>::max()) {
         throw std::invalid_argument("word-count table: the number of slices must be in [1, 2**32)");
     }
@@ -159,7 +159,7 @@ std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_sl
         ++slice_words[slice];
         slice_bytes[slice] += word.size();
     }
-    std::vector<WordCounts> slices(num_slices);
+    std::vector<CountedWords> slices(num_slices);
     std::vector<char*> next_byte(num_slices);
     for (size_t slice = 0; slice < num_slices; ++slice) {
         slices[slice].bytes.resize(slice_bytes[slice]);
@@ -169,7 +169,7 @@ std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_sl
     }
     for (size_t index = 0; index < words.size(); ++index) {
         const std::string_view word = word_at(words, index);
-        WordCounts& slice = slices[slice_of[index]];
+        CountedWords& slice = slices[slice_of[index]];
         std::memcpy(next_byte[slice_of[index]], word.data(), word.size());
         next_byte[slice_of[index]] += word.size();
         slice.offsets.push_back(slice.offsets.back() + word.size());
@@ -178,15 +178,15 @@ std::vector<WordCounts> split_into_slices(const WordCounts& words, size_t num_sl
     return slices;
 }
 
-WordCounts concatenate_word_counts(const std::vector<const WordCounts*>& tables) {
+CountedWords concatenate_word_counts(const std::vector<const CountedWords*>& tables) {
     size_t num_words = 0, num_bytes = 0;
-    for (const WordCounts* table : tables) {
+    for (const CountedWords* table : tables) {
         num_words += table->size();
         num_bytes += table->bytes.size();
     }
-    WordCounts total;
+    CountedWords total;
     total.reserve(num_words, num_bytes);
-    for (const WordCounts* table : tables) {
+    for (const CountedWords* table : tables) {
         const uint64_t base = total.bytes.size();
         total.bytes += table->bytes;
         for (size_t index = 1; index < table->offsets.size(); ++index) {
@@ -197,13 +197,13 @@ WordCounts concatenate_word_counts(const std::vector<const WordCounts*>& tables)
     return total;
 }
 
-WordCounts sorted_by_bytes(const WordCounts& words) {
+CountedWords sorted_by_bytes(const CountedWords& words) {
     std::vector<uint32_t> order(words.size());
     std::iota(order.begin(), order.end(), uint32_t{0});
     // std::string_view compares as unsigned bytes (char_traits<char>::compare is memcmp).
     std::sort(order.begin(), order.end(),
               [&](uint32_t a, uint32_t b) { return word_at(words, a) < word_at(words, b); });
-    WordCounts sorted;
+    CountedWords sorted;
     sorted.reserve(words.size(), words.bytes.size());
     for (uint32_t index : order) {
         const std::string_view word = word_at(words, index);
@@ -212,14 +212,14 @@ WordCounts sorted_by_bytes(const WordCounts& words) {
     return sorted;
 }
 
-size_t first_unordered_word(const WordCounts& words) {
+size_t first_unordered_word(const CountedWords& words) {
     for (size_t index = 1; index < words.size(); ++index) {
         if (!(word_at(words, index - 1) < word_at(words, index))) return index;
     }
     return words.size();
 }
 
-void append_word_counts_from_arrays(WordCounts& words, const char* blob, size_t blob_size, const void* lengths,
+void append_word_counts_from_arrays(CountedWords& words, const char* blob, size_t blob_size, const void* lengths,
                                     const void* counts, size_t num_words) {
     const auto length_at = [lengths](size_t index) { return load<uint32_t>(lengths, index); };
     uint64_t total_length = 0;
@@ -244,14 +244,14 @@ void append_word_counts_from_arrays(WordCounts& words, const char* blob, size_t 
     }
 }
 
-WordCounts word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
+CountedWords word_counts_from_arrays(const char* blob, size_t blob_size, const void* lengths,
                                    const void* counts, size_t num_words) {
-    WordCounts words;
+    CountedWords words;
     append_word_counts_from_arrays(words, blob, blob_size, lengths, counts, num_words);
     return words;
 }
 
-void word_counts_to_arrays(const WordCounts& words, void* lengths, void* counts) {
+void word_counts_to_arrays(const CountedWords& words, void* lengths, void* counts) {
     for (size_t index = 0; index < words.size(); ++index) {
         const uint64_t length = words.offsets[index + 1] - words.offsets[index];
         if (length > std::numeric_limits<uint32_t>::max()) {

@@ -4,7 +4,7 @@
 // counts of the words all threads share first), and the tables are merged in a canonical order.
 // About a third of the time is the pre-tokenizer and the rest the table (keys, lookups, cache
 // misses, merging); the measurements are in docs/PERFORMANCE.md.
-#include "word_count.hpp"
+#include "count/word_count.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -20,13 +20,13 @@
 #include <malloc.h>
 #endif
 
-#include "chunking.hpp"
-#include "count_table.hpp"  // split_into_slices
-#include "huge_pages.hpp"
-#include "mapped_file.hpp"
-#include "omp_shim.hpp"
-#include "pretokenize.hpp"
-#include "word_table.hpp"
+#include "scan/chunking.hpp"
+#include "count/count_table.hpp"  // split_into_slices
+#include "kit/huge_pages.hpp"
+#include "io/mapped_file.hpp"
+#include "kit/omp_shim.hpp"
+#include "scan/pretokenize.hpp"
+#include "count/word_table.hpp"
 
 namespace bpe {
 namespace {
@@ -137,7 +137,7 @@ HugePageArray<int64_t> shared_totals(const Tables& tables, int threads) {
     return totals;
 }
 
-WordCounts merge_counts(Tables& tables, int threads) {
+CountedWords merge_counts(Tables& tables, int threads) {
     // Per partition: each thread's words and the shared ones, sorted by (hash, bytes) -- an order
     // no schedule can change -- then merged run by run, adding up the counts of equal neighbours.
     // Long words keep pointing into the thread arenas, which outlive this function; the tables'
@@ -204,7 +204,7 @@ WordCounts merge_counts(Tables& tables, int threads) {
         first_word[partition + 1] = first_word[partition] + partitions[partition].size();
         first_byte[partition + 1] = first_byte[partition] + partition_bytes[partition];
     }
-    WordCounts result;
+    CountedWords result;
     result.bytes.resize(first_byte[kPartitions]);
     result.offsets.resize(first_word[kPartitions] + 1);
     result.counts.resize(first_word[kPartitions]);
@@ -317,10 +317,10 @@ void start_over(Tables& tables) {
 }
 
 // Counting over `text`; `file` as for count_into.
-WordCounts count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
+CountedWords count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
                             const CountOptions& options, CountReport* report, const MappedFile* file) {
     const SpecialTokens special(special_tokens);
-    WordCounts result;
+    CountedWords result;
     {
         Tables tables(size_t(resolved_threads(options)));
         if (!count_into(tables, text, special, options, report, file)) return {};
@@ -332,7 +332,7 @@ WordCounts count_words_impl(std::string_view text, const std::vector<std::string
 
 // One table's words cut into `num_slices` by word_slice_of_hash, in table order (no sorting): two
 // passes over the slots, sizes then copies.
-std::vector<WordCounts> slices_in_table_order(const ThreadCounts& counts, size_t num_slices) {
+std::vector<CountedWords> slices_in_table_order(const ThreadCounts& counts, size_t num_slices) {
     const auto for_each_word = [&](auto&& visit) {
         for (size_t partition = 0; partition < kPartitions; ++partition) {
             counts.table.for_each_in_partition(partition, visit);
@@ -353,10 +353,10 @@ std::vector<WordCounts> slices_in_table_order(const ThreadCounts& counts, size_t
         uint64_t* offset;
         int64_t* count;
     };
-    std::vector<WordCounts> slices(num_slices);
+    std::vector<CountedWords> slices(num_slices);
     std::vector<Cursor> cursors(num_slices);
     for (size_t slice = 0; slice < num_slices; ++slice) {
-        WordCounts& words = slices[slice];
+        CountedWords& words = slices[slice];
         words.bytes.resize(slice_bytes[slice]);
         words.offsets.resize(slice_words[slice] + 1);
         words.counts.resize(slice_words[slice]);
@@ -377,12 +377,12 @@ std::vector<WordCounts> slices_in_table_order(const ThreadCounts& counts, size_t
 
 }  // namespace
 
-WordCounts count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
+CountedWords count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
                        const CountOptions& options, CountReport* report) {
     return count_words_impl(text, special_tokens, options, report, nullptr);
 }
 
-WordCounts count_words(const std::string& path, const std::vector<std::string>& special_tokens,
+CountedWords count_words(const std::string& path, const std::vector<std::string>& special_tokens,
                                const CountOptions& options, CountReport* report) {
     const MappedFile file(path);
     return file.checked([&] { return count_words_impl(file.view(), special_tokens, options, report, &file); });
@@ -571,24 +571,24 @@ bool WordCounter::count_scattered_documents(const std::string_view* documents, s
                        count, separator, refused);
 }
 
-WordCounts WordCounter::take(bool canonical_order) {
+CountedWords WordCounter::take(bool canonical_order) {
     Tables& tables = state_->tables;
     const size_t threads = tables.per_thread.size();
     fold_all(tables.per_thread);
-    WordCounts result = canonical_order || threads > 1 ? merge_counts(tables, int(threads))
+    CountedWords result = canonical_order || threads > 1 ? merge_counts(tables, int(threads))
                                                        : std::move(slices_in_table_order(tables.per_thread[0], 1)[0]);
     start_over(tables);
     return result;
 }
 
-std::vector<WordCounts> WordCounter::take_slices(size_t num_slices) {
+std::vector<CountedWords> WordCounter::take_slices(size_t num_slices) {
     if (num_slices == 0 || num_slices >= (size_t(1) << 32)) {
         throw std::invalid_argument("word counter: the number of slices must be in [1, 2**32)");
     }
     Tables& tables = state_->tables;
     const size_t threads = tables.per_thread.size();
     fold_all(tables.per_thread);
-    std::vector<WordCounts> slices = threads > 1 ? split_into_slices(merge_counts(tables, int(threads)), num_slices)
+    std::vector<CountedWords> slices = threads > 1 ? split_into_slices(merge_counts(tables, int(threads)), num_slices)
                                                  : slices_in_table_order(tables.per_thread[0], num_slices);
     start_over(tables);
     return slices;

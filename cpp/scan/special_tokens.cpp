@@ -1,4 +1,4 @@
-#include "special_tokens.hpp"
+#include "scan/special_tokens.hpp"
 
 #include <algorithm>
 #include <utility>

@@ -62,7 +62,13 @@ inline uint64_t load_little_endian64(const unsigned char* p) {
 #endif
 }
 
-// The 64-bit finalizer every hash table here uses: every input bit reaches every output bit.
+// The hash formulas of cpp/ live here, and nowhere else: mix64 (the finalizer), hash_bytes (a byte
+// string), fibonacci_spread and spread_two (one multiply per word, for tables indexed by the high
+// bits); word_table.hpp's hash_inline is the counter's canonical hash of a short word and stays
+// beside its packing.
+
+// The 64-bit finalizer: every input bit reaches every output bit. For keys whose high bits vary
+// little from key to key, where a slot is picked from the low bits, and before any bits are dropped.
 inline uint64_t mix64(uint64_t h) {
     h ^= h >> 32;
     h *= 0xd6e8feb86659fd93ULL;
@@ -72,11 +78,25 @@ inline uint64_t mix64(uint64_t h) {
     return h;
 }
 
+// 2^64 divided by the golden ratio, odd: multiplying by it (Fibonacci hashing) moves every bit of a
+// key into the product's high bits, which pick a slot of a power-of-two table (the top log2(slots)
+// bits). One multiply, not mix64's five steps: enough where the keys are small integers (token ids,
+// pairs of them) and only the high bits are used, as in the merge loop's pair ids, the encoder's rank
+// table and the owners of a parallel merge's changes.
+inline constexpr uint64_t kGoldenRatio64 = 0x9E3779B97F4A7C15ULL;
+inline constexpr uint64_t fibonacci_spread(uint64_t key) { return key * kGoldenRatio64; }
+
+// Two 64-bit words spread into one, each by its own odd multiplier (a slot from the high bits): the
+// encoder's pre-token cache key, whose words are a word's hash and its packed bytes.
+inline constexpr uint64_t spread_two(uint64_t first, uint64_t second) {
+    return (first * kGoldenRatio64) ^ (second * 0xC2B2AE3D27D4EB4FULL);
+}
+
 // The hash of a byte string of any length: one multiply-add per 8 bytes, the tail zero-padded, then
 // mix64. It orders count_words' output (word_table's canonical hash of a long word), so it never
 // changes.
 inline uint64_t hash_bytes(const char* p, size_t length) {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ length;
+    uint64_t h = kGoldenRatio64 ^ length;
     for (; length >= 8; p += 8, length -= 8) {
         h = (h ^ load64(p)) * 0xc4ceb9fe1a85ec53ULL + 0x2545f4914f6cdd1dULL;
     }

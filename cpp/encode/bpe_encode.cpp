@@ -1,4 +1,4 @@
-#include "bpe_encode.hpp"
+#include "encode/bpe_encode.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,14 +8,14 @@
 #include <new>
 #include <stdexcept>
 
-#include "bits.hpp"
-#include "chunking.hpp"
-#include "huge_pages.hpp"
-#include "integer_map.hpp"
-#include "mapped_file.hpp"
-#include "omp_shim.hpp"
-#include "pretokenize.hpp"
-#include "word_table.hpp"  // kKeep
+#include "kit/bits.hpp"
+#include "scan/chunking.hpp"
+#include "kit/huge_pages.hpp"
+#include "kit/integer_map.hpp"
+#include "io/mapped_file.hpp"
+#include "kit/omp_shim.hpp"
+#include "scan/pretokenize.hpp"
+#include "count/word_table.hpp"  // kKeep
 
 namespace bpe {
 
@@ -55,9 +55,9 @@ constexpr uint64_t kSpecialKey = ~uint64_t(0);
 // What rank() returns orders and compares like the rank, which is all the merge loops ask of it; in
 // a narrow table (ids and ranks below 2^16 - 1) it is rank << 16 | merged id, so that merged()
 // reads no second array on the path from one round's lowest rank to the next round's lookups.
-class Encoder::PairTable {
+class Encoder::PairRanks {
 public:
-    PairTable(const std::vector<MergeRule>& merges, uint32_t largest_id)
+    PairRanks(const std::vector<MergeRule>& merges, uint32_t largest_id)
         : rules_(merges), narrow_(largest_id < 65535 && merges.size() < 65535) {
         size_t buckets = 2;
         while (buckets * kBucket < kSlotsPerMerge * merges.size()) buckets *= 2;
@@ -121,7 +121,7 @@ private:
     std::pair<size_t, uint32_t> home(uint32_t left, uint32_t right) const {
         if (narrow_) {
             const uint32_t pair = (left << 16) | right;
-            return {size_t((uint64_t(pair) * 0x9E3779B97F4A7C15ULL) >> shift_), pair};
+            return {size_t(fibonacci_spread(pair) >> shift_), pair};
         }
         const uint64_t hash = mix64(pair_key(left, right));
         return {size_t(hash >> shift_), uint32_t(hash)};
@@ -214,7 +214,7 @@ public:
         int shift;
         size_t mask;
         Slot* of(const uint64_t key[2]) const {
-            const uint64_t hash = (key[0] * 0x9E3779B97F4A7C15ULL) ^ (key[1] * 0xC2B2AE3D27D4EB4FULL);
+            const uint64_t hash = spread_two(key[0], key[1]);
             return slots + ((hash >> shift) & mask) * kWays;
         }
     };
@@ -338,7 +338,7 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     }
     uint32_t largest_id = *std::max_element(byte_ids_, byte_ids_ + 256);
     for (const MergeRule& merge : merges) largest_id = std::max({largest_id, merge.left, merge.right, merge.merged});
-    pairs_ = std::make_unique<PairTable>(merges, largest_id);
+    pairs_ = std::make_unique<PairRanks>(merges, largest_id);
     byte_pair_ranks_.resize(256 * 256);
     for (size_t left = 0; left < 256; ++left) {
         for (size_t right = 0; right < 256; ++right) {

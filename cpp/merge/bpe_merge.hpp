@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "word_counts.hpp"
+#include "count/word_counts.hpp"
 
 namespace bpe {
 
@@ -59,7 +59,7 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // the new merges only: the base's merges are replayed whatever their count or length.
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
 constexpr size_t kDefaultParallelWords = 256;
-std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
+std::vector<Merge> train_merges(const CountedWords& words, size_t num_merges,
                                 MergeProgress progress = nullptr, void* context = nullptr,
                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                 size_t parallel_words = kDefaultParallelWords,
@@ -68,7 +68,7 @@ std::vector<Merge> train_merges(const WordCounts& words, size_t num_merges,
 
 // The same, for a caller that needs the counts no more: `words` is emptied, its memory freed, once
 // the loop has loaded them, so that the loop's peak holds them no longer (a count file's size).
-std::vector<Merge> train_merges_releasing_words(WordCounts& words, size_t num_merges,
+std::vector<Merge> train_merges_releasing_words(CountedWords& words, size_t num_merges,
                                                 MergeProgress progress = nullptr, void* context = nullptr,
                                                 int num_threads = 1, size_t prune_pairs = kDefaultPrunePairs,
                                                 size_t parallel_words = kDefaultParallelWords,

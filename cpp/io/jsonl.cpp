@@ -1,11 +1,11 @@
 // One JSON-lines record at a time, by the JSON grammar as Python's json.loads reads it (strict
 // strings, ' ', '\t', '\r' as the only whitespace inside a line). Every doubt is a Fallback: the
 // cost of one is a json.loads call, the cost of a wrong Text a silently different corpus.
-#include "jsonl.hpp"
+#include "io/jsonl.hpp"
 
 #include <cstring>
 
-#include "bits.hpp"
+#include "kit/bits.hpp"
 
 namespace bpe {
 namespace {

@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "bpe_merge.hpp"
-#include "integer_map.hpp"
+#include "merge/bpe_merge.hpp"
+#include "kit/integer_map.hpp"
 
 // Inlining the merge loop's hot paths should not depend on a compiler's heuristics: GCC 13 left
 // list_word out of line once the loop had a second, parallel path, and the loop got 4% slower

@@ -11,10 +11,12 @@
 
 namespace bpe {
 
-// Words back to back: word i is bytes[offsets[i], offsets[i + 1]) and occurs counts[i] times.
+// Words back to back: word i is bytes[offsets[i], offsets[i + 1]) and occurs counts[i] times. Named
+// apart from the Python side's WordCounts (cs336_basics/word_counts.py), which may hold one of these
+// through _count_cpp's NativeWordCounts.
 // A word may appear more than once (its pair counts simply add up), and a word with count 0 is
 // ignored; a negative count makes train_merges throw std::invalid_argument.
-struct WordCounts {
+struct CountedWords {
     std::string bytes;
     std::vector<uint64_t> offsets{0};  // always size() + 1 entries
     std::vector<int64_t> counts;

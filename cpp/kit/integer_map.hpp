@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "bits.hpp"
+#include "kit/bits.hpp"
 
 namespace bpe {
 
@@ -109,17 +109,16 @@ private:
         Value value;
     };
 
-    // Fibonacci hashing: the multiply spreads the key's bits (both token ids) into the high bits,
-    // which pick the slot; the filter's byte is the slot's, and the next three bits pick its bit.
-    static constexpr uint64_t kFibonacci = 0x9E3779B97F4A7C15ull;
-    size_t home(uint64_t key) const { return static_cast<size_t>((key * kFibonacci) >> shift_); }
+    // Fibonacci hashing (bits.hpp): the multiply spreads the key's bits (both token ids) into the high
+    // bits, which pick the slot; the filter's byte is the slot's, and the next three bits pick its bit.
+    size_t home(uint64_t key) const { return static_cast<size_t>(fibonacci_spread(key) >> shift_); }
 
     struct FilterBit {
         size_t byte;
         uint8_t mask;
     };
     FilterBit filter_bit(uint64_t key) const {
-        const uint64_t hash = key * kFibonacci;
+        const uint64_t hash = fibonacci_spread(key);
         return {static_cast<size_t>(hash >> shift_), static_cast<uint8_t>(1u << ((hash >> (shift_ - 3)) & 7))};
     }
     void mark(uint64_t key) {

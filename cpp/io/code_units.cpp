@@ -1,9 +1,9 @@
-#include "code_units.hpp"
+#include "io/code_units.hpp"
 
 #include <cstdint>
 #include <cstring>
 
-#include "bits.hpp"  // BPE_SSE2
+#include "kit/bits.hpp"  // BPE_SSE2
 
 #if defined(BPE_SSE2)
 #include <emmintrin.h>

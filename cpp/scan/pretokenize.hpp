@@ -4,7 +4,7 @@
 //
 // but as a hand-written state machine that decodes UTF-8 on the fly (no regex engine, no copies).
 // Every character matches some alternative, so the pre-tokens tile the text: each starts where the
-// previous one ended. The character classes come from cpp/unicode_tables.hpp, generated from the
+// previous one ended. The character classes come from cpp/scan/unicode_tables.hpp, generated from the
 // same `regex` package the Python pre-tokenizer uses.
 //
 // Speed: the scanner first tries a 64-byte block at a time. It classifies the block's bytes into bit
@@ -29,8 +29,8 @@
 #include <string_view>
 #include <vector>
 
-#include "bits.hpp"
-#include "unicode_tables.hpp"
+#include "kit/bits.hpp"
+#include "scan/unicode_tables.hpp"
 
 #if defined(BPE_SSE2)
 #include <emmintrin.h>

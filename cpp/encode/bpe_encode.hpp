@@ -44,8 +44,8 @@
 #include <utility>
 #include <vector>
 
-#include "pretokenize_gpt4.hpp"  // PretokenPattern
-#include "special_tokens.hpp"
+#include "scan/pretokenize_gpt4.hpp"  // PretokenPattern
+#include "scan/special_tokens.hpp"
 
 namespace bpe {
 
@@ -113,7 +113,7 @@ public:
     size_t cache_slots() const { return cache_slots_; }
 
 private:
-    class PairTable;
+    class PairRanks;
     class WordCache;
     struct PendingWord;
     template <bool kNarrow>
@@ -135,7 +135,7 @@ private:
     uint32_t* merge_long(const unsigned char* word, size_t size, uint32_t* out) const;
 
     uint32_t byte_ids_[256];
-    std::unique_ptr<PairTable> pairs_;
+    std::unique_ptr<PairRanks> pairs_;
     std::vector<uint32_t> byte_pair_ranks_;  // [left byte * 256 + right byte]: the rank of their ids' pair
     SpecialTokens specials_;
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()

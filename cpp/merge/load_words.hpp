@@ -1,0 +1,232 @@
+// Building the words and their pairs: every word once as its bytes, then its pairs counted and listed,
+// or each word first encoded by a base's merges (start_from).
+// Part of bpe_merge.cpp, its only includer: an unnamed namespace, as the loop was in one file.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kit/omp_shim.hpp"
+#include "merge/trainer.hpp"
+
+namespace bpe {
+namespace {
+
+using namespace merge_tables;
+
+// Fewer words than this per thread are counted on fewer threads: a team costs more than it saves.
+constexpr size_t kWordsPerThread = 1 << 12;
+
+// Encodes a word in place by ranked merges (Trainer::encode_words): a linked list of its symbols
+// and a min-heap of its ranked pairs by (rank, position), so the leftmost occurrence of the pair
+// ranked first merges next; an entry whose pair has changed since is skipped. O(n log n) in the
+// word's length, a pre-token of megabytes included. Base merge k makes token 256 + k.
+class WordEncoder {
+public:
+    template <typename Symbol>
+    uint32_t encode(Symbol* symbols, uint32_t length, const PairIdMap& ranks) {
+        if (length < 2) return length;
+        next_.resize(length);
+        previous_.resize(length);
+        gone_.assign(length, 0);
+        heap_.clear();
+        const auto rank_of = [&](uint32_t at, uint32_t after) {
+            return ranks.find(pair_key(TokenId(symbols[at]), TokenId(symbols[after])));
+        };
+        const auto push = [&](uint32_t at, uint32_t after) {
+            const PairId rank = rank_of(at, after);
+            if (rank == PairIdMap::kMissing) return;
+            heap_.push_back({rank, at});
+            std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+        };
+        for (uint32_t at = 0; at < length; ++at) {
+            next_[at] = at + 1;  // `length`: none
+            previous_[at] = at - 1;  // UINT32_MAX: none
+        }
+        for (uint32_t at = 0; at + 1 < length; ++at) push(at, at + 1);
+        while (!heap_.empty()) {
+            std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+            const auto [rank, at] = heap_.back();
+            heap_.pop_back();
+            const uint32_t after = gone_[at] ? length : next_[at];
+            if (after >= length || rank_of(at, after) != rank) continue;  // stale
+            symbols[at] = Symbol(kFirstMergedToken + uint32_t(rank));
+            gone_[after] = 1;
+            next_[at] = next_[after];
+            if (next_[at] < length) previous_[next_[at]] = at;
+            if (previous_[at] != UINT32_MAX) push(previous_[at], at);
+            if (next_[at] < length) push(at, next_[at]);
+        }
+        uint32_t written = 0;
+        for (uint32_t at = 0; at < length; at = next_[at]) symbols[written++] = symbols[at];  // 0 never goes
+        return written;
+    }
+
+private:
+    std::vector<uint32_t> next_, previous_;
+    std::vector<uint8_t> gone_;
+    std::vector<std::pair<PairId, uint32_t>> heap_;
+};
+
+// Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
+template <typename Symbol>
+inline void Trainer<Symbol>::load_words(const CountedWords& words, int num_threads) {
+    const size_t num_words = words.counts.size();
+    if (words.offsets.size() != num_words + 1 || words.offsets.front() != 0 ||
+        words.offsets.back() != words.bytes.size()) {
+        throw std::invalid_argument(
+            "CountedWords: offsets must hold size() + 1 entries, from 0 to bytes.size()");
+    }
+    const auto kept = [&](size_t word) {
+        const uint64_t begin = words.offsets[word];
+        const uint64_t end = words.offsets[word + 1];
+        const int64_t count = words.counts[word];
+        if (end < begin) throw std::invalid_argument("CountedWords: offsets must not decrease");
+        if (count < 0) throw std::invalid_argument("CountedWords: counts must not be negative");
+        if (end - begin > UINT32_MAX) throw std::invalid_argument("CountedWords: a word longer than 4 GiB");
+        return end - begin >= 2 && count != 0;
+    };
+    // Where each kept word goes, on one thread (cheap); then its symbols, on the threads.
+    std::vector<size_t> sources;  // the kept words' indices in `words`
+    size_t units = 0;
+    for (size_t word = 0; word < num_words; ++word) {
+        if (!kept(word)) continue;
+        if (units > static_cast<size_t>(INT32_MAX)) break;  // too large: thrown below
+        sources.push_back(word);
+        word_ids_.push_back(WordId(units));
+        units += word_units(uint32_t(words.offsets[word + 1] - words.offsets[word]));
+    }
+    if (units > static_cast<size_t>(INT32_MAX)) {
+        throw std::invalid_argument("CountedWords: more than 16 GiB of distinct words");
+    }
+    arena_ = HugePageArray<uint64_t>(units);
+    const size_t num_kept = sources.size();
+    const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_kept / kWordsPerThread) + 1));
+    parallel_for(threads, int(threads), [&](size_t share) {
+        for (size_t index = num_kept * share / threads; index < num_kept * (share + 1) / threads; ++index) {
+            const size_t word = sources[index];
+            const uint64_t begin = words.offsets[word];
+            const auto length = uint32_t(words.offsets[word + 1] - begin);
+            header(word_ids_[index]) = {words.counts[word], length, length};
+            Symbol* symbols = this->symbols(word_ids_[index]);
+            for (uint32_t at = 0; at < length; ++at) symbols[at] = static_cast<unsigned char>(words.bytes[begin + at]);
+        }
+    });
+}
+
+// Every pair of the unmerged words is a pair of bytes, so a table of all 65,536 replaces the
+// hash map here, and the words can be split between threads: each counts its share of the
+// words into a table of its own, then, once every list's length and each thread's offset in it
+// are known, writes its word ids into place. The pairs, their counts and lists come out the
+// same for every thread count (lists in word order).
+// Perf: what a visit of a pair touches is one 16-byte Tally, one cache line, where three
+// arrays (count, last word, listed) took three.
+template <typename Symbol>
+inline void Trainer<Symbol>::count_initial_pairs(int num_threads) {
+    constexpr size_t kBytePairs = 1 << 16;
+    const size_t num_words = word_ids_.size();
+    const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
+    struct Tally {  // one byte pair in one thread's share of the words
+        union {
+            int64_t count;   // first pass: its occurrences times their words' counts
+            WordId* cursor;  // second pass: where its next word goes in its list
+        };
+        WordId last_word;  // the last word that listed it: a word lists a pair once
+        uint32_t listed;   // first pass: the words listing it; then this share's offset in its list
+    };
+    static_assert(sizeof(Tally) == 16, "a tally in one cache line");
+    std::vector<std::vector<Tally>> tallies(threads);
+    const auto first_word = [&](size_t share) { return num_words * share / threads; };
+    parallel_for(threads, num_threads, [&](size_t share) {
+        tallies[share].assign(kBytePairs, Tally{{0}, -1, 0});
+        Tally* const tally = tallies[share].data();
+        for_each_pair(first_word(share), first_word(share + 1),
+                      [&](TokenId left, TokenId right, int64_t count, WordId word) {
+                          Tally& pair = tally[size_t(left) << 8 | size_t(right)];
+                          pair.count += count;
+                          if (pair.last_word != word) {
+                              pair.last_word = word;
+                              ++pair.listed;
+                          }
+                      });
+    });
+    // The tallies summed over the threads, each thread a slice of the byte pairs; then the
+    // pairs created in byte-pair order on one thread (at most 65,536).
+    std::vector<int64_t> counts(kBytePairs);
+    std::vector<uint32_t> lengths(kBytePairs);
+    const auto slice = [&](size_t part) { return kBytePairs * part / threads; };
+    parallel_for(threads, num_threads, [&](size_t part) {
+        for (size_t byte_pair = slice(part); byte_pair < slice(part + 1); ++byte_pair) {
+            int64_t count = 0;
+            uint32_t listed = 0;
+            for (std::vector<Tally>& share : tallies) {
+                Tally& pair = share[byte_pair];
+                count += pair.count;
+                const uint32_t offset = listed;
+                listed += pair.listed;
+                pair.listed = offset;
+            }
+            counts[byte_pair] = count;
+            lengths[byte_pair] = listed;
+        }
+    });
+    std::vector<WordId*> lists(kBytePairs, nullptr);
+    for (size_t byte_pair = 0; byte_pair < kBytePairs; ++byte_pair) {
+        if (lengths[byte_pair] == 0) continue;
+        PairRecord& record = pairs_[pair_id(TokenId(byte_pair >> 8), TokenId(byte_pair & 0xFF))];
+        record.count = counts[byte_pair];
+        lists[byte_pair] = record.resize_words(lengths[byte_pair], workers_[0].pool);
+    }
+    parallel_for(threads, num_threads, [&](size_t share) {
+        Tally* const tally = tallies[share].data();
+        for (size_t byte_pair = 0; byte_pair < kBytePairs; ++byte_pair) {
+            tally[byte_pair].cursor = lists[byte_pair] == nullptr ? nullptr : lists[byte_pair] + tally[byte_pair].listed;
+            tally[byte_pair].last_word = -1;
+        }
+        for_each_pair(first_word(share), first_word(share + 1),
+                      [&](TokenId left, TokenId right, int64_t, WordId word) {
+                          Tally& pair = tally[size_t(left) << 8 | size_t(right)];
+                          if (pair.last_word != word) {
+                              pair.last_word = word;
+                              *pair.cursor++ = word;
+                          }
+                      });
+    });
+}
+
+// Each word as its encoding by a base's merges (bpe_merge.hpp, `replay`): the pair ranked first
+// merged at every occurrence from the left, until no ranked pair is left, as the tokenizer
+// encodes; the base's tokens join the token table first. Then every pair is counted from the
+// words (they are no longer pairs of bytes). Replaying the merges on the pair tables instead
+// took up to 1.5 times as long as training as many merges: no pair can be pruned while any may
+// be replayed.
+template <typename Symbol>
+inline void Trainer<Symbol>::encode_words(const std::vector<Merge>& base, int num_threads) {
+    PairIdMap ranks(base.size());
+    for (const Merge& merge : base) {
+        if (merge.left >= tokens_.size() || merge.right >= tokens_.size()) {
+            throw std::invalid_argument("train_merges: a replayed merge names a token made after it");
+        }
+        const auto rank = PairId(tokens_.size() - kFirstMergedToken);
+        ranks.find_or_insert(pair_key(TokenId(merge.left), TokenId(merge.right)), rank);
+        tokens_.add_merge(TokenId(merge.left), TokenId(merge.right));
+        if (!token_lengths_.empty()) {
+            token_lengths_.push_back(token_lengths_[merge.left] + token_lengths_[merge.right]);
+        }
+    }
+    const size_t num_words = word_ids_.size();
+    const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
+    parallel_for(threads, int(threads), [&](size_t share) {
+        WordEncoder encoder;
+        for (size_t index = num_words * share / threads; index < num_words * (share + 1) / threads; ++index) {
+            WordHeader& info = header(word_ids_[index]);
+            info.length = encoder.encode(symbols(word_ids_[index]), info.length, ranks);
+        }
+    });
+    recount_pairs();
+}
+
+}  // namespace
+}  // namespace bpe

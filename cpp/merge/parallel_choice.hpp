@@ -1,0 +1,137 @@
+// When a merge runs on the threads: timed, merge by merge, against one thread.
+// Part of bpe_merge.cpp, its only includer: an unnamed namespace, as the loop was in one file.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace bpe {
+namespace {
+
+// Decides, merge by merge, whether the threads rewrite the words and apply the changes: only
+// merges that touch at least `min_words` words (0: every merge, for tests), and only while timing
+// shows the threads no slower per word. On a busy machine a parallel merge waits for a descheduled
+// thread at every join and was measured up to 30 times slower per word than one thread
+// (docs/PERFORMANCE.md). Now and then a run of eligible merges takes the other path, to notice
+// when the load changes: ever more rarely while the same path wins (the interval doubles, up to
+// kExploreAtMost), as one thread on a large merge costs milliseconds where many cores are idle.
+// Merges are timed in bands of size (min_words times 1, 4, 16, 64, 256 and more), as the fixed
+// cost of the threads weighs more on small merges; a band takes one thread without exploring while
+// the threads lose in a larger band. A parallel merge takes every thread. The merges do not depend on
+// the choice.
+class ParallelChoice {
+public:
+    ParallelChoice(size_t threads, size_t min_words)
+        : threads_(threads),
+          min_words_(min_words),
+          clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
+
+    bool parallel(size_t num_words) {
+        if (threads_ <= 1) return false;
+        if (min_words_ == 0) return true;
+        if (num_words < min_words_) return false;
+        const size_t index = band_index(num_words);
+        ++eligible_;
+        // Threads that lose on larger merges lose on these: no exploring (costly on a busy machine),
+        // while that verdict is fresh. Merges shrink as training goes on, so a larger band may see
+        // no merge again: a stale verdict kept the 1,024-4,095-word merges on one thread for good
+        // (on 16 cores, 2.0 s where the threads take 1.07 s).
+        for (size_t larger = index + 1; larger < kBands; ++larger) {
+            if (bands_[larger].threads_lose() && eligible_ - bands_[larger].last_eligible < kFreshFor) {
+                bands_[index].timing = Timing::kSkipped;
+                return false;
+            }
+        }
+        Band& band = bands_[index];
+        band.last_eligible = eligible_;
+        const bool threads = !band.threads_lose();
+        if (band.explore_left == 0 && ++band.eligible >= band.next_exploration) {
+            // A choice that changed since the last exploration starts the interval again.
+            if (threads != band.threads_chosen) band.explore_interval = kExploreEvery;
+            band.threads_chosen = threads;
+            band.explore_interval = std::min(2 * band.explore_interval, kExploreAtMost);
+            band.next_exploration = band.eligible + band.explore_interval;
+            // Threads in use are timed at every merge, so a load that slows them shows without
+            // exploring: one thread is timed again only once they are no longer clearly faster
+            // (on 16 cores, runs of one thread on merges where the threads were 8-12 times faster
+            // had cost a tenth of the merge phase).
+            if (!threads || band.serial_cost < 0 || clear_win_ * band.parallel_cost > band.serial_cost) {
+                band.explore_left = kExploreRun;
+            }
+        }
+        if (band.explore_left > 0) {
+            // The first merge of a run finds the words in the caches the other path left them in.
+            band.timing = band.explore_left-- == kExploreRun ? Timing::kSkipped : Timing::kExplored;
+            return !band.threads_chosen;
+        }
+        band.timing = Timing::kInUse;
+        return threads;
+    }
+
+    // Seconds per word of an eligible merge, averaged over the last few merges of each path.
+    void record(bool parallel, size_t num_words, double seconds) {
+        if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
+        Band& band = bands_[band_index(num_words)];
+        if (band.timing == Timing::kSkipped) return;
+        double& cost = parallel ? band.parallel_cost : band.serial_cost;
+        const double sample = seconds / double(num_words);
+        // An explored path's cost is stale (its last samples may be hundreds of merges old), so its
+        // new samples weigh more. A sample raises the cost by at most kMostRise times its weight: one
+        // merge that waited on a descheduled thread (135 against 25 ns a word) had turned a band to
+        // one thread for good, where merges took 81 ns a word against the threads' 54.
+        if (cost < 0) {
+            cost = sample;
+        } else {
+            cost += (std::min(sample, kMostRise * cost) - cost) / (band.timing == Timing::kExplored ? 3 : 8);
+        }
+    }
+
+private:
+    static constexpr size_t kExploreEvery = 16;
+    static constexpr size_t kExploreAtMost = 1024;
+    // Merges in a run of the other path, the first untimed: a lone merge on the other path was
+    // timed in the caches the other path had left (a parallel merge's words in every core's cache,
+    // a lone one thread's in one), and came out up to twice as slow as a run of it.
+    static constexpr size_t kExploreRun = 4;
+    static constexpr double kMostRise = 2;
+    // Threads this many times faster than one are not timed against it again (below: exploring).
+    // Two threads seldom reach 2x, so they count as a clear win at 1.5x: at 2x they kept exploring,
+    // a large merge on one thread now and then, to learn what was known (docs/PERFORMANCE.md).
+    static constexpr double kClearWin = 2;
+    static constexpr double kClearWinPerThread = 0.75;
+    static constexpr size_t kBands = 5;
+    // A band's verdict holds for smaller merges until this many eligible merges have passed it.
+    static constexpr size_t kFreshFor = 64;
+    enum class Timing { kInUse, kExplored, kSkipped };
+    struct Band {
+        size_t eligible = 0;       // eligible merges outside exploring runs
+        size_t last_eligible = 0;  // eligible_ at the band's last merge
+        size_t next_exploration = kExploreEvery;
+        size_t explore_interval = kExploreEvery / 2;
+        size_t explore_left = 0;  // merges left in the exploring run
+        // Unknown until measured: the threads first, then a run of one thread after kExploreEvery.
+        double parallel_cost = -1;
+        double serial_cost = -1;
+        bool threads_chosen = true;  // at the last exploration
+        Timing timing = Timing::kInUse;  // how the band's merge now running is timed
+
+        bool threads_lose() const { return serial_cost >= 0 && parallel_cost > serial_cost; }
+    };
+
+    size_t band_index(size_t num_words) const {
+        size_t band = 0;
+        for (size_t bound = 4 * min_words_; band + 1 < kBands && num_words >= bound; bound *= 4) ++band;
+        return band;
+    }
+
+    size_t threads_;
+    size_t min_words_;
+    double clear_win_;  // kClearWin, lower for two threads
+    size_t eligible_ = 0;  // merges of min_words or more so far, in every band
+    Band bands_[kBands];
+};
+
+}  // namespace
+}  // namespace bpe
