@@ -366,14 +366,17 @@ inline BlockMasks block_masks_fast(const unsigned char* p) {
 // them too (most non-English text would otherwise go character by character): each character's
 // bytes join the mask of its class (none for "other") and leave `non_ascii`, up to the first one
 // that is not valid UTF-8, runs past the block, or is a space (the block rules take a space as one
-// byte: `\s+(?!\S)` gives back the run's last character).
-inline void classify_multibyte(const unsigned char* p, BlockMasks& m) {
+// byte: `\s+(?!\S)` gives back the run's last character). Always inlined, decoding in line: in the
+// counter's loop, which holds every pattern's scanner, GCC had left read_multibyte a call here.
+BPE_ALWAYS_INLINE void classify_multibyte(const unsigned char* p, BlockMasks& m) {
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
-        uint8_t cls;
-        const unsigned length = read_multibyte(p + at, p + kBlockBytes, cls);
-        if (length == 0 || cls == unicode_tables::kSpace) return;
+        uint32_t code_point;
+        const unsigned length = decode_multibyte(p + at, p + kBlockBytes, code_point);
+        if (length == 0) return;
+        const uint8_t cls = unicode_tables::classify(code_point);
+        if (cls == unicode_tables::kSpace) return;
         const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;  // length <= 4 and at + length <= 64
         if (cls == unicode_tables::kLetter) m.letter |= bytes;
         if (cls == unicode_tables::kNumber) m.digit |= bytes;
