@@ -70,12 +70,12 @@ inline constexpr AsciiClassTable kAscii{};
 
 inline bool is_continuation(unsigned char byte) { return (byte & 0xC0) == 0x80; }
 
-// Decodes the multi-byte character at `p` (*p >= 0x80); returns its length and sets `cls`, or
-// returns 0 if `p` does not start a valid character.
-inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end, uint8_t& cls) {
+// Decodes the multi-byte character at `p` (*p >= 0x80); returns its length and sets `code_point`, or
+// returns 0 if `p` does not start a valid character. Always inlined: read_multibyte stays the size
+// it was for the loops it is inlined into.
+BPE_ALWAYS_INLINE unsigned decode_multibyte(const unsigned char* p, const unsigned char* end, uint32_t& code_point) {
     const unsigned char lead = *p;
     const ptrdiff_t available = end - p;
-    uint32_t code_point;
     unsigned length;
     if (lead >= 0xC2 && lead <= 0xDF) {
         if (available < 2 || !is_continuation(p[1])) return 0;
@@ -99,7 +99,14 @@ inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end,
     } else {
         return 0;  // a continuation byte, C0/C1 (always overlong) or F5..FF
     }
-    cls = unicode_tables::classify(code_point);
+    return length;
+}
+
+// decode_multibyte giving the character's class: its length and `cls`, or 0 if invalid.
+inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end, uint8_t& cls) {
+    uint32_t code_point;
+    const unsigned length = decode_multibyte(p, end, code_point);
+    if (length != 0) cls = unicode_tables::classify(code_point);
     return length;
 }
 
@@ -225,6 +232,14 @@ struct BlockMasks {
     uint64_t non_ascii;
 };
 
+// The masks GPT-4's and o200k's rules add to BlockMasks (pretokenize_gpt4.hpp), which SSE2 builds
+// in the same pass as the others when asked: one load of each lane instead of a look at each control
+// byte and a second pass.
+struct NewlineAndCaseMasks {
+    uint64_t newline;   // \r \n
+    uint64_t case_bit;  // bit 5 of each byte: an ASCII letter's lower case (o200k's rules)
+};
+
 // SWAR on 64-bit words: the portable way to build the masks. For 7-bit values x (the high bit
 // cleared first), x + (0x80 - c) sets a byte's high bit iff x >= c, and no byte carries into the next.
 
@@ -263,8 +278,11 @@ inline BlockMasks block_masks_swar(const unsigned char* p) {
 }
 
 #if defined(BPE_SSE2)
-inline BlockMasks block_masks_sse2(const unsigned char* p) {
+template <bool kNewline = false, bool kCaseBit = false>
+inline BlockMasks block_masks_sse2(const unsigned char* p, NewlineAndCaseMasks* extra = nullptr) {
     BlockMasks masks{};
+    if (kNewline) extra->newline = 0;
+    if (kCaseBit) extra->case_bit = 0;
     for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * lane));
         // Signed compares: bytes >= 0x80 are negative, so never in an ASCII range.
@@ -284,6 +302,13 @@ inline BlockMasks block_masks_sse2(const unsigned char* p) {
         masks.blank |= uint64_t(unsigned(_mm_movemask_epi8(blank))) << shift;
         masks.apostrophe |= uint64_t(unsigned(_mm_movemask_epi8(apostrophe))) << shift;
         masks.non_ascii |= uint64_t(unsigned(_mm_movemask_epi8(bytes))) << shift;
+        if (kNewline) {
+            const __m128i newline = _mm_or_si128(_mm_cmpeq_epi8(bytes, _mm_set1_epi8('\n')),
+                                                 _mm_cmpeq_epi8(bytes, _mm_set1_epi8('\r')));
+            extra->newline |= uint64_t(unsigned(_mm_movemask_epi8(newline))) << shift;
+        }
+        // Shifting 16-bit lanes by 2 moves each byte's bit 5 to its bit 7, what movemask reads.
+        if (kCaseBit) extra->case_bit |= uint64_t(unsigned(_mm_movemask_epi8(_mm_slli_epi16(bytes, 2)))) << shift;
     }
     return masks;
 }
@@ -341,14 +366,17 @@ inline BlockMasks block_masks_fast(const unsigned char* p) {
 // them too (most non-English text would otherwise go character by character): each character's
 // bytes join the mask of its class (none for "other") and leave `non_ascii`, up to the first one
 // that is not valid UTF-8, runs past the block, or is a space (the block rules take a space as one
-// byte: `\s+(?!\S)` gives back the run's last character).
-inline void classify_multibyte(const unsigned char* p, BlockMasks& m) {
+// byte: `\s+(?!\S)` gives back the run's last character). Always inlined, decoding in line: in the
+// counter's loop, which holds every pattern's scanner, GCC had left read_multibyte a call here.
+BPE_ALWAYS_INLINE void classify_multibyte(const unsigned char* p, BlockMasks& m) {
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
-        uint8_t cls;
-        const unsigned length = read_multibyte(p + at, p + kBlockBytes, cls);
-        if (length == 0 || cls == unicode_tables::kSpace) return;
+        uint32_t code_point;
+        const unsigned length = decode_multibyte(p + at, p + kBlockBytes, code_point);
+        if (length == 0) return;
+        const uint8_t cls = unicode_tables::classify(code_point);
+        if (cls == unicode_tables::kSpace) return;
         const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;  // length <= 4 and at + length <= 64
         if (cls == unicode_tables::kLetter) m.letter |= bytes;
         if (cls == unicode_tables::kNumber) m.digit |= bytes;

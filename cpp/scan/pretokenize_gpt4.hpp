@@ -116,13 +116,37 @@ inline void classify_multibyte_gpt4(const unsigned char* p, BlockMasks& m, uint6
     }
 }
 
-inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m) {
-    Gpt4Masks g{};
+// Bit 5 of each byte of the 64 at `p` (an ASCII letter's lower case), as SWAR builds it.
+inline uint64_t case_bit_mask_swar(const unsigned char* p) {
+    uint64_t case_bit = 0;
+    for (unsigned word_index = 0; word_index < kBlockBytes / 8; ++word_index) {
+        const uint64_t word = load_little_endian64(p + 8 * word_index);
+        case_bit |= gather_high_bits((word << 2) & kHighBits) << (8 * word_index);
+    }
+    return case_bit;
+}
+
+// GPT-2's block masks and `extra` (its case bits only with kCaseBit): in one pass on SSE2's fast
+// path, else a look at each control byte for the newlines and a pass of their own for the case bits.
+template <ScannerPath kPath, bool kCaseBit>
+BPE_ALWAYS_INLINE BlockMasks block_masks_gpt4(const unsigned char* p, NewlineAndCaseMasks& extra) {
+#if defined(BPE_SSE2)
+    if (kPath == ScannerPath::kFast) return block_masks_sse2<true, kCaseBit>(p, &extra);
+#endif
+    const BlockMasks m = kPath == ScannerPath::kFast ? block_masks_fast(p) : block_masks_swar(p);
     // \t..\r are rare beside ' ': one look at each byte tells newlines from the rest.
+    extra.newline = 0;
     for (uint64_t controls = m.space & ~m.blank; controls != 0; controls &= controls - 1) {
         const unsigned at = count_trailing_zeros(controls);
-        if (is_newline(p[at])) g.newline |= uint64_t(1) << at;
+        if (is_newline(p[at])) extra.newline |= uint64_t(1) << at;
     }
+    extra.case_bit = kCaseBit ? case_bit_mask_swar(p) : 0;
+    return m;
+}
+
+inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m, uint64_t newline) {
+    Gpt4Masks g{};
+    g.newline = newline;
     if (m.non_ascii != 0) classify_multibyte_gpt4(p, m, g.continuation);
     g.undecided = m.non_ascii;
     return g;
@@ -189,7 +213,9 @@ inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& 
 
     // Characters (their every byte) that start a run of O and do not follow a ' '.
     uint64_t first_of_run = ~g.continuation & ~(other << 1) & ~(blank << 1);
-    for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
+    if (g.continuation != 0) {  // an ASCII block has none to carry through
+        for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
+    }
     const uint64_t lone_other = other & first_of_run;  // with a letter after it, a lone one
 
     uint64_t starts = letter & ~(letter << 1) & ~(horizontal << 1) & ~(lone_other << 1);
@@ -234,8 +260,9 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
                 pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
                 block = padded;
             }
-            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_fast(block) : block_masks_swar(block);
-            const Gpt4Masks more = gpt4_masks(block, masks);
+            NewlineAndCaseMasks extra;
+            BlockMasks masks = block_masks_gpt4<kPath, false>(block, extra);
+            const Gpt4Masks more = gpt4_masks(block, masks, extra.newline);
             const uint64_t boundaries = gpt4_block_boundaries(block, masks, more);
             if (boundaries > 1) {
                 on_block(block, size_t(p - base), boundaries);
@@ -313,7 +340,7 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
 //     |\s*[\r\n]+|\s+(?!\S)|\s+
 //
 // with UP = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LO = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (unicode_tables'
-// letter_case: bit 0 in UP, bit 1 in LO) and C the contractions (?i:'s|'t|'re|'ve|'m|'ll|'d). A
+// LetterCase: bit 0 in UP, bit 1 in LO) and C the contractions (?i:'s|'t|'re|'ve|'m|'ll|'d). A
 // character "with a case" is in UP or LO: every letter, and the marks (\p{M}, no letter: "other" to
 // the prefix and to punctuation runs). Worked out from the backtracking order:
 //  * from a character with a case, the pre-token is its "word" (o200k_word_end) and a contraction:
@@ -324,12 +351,13 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
 //  * the rest is GPT-4's (digits in threes, ` ?` and a punctuation run, marks in it, taking \r \n and
 //    '/' after it; whitespace without `\s++$`).
 
-// The code point of the valid multi-byte character of `length` bytes at `p`.
-inline uint32_t code_point_of(const unsigned char* p, unsigned length) {
-    if (length == 2) return (uint32_t(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
-    if (length == 3) return (uint32_t(p[0] & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
-    return (uint32_t(p[0] & 0x07) << 18) | (uint32_t(p[1] & 0x3F) << 12) | (uint32_t(p[2] & 0x3F) << 6) |
-           (p[3] & 0x3F);
+// read_multibyte (pretokenize.hpp) under o200k: the character's class and case from one lookup
+// (unicode_tables::class_and_case), or 0 if invalid.
+inline unsigned read_multibyte_o200k(const unsigned char* p, const unsigned char* end, uint8_t& class_and_case) {
+    uint32_t code_point;
+    const unsigned length = decode_multibyte(p, end, code_point);
+    if (length != 0) class_and_case = unicode_tables::class_and_case(code_point);
+    return length;
 }
 
 // read_char (pretokenize.hpp) that also gives o200k's case of the character (unicode_tables::LetterCase).
@@ -341,10 +369,11 @@ inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end
                                                      : unicode_tables::kUpper;
         return 1;
     }
-    const unsigned length = read_multibyte(p, end, cls);
-    letter_case = length != 0 && cls != unicode_tables::kNumber && cls != unicode_tables::kSpace
-                      ? unicode_tables::letter_case(code_point_of(p, length))
-                      : unicode_tables::kNoCase;
+    uint8_t class_and_case;
+    const unsigned length = read_multibyte_o200k(p, end, class_and_case);
+    if (length == 0) return 0;
+    cls = class_and_case & ((1u << unicode_tables::kCaseShift) - 1);
+    letter_case = class_and_case >> unicode_tables::kCaseShift;
     return length;
 }
 
@@ -387,26 +416,41 @@ inline unsigned o200k_contraction(const unsigned char* p, const unsigned char* e
     return suffix != 0 ? 1 + suffix : 0;
 }
 
-// The o200k masks beyond GPT-4's: `upper`, letters in UP only, `both`, letters in UP and LO (Lm, Lo;
-// the rest of `letter` is in LO only), and `slash`, '/' (taken after punctuation with newlines). The
-// marks, in both classes but no letter (a prefix, part of a punctuation run), are left undecided.
+// The o200k masks beyond GPT-4's: `upper`, letters in UP only, and `both`, letters in UP and LO (Lm,
+// Lo; the rest of `letter` is in LO only). The marks, in both classes but no letter (a prefix, part
+// of a punctuation run), are left undecided.
 struct O200kMasks {
     uint64_t upper;
     uint64_t both;
-    uint64_t slash;
 };
+
+// The values of unicode_tables::class_and_case that classify_multibyte_o200k leaves undecided: the
+// spaces and numbers (of any case bits), and "other" with a case (the marks).
+constexpr uint16_t undecided_o200k_classes() {
+    uint16_t undecided = 0;
+    for (unsigned value = 0; value < 16; ++value) {
+        const unsigned cls = value & ((1u << unicode_tables::kCaseShift) - 1);
+        const unsigned letter_case = value >> unicode_tables::kCaseShift;
+        if (cls == unicode_tables::kSpace || cls == unicode_tables::kNumber ||
+            (cls == unicode_tables::kOther && letter_case != unicode_tables::kNoCase)) {
+            undecided |= uint16_t(1u << value);
+        }
+    }
+    return undecided;
+}
 
 // classify_multibyte_gpt4 for o200k: it also stops at a mark, and marks the letters of each case.
 inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint64_t& continuation, O200kMasks& o) {
+    using unicode_tables::kCaseShift;
+    constexpr uint16_t kUndecided = undecided_o200k_classes();
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
-        uint8_t cls, letter_case;
-        const unsigned length = read_char_o200k(p + at, p + kBlockBytes, cls, letter_case);
-        if (length == 0 || cls == unicode_tables::kSpace || cls == unicode_tables::kNumber ||
-            (cls == unicode_tables::kOther && letter_case != 0)) {
-            return;
-        }
+        uint8_t class_and_case;
+        const unsigned length = read_multibyte_o200k(p + at, p + kBlockBytes, class_and_case);
+        if (length == 0 || ((kUndecided >> class_and_case) & 1) != 0) return;
+        const unsigned cls = class_and_case & ((1u << kCaseShift) - 1);
+        const unsigned letter_case = class_and_case >> kCaseShift;
         const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;
         if (cls == unicode_tables::kLetter) m.letter |= bytes;
         if (letter_case == unicode_tables::kUpper) o.upper |= bytes;
@@ -417,41 +461,33 @@ inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint
     }
 }
 
-// Bit 5 of each byte (an ASCII letter's lower case), and the '/' bytes, of the 64 bytes at `p`.
+// The '/' bytes of the 64 at `p`: asked for only where a punctuation run's newlines are followed by one.
 template <bool kSse2>
-inline void case_and_slash_masks(const unsigned char* p, uint64_t& case_bit, uint64_t& slash) {
-    case_bit = 0;
-    slash = 0;
-#if defined(BPE_SSE2)  // NEON takes the SWAR words below: two masks a block, not yet measured there
+inline uint64_t slash_mask(const unsigned char* p) {
+    uint64_t slash = 0;
+#if defined(BPE_SSE2)
     if (kSse2) {
         for (unsigned lane = 0; lane < kBlockBytes / 16; ++lane) {
             const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * lane));
-            // Shifting 16-bit lanes by 2 moves each byte's bit 5 to its bit 7, what movemask reads.
-            case_bit |= uint64_t(unsigned(_mm_movemask_epi8(_mm_slli_epi16(bytes, 2)))) << (16 * lane);
             slash |= uint64_t(unsigned(_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8('/'))))) << (16 * lane);
         }
-        return;
+        return slash;
     }
 #endif
     for (unsigned word_index = 0; word_index < kBlockBytes / 8; ++word_index) {
         const uint64_t word = load_little_endian64(p + 8 * word_index);
         const uint64_t ascii = ~word & kHighBits;
         const uint64_t is_slash = ~(((word & kLowBits) ^ repeat_byte('/')) + kLowBits) & ascii;
-        case_bit |= gather_high_bits((word << 2) & kHighBits) << (8 * word_index);
         slash |= gather_high_bits(is_slash) << (8 * word_index);
     }
+    return slash;
 }
 
-template <bool kSse2>
-BPE_ALWAYS_INLINE Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, O200kMasks& o) {
+BPE_ALWAYS_INLINE Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, const NewlineAndCaseMasks& extra,
+                                        O200kMasks& o) {
     Gpt4Masks g{};
-    for (uint64_t controls = m.space & ~m.blank; controls != 0; controls &= controls - 1) {
-        const unsigned at = count_trailing_zeros(controls);
-        if (is_newline(p[at])) g.newline |= uint64_t(1) << at;
-    }
-    uint64_t case_bit;
-    case_and_slash_masks<kSse2>(p, case_bit, o.slash);
-    o.upper = m.letter & ~case_bit;  // ASCII letters so far
+    g.newline = extra.newline;
+    o.upper = m.letter & ~extra.case_bit;  // ASCII letters so far
     o.both = 0;
     if (m.non_ascii != 0) classify_multibyte_o200k(p, m, g.continuation, o);
     g.undecided = m.non_ascii;
@@ -466,6 +502,7 @@ BPE_ALWAYS_INLINE Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, O
 //    then neither continues the punctuation run nor starts one;
 //  * a contraction is a suffix: an apostrophe right after a letter takes it, unless that letter ends
 //    a contraction itself (then the apostrophe starts the next pre-token, a prefix before letters).
+template <bool kSse2>
 BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const BlockMasks& m, const Gpt4Masks& g,
                                        const O200kMasks& o) {
     constexpr uint64_t kDecidable = (uint64_t(1) << (kBlockBytes - 2)) - 1;
@@ -486,13 +523,22 @@ BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const 
     // What a punctuation run takes: each run of \r \n '/' from a newline right after it, carried
     // through to the run's end. A newline after a taken '/' is such a seed too, inside the run: the
     // carry passes it with its bit set, so the seeds are added back.
-    const uint64_t taken_kind = newline | o.slash;
     const uint64_t seeds = (other << 1) & newline;
+    uint64_t taken_kind = newline;
+    // A '/' is taken only after such a newline run: the byte after each is looked at before the mask is built.
+    for (uint64_t after = (newline + seeds) & other; after != 0; after &= after - 1) {
+        if (p[count_trailing_zeros(after)] == '/') {
+            taken_kind |= slash_mask<kSse2>(p);
+            break;
+        }
+    }
     const uint64_t taken = (((taken_kind + seeds) ^ taken_kind) & taken_kind) | seeds;
     const uint64_t free_other = other & ~taken;
 
     uint64_t first_of_run = ~g.continuation & ~(free_other << 1) & ~(blank << 1);
-    for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
+    if (g.continuation != 0) {  // an ASCII block has none to carry through
+        for (int byte = 1; byte < 4; ++byte) first_of_run |= (first_of_run << 1) & g.continuation;
+    }
     const uint64_t lone_other = free_other & first_of_run;
 
     // Contractions first: a word ends after its contraction, so the letters of a suffix neither
@@ -548,10 +594,11 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
                 pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
                 block = padded;
             }
-            BlockMasks masks = kPath == ScannerPath::kFast ? block_masks_fast(block) : block_masks_swar(block);
+            NewlineAndCaseMasks extra;
+            BlockMasks masks = block_masks_gpt4<kPath, true>(block, extra);
             O200kMasks cases;
-            const Gpt4Masks more = o200k_masks<kPath == ScannerPath::kFast>(block, masks, cases);
-            const uint64_t boundaries = o200k_block_boundaries(block, masks, more, cases);
+            const Gpt4Masks more = o200k_masks(block, masks, extra, cases);
+            const uint64_t boundaries = o200k_block_boundaries<kPath == ScannerPath::kFast>(block, masks, more, cases);
             if (boundaries > 1) {
                 on_block(block, size_t(p - base), boundaries);
                 p += 63 - count_leading_zeros(boundaries);
