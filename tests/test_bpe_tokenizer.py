@@ -624,25 +624,39 @@ def test_encode_batch_rejects_bytes_and_lone_surrogates(tok: Tokenizer) -> None:
 @pytest.fixture(scope="module")
 def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Fixture texts and long words, 400 KB or so, with special tokens between documents."""
+    return _encode_file_corpus(tmp_path_factory, copies=8)
+
+
+@pytest.fixture(scope="module")
+def corpus_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same texts once (50 KB): every kind of place a cut can fall, for cutting at each of them."""
+    return _encode_file_corpus(tmp_path_factory, copies=1)
+
+
+def _encode_file_corpus(tmp_path_factory: pytest.TempPathFactory, copies: int) -> Path:
     texts = [require_fixture(name).read_text(encoding="utf-8") for name in TEXT_FIXTURES]
     path = tmp_path_factory.mktemp("encode_file") / "corpus.txt"
-    path.write_text((ENDOFTEXT.join(texts) + LONG_WORDS + "\n") * 8, encoding="utf-8")
+    path.write_text((ENDOFTEXT.join(texts) + LONG_WORDS + "\n") * copies, encoding="utf-8")
     return path
 
 
-# Two threads cutting at every allowed place take four times one thread's time: the exhaustive tier.
-EVERY_CUT_ON_TWO_THREADS = pytest.param(2, 1, marks=pytest.mark.exhaustive)
-
-
-@pytest.mark.parametrize(
-    ("threads", "chunk_bytes"), [(1, None), (2, None), (1, 1), EVERY_CUT_ON_TWO_THREADS, (2, 977), (3, 65536)]
-)
+@pytest.mark.parametrize(("threads", "chunk_bytes"), [(1, None), (2, None), (2, 977), (3, 65536)])
 def test_encode_file_equals_encode(tok: Tokenizer, corpus_file: Path, threads: int, chunk_bytes: int | None) -> None:
-    """chunk_bytes=1 cuts wherever cutting is allowed; 977 cuts at odd places."""
+    """977 cuts at odd places."""
     expected = tok.encode(corpus_file.read_text(encoding="utf-8"))
     ids = tok.encode_file(corpus_file, num_threads=threads, chunk_bytes=chunk_bytes)
     assert ids.typecode == tok.id_typecode == "H"
     assert ids.tolist() == expected
+
+
+# Two threads cutting at every allowed place take four times one thread's time: the exhaustive tier.
+@pytest.mark.parametrize("threads", [1, pytest.param(2, marks=pytest.mark.exhaustive)])
+def test_encode_file_cut_wherever_cutting_is_allowed_equals_encode(
+    tok: Tokenizer, corpus_once: Path, threads: int
+) -> None:
+    """chunk_bytes=1: a cut at every place cutting is allowed."""
+    ids = tok.encode_file(corpus_once, num_threads=threads, chunk_bytes=1)
+    assert ids.tolist() == tok.encode(corpus_once.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -34,9 +34,15 @@ def long_words_corpus(path: Path) -> Path:
     return path
 
 
-def test_long_words_give_the_oracles_merges(trainer: str, tmp_path: Path) -> None:
-    corpus = long_words_corpus(tmp_path / "long.txt")
-    expected = train_bpe(corpus, 330, [ENDOFTEXT], trainer="bpe_v1")
+@pytest.fixture(scope="module")
+def long_words(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple]:
+    """The corpus and the oracle's merges on it, trained once for every version."""
+    corpus = long_words_corpus(tmp_path_factory.mktemp("long_words") / "long.txt")
+    return corpus, train_bpe(corpus, 330, [ENDOFTEXT], trainer="bpe_v1")
+
+
+def test_long_words_give_the_oracles_merges(trainer: str, long_words: tuple[Path, tuple]) -> None:
+    corpus, expected = long_words
     assert train_bpe(corpus, 330, [ENDOFTEXT], trainer=trainer) == expected
 
 
