@@ -60,7 +60,7 @@ from .counting import (
     task_size,
 )
 from .formats import BadRecords, InputFile
-from .ingest.plan import InputPlan, plan_inputs
+from .ingest.plan import InputPlan, as_plan
 from .ingest.table import format_row
 from .pattern import GPT2, Pattern, resolve_pattern
 from .phases import Report
@@ -422,12 +422,8 @@ def count_words_on_cluster(
     for name, value in (("task_bytes", task_bytes), ("range_bytes", range_bytes)):
         if value is not None and value < 1:
             raise BPEInputError(f"{name} must be positive, got {value}")
-    if isinstance(paths, InputPlan):  # inspected already: `format`, `text_field`, `skip_bad_records` are its own
-        plan, storage_options = paths, paths.storage_options
-    else:
-        plan = plan_inputs(
-            paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
-        )
+    plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
+    storage_options = plan.storage_options
     if not plan.in_place:
         return _count_streamed_on_cluster(
             client, plan, specials, range_bytes, progress, retries, fan_in, slices, pattern

@@ -48,7 +48,6 @@ from .formats import (
     BadRecords,
     InputFile,
     LaidOutDocuments,
-    check_path_argument,
     documents_of,
     encoded_documents,
     is_url,
@@ -56,7 +55,7 @@ from .formats import (
     read_blocks,
     url_filesystem,
 )
-from .ingest.plan import InputPlan, plan_inputs
+from .ingest.plan import InputPlan, as_plan
 from .ingest.table import format_row
 from .pattern import Pattern, resolve_pattern
 from .progress import progress_bar
@@ -415,12 +414,6 @@ def task_size(task: CountTask) -> int:
     return sum(segment.end - segment.start for segment in task)
 
 
-def _as_path_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    if isinstance(paths, (str, os.PathLike, bytes, bytearray, memoryview)):  # bytes: one path, refused
-        return [check_path_argument(paths, "paths")]
-    return [check_path_argument(path, "paths") for path in paths]
-
-
 def count_words(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     special_tokens: Iterable[str] | None = None,
@@ -452,9 +445,7 @@ def count_words(
     specials = check_special_tokens(special_tokens)
     pattern = resolve_pattern(pattern)
     num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
-    plan = plan_inputs(
-        _as_path_list(paths), format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
-    )
+    plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
     return count_plan(
         plan, specials, num_threads=num_threads, progress=progress, task_bytes=task_bytes, pattern=pattern
     )
