@@ -51,7 +51,7 @@ from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, is_url
-from .ingest.plan import inspect_input
+from .ingest.plan import plan_inputs
 from .pattern import GPT2, pattern_label
 from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, run_rules
@@ -302,27 +302,21 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 )
             else:
                 largest = args.vocab_sizes[-1]
-                formats = {
-                    "format": args.format,
-                    "text_field": args.text_field,
-                    "skip_bad_records": args.skip_bad_records,
-                }
+                # Inspected once: train reads the plan, and the description below asks it what the file is.
+                plan = plan_inputs([data], args.format, args.text_field, skip_bad_records=args.skip_bad_records)
                 result = train(
-                    data,
+                    plan,
                     largest,
                     args.special,
                     trainer=trainer,
                     progress=not args.quiet,
                     start_from=start,
                     **rules_keywords(rules, args.like),
-                    **formats,
                     **options,
                 )
                 described = f"{data} ({human_bytes(data.stat().st_size)})"
-                if not args.demo:
-                    kind = inspect_input(data, args.format, args.text_field)
-                    if not kind.in_place:  # the size on disk is not the text's
-                        described = f"{data} ({human_bytes(data.stat().st_size)} of {kind.describe()})"
+                if not plan.in_place:  # the size on disk is not the text's
+                    described = f"{data} ({human_bytes(data.stat().st_size)} of {plan.files[0].describe()})"
             base = 256 + len(args.special)
             if not result.merges and args.vocab_sizes[-1] > base:
                 # Text whose every pre-token is one byte (a stray 2-byte readme.md): a vocabulary of bytes alone.

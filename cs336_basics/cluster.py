@@ -47,24 +47,16 @@ from urllib.parse import urlsplit
 
 from .backend import usable_cores
 from .contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
-from .counting import (
-    DOCUMENT_SEPARATOR,
-    CountTask,
-    _feed,
-    _StreamCounter,
-    count_tasks,
-    group_into_batches,
-    input_bytes,
-    plan_count_tasks,
-    source_items,
-    task_size,
-)
+from .counting import source_items
+from .document_batches import _feed
 from .formats import BadRecords, InputFile
-from .ingest.plan import InputPlan, plan_inputs
+from .ingest.plan import InputPlan, as_plan
 from .ingest.table import format_row
 from .pattern import GPT2, Pattern, resolve_pattern
 from .phases import Report
 from .progress import progress_bar
+from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
+from .text_ranges import CountTask, count_tasks, group_into_batches, input_bytes, plan_count_tasks, task_size
 from .word_counts import (
     CountTable,
     TableArrays,
@@ -405,7 +397,7 @@ def count_words_on_cluster(
     call `client.wait_for_workers(n)` first); a task counts its ranges one after another into one
     table.
     `retries` is how often Dask may re-run a failed task; `count` is the task function
-    (`counting.count_tasks`'s signature). The words are added up in `slices` independent trees
+    (`text_ranges.count_tasks`'s signature). The words are added up in `slices` independent trees
     of `fan_in` tables per addition (None: one per worker).
 
     Compressed, JSON-lines and Parquet inputs, local or URLs (`format`, `text_field`, `skip_bad_records` as in
@@ -422,12 +414,8 @@ def count_words_on_cluster(
     for name, value in (("task_bytes", task_bytes), ("range_bytes", range_bytes)):
         if value is not None and value < 1:
             raise BPEInputError(f"{name} must be positive, got {value}")
-    if isinstance(paths, InputPlan):  # inspected already: `format`, `text_field`, `skip_bad_records` are its own
-        plan, storage_options = paths, paths.storage_options
-    else:
-        plan = plan_inputs(
-            paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
-        )
+    plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
+    storage_options = plan.storage_options
     if not plan.in_place:
         return _count_streamed_on_cluster(
             client, plan, specials, range_bytes, progress, retries, fan_in, slices, pattern

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import FrameType
 
 from .contract import ENDOFTEXT
-from .formats import FORMATS
+from .ingest.table import known_formats
 from .pattern import CL100K, GPT2, O200K, RUSTBPE
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
@@ -111,7 +111,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
 def add_format_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=known_formats(),
         default=None,
         help="what the data files hold (default: detected; .gz .bz2 .xz .zst are decompressed as read)",
     )

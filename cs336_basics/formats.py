@@ -1,29 +1,17 @@
 """Reading input files and in-memory documents: the kit the format modules (`ingest/`) are built of.
 
-This module opens inputs (local or fsspec URLs), decompresses them and reads their documents; it
-never counts, and never decides what a file is: `ingest/plan.py` inspects each input once and
-`ingest/table.py` holds one row per format (how it is recognised, read and cut into tasks). Today's
-formats:
+This module opens inputs (local or fsspec URLs) and decompresses them (gzip, bzip2, xz, zstd;
+recognised by their magic bytes, not their names), as any format's reader reads, never writing to
+disk; it holds the shapes documents are handed to the counter in (`LaidOutDocuments`,
+`ArrowDocuments`), bad-record accounting (`BadRecords`) and in-memory documents (`documents_of`:
+any iterable of strings, a `pyarrow` table or array, a Hugging Face `datasets.Dataset`). It never
+counts, never decides what a file is and never reads a format's records: `ingest/plan.py` inspects
+each input once, and each format's module in `ingest/` (one row of `ingest/table.py`) says how its
+files are recognised, read and cut into tasks.
 
-- plain UTF-8 text: counted in place (memory-mapped, random access), as always;
-- compressed text (gzip, bzip2, xz, zstd; recognised by their magic bytes, not their names):
-  decompressed in blocks as counting reads them, never written to disk;
-- documents: JSON lines (one record per line, its `text_field`) and Parquet (the `text_field`
-  column, one row group at a time), also compressed JSON lines; and, through
-  `counting.count_words_from_iterator`, any iterable of strings, a `pyarrow` table or array, or a
-  Hugging Face `datasets.Dataset`.
-
-A file whose name says text but whose first line is a JSON object with the text field is refused:
-training on JSON syntax as if it were prose gives a wrong tokenizer without any error. `format=`
-(`--format`) says what a file is when detection is not wanted.
-
-zstd needs the `zstandard` package and Parquet `pyarrow` (the `data` extra); without them such an
-input stops with one line saying what to install. Everything else is the standard library.
-
-Bad input stops with one line: a JSON-lines record that is not JSON, not an object, or lacks the
-text field names `file:line` (`skip_bad_records` counts such records and reports them instead, see
-`BadRecords`); a corrupt or truncated compressed stream names the file, the compressed offset read
-and the decompressed bytes produced.
+zstd needs the `zstandard` package (the `data` extra); without it such an input stops with one line
+saying what to install. A corrupt or truncated compressed stream names the file, the compressed
+offset read and the decompressed bytes produced.
 """
 
 from __future__ import annotations
@@ -32,7 +20,6 @@ import bz2
 import glob
 import gzip
 import io
-import json
 import lzma
 import os
 import zlib
@@ -42,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .backend import NativeUnavailable, load_native
 from .contract import BPEInputError
 from .ingest.table import FORMATS, format_row
 
@@ -58,7 +44,6 @@ __all__ = [
     "expand_inputs",
     "is_url",
     "iter_document_bytes",
-    "jsonl_ranges",
     "iter_documents",
     "read_blocks",
 ]
@@ -149,7 +134,7 @@ def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> t
 @dataclass(frozen=True)
 class InputFile:
     """An input file (a local path or an fsspec URL, read with `storage_options`) and how to read it:
-    `format` is text, jsonl or parquet; `compression` is None or the compressed format of its bytes."""
+    `format` names its row of `ingest/table.py`; `compression` is None or the compressed format of its bytes."""
 
     path: str
     format: str
@@ -441,183 +426,6 @@ class LaidOutDocuments:
         return (self.texts[offsets[index] : offsets[index + 1]] for index in range(self.count))
 
 
-def _json_lines(
-    source: InputFile,
-    text_field: str,
-    skipped: BadRecords | None = None,
-    byte_range: tuple[int, int] | None = None,
-    laid_out: bool = False,
-) -> Iterator[Any]:
-    """The `text_field` of each record of a JSON-lines file, as UTF-8; blank lines are skipped. A bad
-    record stops with one line naming `file:line`, or is counted into `skipped` when given.
-    `byte_range`: only the lines of [start, end) of an uncompressed file (`jsonl_ranges` cuts them
-    at line ends). The compiled reader (cpp/io/jsonl.cpp) reads the common record; every line it is not
-    sure of goes to json.loads here, so documents and errors are those of json.loads alone.
-    `laid_out`: a block's documents at a time, as `LaidOutDocuments`; from the compiled reader they
-    stay where it wrote them, no bytes object each, for the native counter to read in place."""
-    pending = b""
-    line_number = 0
-    loads = json.loads
-
-    def bad(why: str) -> None:
-        line = line_number
-        if byte_range is not None and byte_range[0] > 0:
-            line += _lines_before(source, byte_range[0])  # only on this rare path: it reads the file
-        message = f"{source.path}:{line}: {why}"
-        if skipped is None:
-            raise BPEInputError(message)
-        skipped.add(message)
-
-    def record_text(line: bytes) -> bytes | None:
-        try:
-            record = loads(line)
-        except ValueError as error:  # UnicodeDecodeError too
-            if not line.strip():
-                return None
-            return bad(f"not a JSON record ({_one_line(error)})")
-        if not isinstance(record, dict):
-            return bad(f"not a JSON object but a {type(record).__name__}")
-        text = record.get(text_field)
-        if not isinstance(text, str):
-            fields = ", ".join(map(repr, record)) or "none"
-            why = "missing" if text is None else f"a {type(text).__name__}, not a string"
-            return bad(f"field {text_field!r} is {why} (fields: {fields}); choose the field with --text-field")
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
-            return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
-
-    def as_items(texts: list[bytes]) -> list[Any]:
-        """A block's documents as yielded: one LaidOutDocuments when laid out, else each."""
-        if not laid_out:
-            return texts
-        return [LaidOutDocuments.of(texts)] if texts else []
-
-    json_line_texts = _native_json_line_texts()
-    json_line_documents = _native_json_line_documents() if laid_out else None
-    blocks = read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range)
-    for block in blocks:
-        data = pending + block
-        if json_line_texts is None:
-            lines = data.split(b"\n")
-            pending = lines.pop()  # the last line may go on in the next block
-            texts = []
-            for line in lines:
-                line_number += 1
-                text = record_text(line)
-                if text is not None:
-                    texts.append(text)
-            yield from as_items(texts)
-            continue
-        whole = data.rfind(b"\n") + 1  # the lines up to here are whole; the rest may go on
-        pending = data[whole:]
-        if not whole:
-            continue
-        if json_line_documents is not None:
-            # The records' strings in one buffer; the lines handed back are judged here, one by
-            # one (record_text, naming their own line), and go after them.
-            first_line = line_number
-            strings, ends, num_lines, fallbacks = json_line_documents(memoryview(data)[:whole], text_field)
-            judged = []
-            for index, start, end in fallbacks:
-                line_number = first_line + index + 1
-                text = record_text(data[start:end])
-                if text is not None:
-                    judged.append(text)
-            line_number = first_line + num_lines
-            documents = LaidOutDocuments(strings, ends)
-            if judged:
-                documents = LaidOutDocuments.of(judged, strings, ends)
-            if documents.count:
-                yield documents
-            continue
-        # Each item: a record's text, None for a blank line, or where a line lies in `data` for
-        # json.loads to judge (record_text), so its result or error is exactly the pure path's.
-        texts = []
-        for item in json_line_texts(memoryview(data)[:whole], text_field):
-            line_number += 1
-            if type(item) is tuple:
-                item = record_text(data[item[0] : item[1]])
-            if item is not None:
-                texts.append(item)
-        yield from as_items(texts)
-    if pending:
-        line_number += 1
-        text = record_text(pending)
-        if text is not None:
-            yield from as_items([text])
-
-
-def _native_json_line_documents() -> Callable[[Any, str], tuple] | None:
-    """`_count_cpp.json_line_documents` (json_line_texts with the strings left in one buffer), or
-    None as for `_native_json_line_texts`."""
-    try:
-        return getattr(load_native("_count_cpp"), "json_line_documents", None)
-    except NativeUnavailable:
-        return None
-
-
-def _native_json_line_texts() -> Callable[[Any, str], list] | None:
-    """`_count_cpp.json_line_texts`, the native reader of JSON-lines records, or None when compiled
-    code is not built or not wanted (CS336_PURE_PYTHON): then json.loads reads every line."""
-    try:
-        return getattr(load_native("_count_cpp"), "json_line_texts", None)
-    except NativeUnavailable:
-        return None
-
-
-def _lines_before(source: InputFile, offset: int) -> int:
-    """How many lines end before byte `offset` of a file (for a range's error message)."""
-    count = 0
-    with source.open() as file:
-        while offset > 0:
-            block = file.read(min(offset, BLOCK_BYTES))
-            if not block:
-                break
-            count += block.count(b"\n")
-            offset -= len(block)
-    return count
-
-
-def _range_blocks(source: InputFile, start: int, end: int) -> Iterator[bytes]:
-    with source.open() as file:
-        file.seek(start)
-        while start < end:
-            block = file.read(min(BLOCK_BYTES, end - start))
-            if not block:
-                return
-            start += len(block)
-            yield block
-
-
-def jsonl_ranges(source: InputFile, range_bytes: int) -> list[tuple[int, int]]:
-    """An uncompressed JSON-lines file cut into byte ranges of about `range_bytes`, each ending just
-    after a newline (or at the end of the file), so every record lies in one range."""
-    size = source.size()
-    ranges = []
-    start = 0
-    with source.open() as file:
-        while start < size:
-            end = start + range_bytes
-            if end >= size:
-                end = size
-            else:
-                file.seek(end)
-                while True:  # the next newline at or after `end`
-                    window = file.read(1 << 16)
-                    if not window:
-                        end = size
-                        break
-                    found = window.find(b"\n")
-                    if found != -1:
-                        end += found + 1
-                        break
-                    end += len(window)
-            ranges.append((start, end))
-            start = end
-    return ranges
-
-
 def iter_document_bytes(
     source: InputFile,
     text_field: str = "text",
@@ -625,11 +433,11 @@ def iter_document_bytes(
     part: tuple[int, ...] | None = None,
     laid_out: bool = False,
 ) -> Iterator[Any]:
-    """The documents of a JSON-lines or Parquet file, each as its UTF-8 bytes (the counter checks
-    them again, so nothing is decoded here). `skipped`: count bad JSON-lines records into it
-    instead of stopping at the first. `part`: only a part of the file, a (start, end) byte range of
-    uncompressed JSON lines (`jsonl_ranges`) or Parquet row group numbers. `laid_out` (JSON lines
-    only): blocks of documents as `LaidOutDocuments` instead of one bytes object each."""
+    """The documents of a file of documents, each as its UTF-8 bytes, read by its format's row
+    (`InputFormat.documents`; the counter checks them again, so nothing is decoded here).
+    `skipped`: count bad records into it instead of stopping at the first. `part`: only a part of
+    the file, as its row's `parts` cut it. `laid_out`, for a row that has it: blocks of documents as
+    `LaidOutDocuments` instead of one bytes object each."""
     read = format_row(source.format).documents
     if read is not None:
         return read(source, text_field, skipped, part, laid_out)
@@ -637,7 +445,7 @@ def iter_document_bytes(
 
 
 def iter_documents(source: InputFile, text_field: str = "text") -> Iterator[str]:
-    """The documents of a JSON-lines or Parquet file, as str."""
+    """The documents of a file of documents (`iter_document_bytes`), as str."""
     return (document.decode("utf-8") for document in iter_document_bytes(source, text_field))
 
 

@@ -237,7 +237,7 @@ def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int
 
 
 def train(
-    input_path: str | PathLike,
+    input_path: str | PathLike | InputPlan,
     vocab_size: int,
     special_tokens: list[str] | None = None,
     *,
@@ -271,9 +271,11 @@ def train(
 
     `start_from`: a tokenizer to go on from, `(vocab, merges)` or the path of its files (see
     `start_from.load_base`); its ids and merges are kept, `vocab_size` counts its tokens, its special
-    tokens join `special_tokens` (docs/START_FROM.md)."""
+    tokens join `special_tokens` (docs/START_FROM.md). `input_path` may be a plan of inputs already
+    inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records` are the
+    plan's."""
     from .formats import is_url
-    from .ingest.plan import inspect_input
+    from .ingest.plan import as_plan
 
     specials = check_special_tokens(special_tokens)
     base = None if start_from is None else load_base(start_from, specials)
@@ -281,7 +283,9 @@ def train(
         specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
-    source = inspect_input(input_path, format, text_field)
+    plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
+    source = plan.files[0]
+    in_place = len(plan.files) == 1 and source.in_place and not is_url(source.path)
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
@@ -291,15 +295,14 @@ def train(
                 "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
                 f"{base.source}: train with like='hf' to start from a base"
             )
-        if not source.in_place or is_url(source.path):
+        if not in_place:
             raise BPEInputError(
-                f"like='hf-files' reads a local text file line by line, as HF's train(files); {input_path} is "
+                f"like='hf-files' reads a local text file line by line, as HF's train(files); {source.path} is "
                 f"{source.describe()}: decompress it to a text file, or train with like='hf'"
             )
-        path = check_input_file(input_path)
+        path = check_input_file(source.path)  # an empty file refused, as every version does
         return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
-    if not source.in_place or is_url(source.path):  # a version reads only local files in place
-        plan = InputPlan((source.path,), (source,), text_field, skip_bad_records)  # inspected once, above
+    if not in_place:  # a version reads only one local text file in place
 
         def count() -> WordCounts:
             return count_inputs(
@@ -316,7 +319,7 @@ def train(
             start_from=base,
             **rules_keywords(rules, like),
         )[0]
-    path = check_input_file(input_path)
+    path = check_input_file(source.path)  # an empty file refused, as every version does
     num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
 
     started = time.perf_counter()
@@ -890,50 +893,25 @@ def _count_inputs(
     skip_bad_records: bool,
     pattern: Pattern,
 ) -> WordCounts:
-    from .ingest.plan import inspect_input, plan_inputs
+    from .ingest.plan import as_plan
 
+    # Inspected once, here: a bad input is refused before a cluster is started, and the plan is what
+    # the cluster or the threads count.
+    plan = as_plan(paths, format, text_field, skip_bad_records=skip_bad_records)
     if cluster is not None:
         from .cluster import connect, count_words_on_cluster
 
-        # Local inputs are inspected (and a bad one refused) before a cluster is started: all local,
-        # into the plan the cluster runs; beside URLs (which the cluster inspects), each on its own.
-        if not isinstance(paths, InputPlan) and not any("://" in path for path in paths):
-            paths = plan_inputs(paths, format, text_field, skip_bad_records=skip_bad_records)
-        elif not isinstance(paths, InputPlan):
-            for path in paths:
-                if "://" not in path:
-                    inspect_input(path, format, text_field)
         with connect(cluster, timeout=cluster_timeout) as client:
             return count_words_on_cluster(
-                client,
-                paths,
-                special_tokens,
-                task_bytes=task_bytes,
-                progress=progress,
-                format=format,
-                text_field=text_field,
-                skip_bad_records=skip_bad_records,
-                pattern=pattern,
+                client, plan, special_tokens, task_bytes=task_bytes, progress=progress, pattern=pattern
             )
-    from .counting import LOCAL_TASK_BYTES, count_plan, count_words
+    from .counting import LOCAL_TASK_BYTES, count_plan
 
-    if isinstance(paths, InputPlan):
-        return count_plan(
-            paths,
-            special_tokens,
-            num_threads=num_threads,
-            task_bytes=task_bytes or LOCAL_TASK_BYTES,
-            progress=progress,
-            pattern=pattern,
-        )
-    return count_words(
-        paths,
+    return count_plan(
+        plan,
         special_tokens,
         num_threads=num_threads,
         task_bytes=task_bytes or LOCAL_TASK_BYTES,
         progress=progress,
-        format=format,
-        text_field=text_field,
-        skip_bad_records=skip_bad_records,
         pattern=pattern,
     )

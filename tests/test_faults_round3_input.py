@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import cs336_basics.counting as counting
+import cs336_basics.stream_counter as stream_counter
 from cs336_basics import BPEInputError, count_words, train, train_bpe, train_bpe_from_iterator
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
@@ -60,7 +60,7 @@ def test_a_reused_buffer_gives_the_merges_of_the_documents(
     trainer: str, counter: str, kind: str, specials: list[str], monkeypatch
 ) -> None:
     if counter == "python":
-        monkeypatch.setattr(counting, "_native_module", lambda: None)
+        monkeypatch.setattr(stream_counter, "_native_module", lambda: None)
     expected = train_bpe_from_iterator(DOCUMENTS, 300, specials, trainer=trainer)
     assert train_bpe_from_iterator(refilled(DOCUMENTS, kind), 300, specials, trainer=trainer) == expected
 
@@ -68,7 +68,7 @@ def test_a_reused_buffer_gives_the_merges_of_the_documents(
 @pytest.mark.parametrize("counter", ["native", "python"])
 def test_records_give_their_text_field(trainer: str, counter: str, monkeypatch) -> None:
     if counter == "python":
-        monkeypatch.setattr(counting, "_native_module", lambda: None)
+        monkeypatch.setattr(stream_counter, "_native_module", lambda: None)
     expected = train_bpe_from_iterator(DOCUMENTS, 300, [ENDOFTEXT], trainer=trainer)
     records = ({"id": index, "text": document} for index, document in enumerate(DOCUMENTS))
     assert train_bpe_from_iterator(records, 300, [ENDOFTEXT], text_field="text", trainer=trainer) == expected

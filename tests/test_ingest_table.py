@@ -4,6 +4,9 @@ file (the documents joined by the first special token), with no other module tol
 
 from __future__ import annotations
 
+import importlib
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +87,64 @@ def test_the_cluster_cuts_a_file_as_its_row_says(records_format: InputFormat, tm
         StreamPart((files[1],), (2, 3), 10),
     ]
     assert _plan_stream_parts(files, 10, single=True) == [StreamPart(files, None, 7 + files[1].size())]
+
+
+# The whole of a new format: one module dropped beside the built-in ones (docs/INGEST.md, "Adding a
+# format", names this one file and nothing else).
+NEW_FORMAT_MODULE = '''"""Records: documents separated by ASCII's record separator."""
+
+from ..formats import read_blocks
+from .table import InputFormat
+
+
+def _documents(source, text_field, skipped, part, laid_out):
+    return iter(b"".join(read_blocks(source)).split(b"\\x1e"))
+
+
+FORMAT = InputFormat("records", "records", named=lambda path: path.endswith(".records"), documents=_documents)
+'''
+
+
+@pytest.fixture
+def format_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """`records.py` found among the format modules (the package's path extended to a folder holding
+    it, so the checkout is not written to); the table, the path and the import forgotten after."""
+    package = importlib.import_module(table.__package__)
+    folder = tmp_path / "formats"
+    folder.mkdir()
+    (folder / "records.py").write_text(NEW_FORMAT_MODULE, encoding="utf-8")
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    monkeypatch.setattr(table, "_TABLE", {})
+    monkeypatch.setattr(table, "_found", False)
+    name = f"{table.__package__}.records"
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_a_new_format_is_one_module_and_trains_through_train_bpe_and_the_cli(
+    trainer: str, format_module: str, tmp_path: Path
+) -> None:
+    from cs336_basics.cli import main as cli_main
+    from cs336_basics.serialization import load_merges
+
+    assert known_formats() == ("text", "jsonl", "parquet", "records")
+    plain = tmp_path / "plain.txt"
+    plain.write_text(SPECIAL[0].join(DOCUMENTS), encoding="utf-8")
+    expected = train_bpe(plain, VOCAB_SIZE, SPECIAL, trainer="bpe_v1")
+    records = write_records(tmp_path / "corpus.records")
+    assert train_bpe(records, VOCAB_SIZE, SPECIAL, trainer=trainer) == expected
+    options = ["-v", str(VOCAB_SIZE), "--special", SPECIAL[0], "-q"]
+    assert cli_main([trainer, str(tmp_path / "found"), "-d", str(records), *options]) == 0
+    assert load_merges(tmp_path / "found" / "merges.txt") == expected[1]
+    chosen = write_records(tmp_path / "corpus.txt")  # named as text, read as records when chosen
+    assert cli_main([trainer, str(tmp_path / "chosen"), "-d", str(chosen), *options, "--format", "records"]) == 0
+    assert load_merges(tmp_path / "chosen" / "merges.txt") == expected[1]
+
+
+def test_adding_a_format_in_the_docs_names_one_file() -> None:
+    docs = Path(__file__).resolve().parents[1] / "docs" / "INGEST.md"
+    if not docs.is_file():
+        pytest.skip("docs/INGEST.md is not in this checkout")
+    section = docs.read_text(encoding="utf-8").split("## Adding a format", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(cs336_basics/[\w/]+\.py)`", section))  # the package's files to write
+    assert named == {"cs336_basics/ingest/csv.py"}, named

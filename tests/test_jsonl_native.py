@@ -2,7 +2,7 @@
 
 The native side reads the common record and hands every other line back to the Python path, so
 reading a file must give the same documents, the same error (message, file:line) and the same
-skipped count as the pure path (`formats._json_lines` with the native reader taken away)."""
+skipped count as the pure path (`ingest.jsonl.read_json_lines` with the native reader taken away)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from cs336_basics import formats
 from cs336_basics.contract import BPEInputError
+from cs336_basics.ingest import jsonl
 
-native = formats._native_json_line_texts()
+native = jsonl.native_json_line_texts()
 pytestmark = pytest.mark.skipif(
     native is None, reason="cs336_basics._count_cpp is not built or CS336_PURE_PYTHON is set"
 )
@@ -177,7 +178,7 @@ def jsonl_file(draw: st.DrawFn) -> tuple[str, bytes]:
 def read(
     path: str, field: str, pure: bool, skip: bool, block_bytes: int, byte_range=None, laid_out: bool = False
 ) -> tuple:
-    """What `_json_lines` gives: the documents yielded, then the error (type and message) or None,
+    """What `read_json_lines` gives: the documents yielded, then the error (type and message) or None,
     and the skipped count and first message. `laid_out`: read a block at a time (LaidOutDocuments,
     whose fallback records come after the others: the documents are then sorted, and left out when
     reading stopped at an error)."""
@@ -186,12 +187,12 @@ def read(
     documents: list[bytes] = []
     error = None
     with (
-        mock.patch.object(formats, "read_blocks", partial(formats.read_blocks, block_bytes=block_bytes)),
-        mock.patch.object(formats, "_native_json_line_texts", (lambda: None) if pure else native_reader),
-        mock.patch.object(formats, "_native_json_line_documents", (lambda: None) if pure else native_documents),
+        mock.patch.object(jsonl, "read_blocks", partial(formats.read_blocks, block_bytes=block_bytes)),
+        mock.patch.object(jsonl, "native_json_line_texts", (lambda: None) if pure else native_reader),
+        mock.patch.object(jsonl, "native_json_line_documents", (lambda: None) if pure else native_documents),
     ):
         try:
-            for item in formats._json_lines(source, field, skipped, byte_range, laid_out):
+            for item in jsonl.read_json_lines(source, field, skipped, byte_range, laid_out):
                 if laid_out:
                     assert isinstance(item, formats.LaidOutDocuments) and item.count > 0
                     documents.extend(item)
@@ -204,8 +205,8 @@ def read(
     return documents, error, skipped and (skipped.count, skipped.first)
 
 
-native_reader = formats._native_json_line_texts
-native_documents = formats._native_json_line_documents
+native_reader = jsonl.native_json_line_texts
+native_documents = jsonl.native_json_line_documents
 
 
 def assert_same_both_ways(data: bytes, field: str, block_bytes: int = 1 << 20, ranges: int = 0) -> None:
@@ -222,7 +223,7 @@ def assert_same_both_ways(data: bytes, field: str, block_bytes: int = 1 << 20, r
             assert read(path, field, False, skip, block_bytes, laid_out=True) == laid_out, (data, field, skip)
             assert read(path, field, True, skip, block_bytes, laid_out=True) == laid_out, (data, field, skip)
         if ranges:
-            for byte_range in formats.jsonl_ranges(formats.InputFile(path, "jsonl"), ranges):
+            for byte_range in jsonl.jsonl_ranges(formats.InputFile(path, "jsonl"), ranges):
                 pure = read(path, field, True, True, block_bytes, byte_range)
                 assert read(path, field, False, True, block_bytes, byte_range) == pure, (data, byte_range)
                 documents, error, skipped = pure

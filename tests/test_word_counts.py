@@ -14,7 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import BPEInputError, backend, counting, train_bpe, train_bpe_from_counts, word_counts
+from cs336_basics import (
+    BPEInputError,
+    backend,
+    stream_counter,
+    text_ranges,
+    train_bpe,
+    train_bpe_from_counts,
+    word_counts,
+)
 from cs336_basics.contract import count_words_in_text
 from cs336_basics.counting import (
     Segment,
@@ -140,7 +148,8 @@ def table_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
         pytest.skip("the compiled module is not built (or CS336_PURE_PYTHON is set)")
     if request.param == "python":
         monkeypatch.setattr(word_counts, "_native_module", lambda: None)
-        monkeypatch.setattr(counting, "_native_module", lambda: None)
+        monkeypatch.setattr(text_ranges, "_native_module", lambda: None)
+        monkeypatch.setattr(stream_counter, "_native_module", lambda: None)
     return request.param
 
 

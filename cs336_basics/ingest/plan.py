@@ -93,6 +93,29 @@ def plan_inputs(
     skip_bad_records: bool = False,
 ) -> InputPlan:
     """Every input inspected once (`inspect_input`; a bad one refused in one line), as a plan."""
-    named = tuple(os.fspath(path) for path in paths)
+    named = tuple(check_path_argument(path, "paths") for path in paths)
     files = tuple(inspect_input(path, format, text_field, storage_options=storage_options) for path in named)
     return InputPlan(named, files, text_field, skip_bad_records, storage_options)
+
+
+def as_plan(
+    inputs: InputPlan | str | os.PathLike | Iterable[str | os.PathLike],
+    format: str | None = None,
+    text_field: str = "text",
+    *,
+    storage_options: Mapping[str, object] | None = None,
+    skip_bad_records: bool = False,
+    name: str = "paths",
+) -> InputPlan:
+    """The plan of `inputs`: a plan as it is (made once, upstream: its options are its own), else one
+    path or several inspected now. Every entry (train, counting, the cluster, the commands) takes its
+    inputs through here, so no input is inspected twice."""
+    if isinstance(inputs, InputPlan):
+        return inputs
+    if isinstance(inputs, Iterable) and not isinstance(inputs, (str, bytes, bytearray, memoryview)):
+        named = [check_path_argument(path, name) for path in inputs]
+    else:  # one path (bytes or anything else refused, naming the argument)
+        named = [check_path_argument(inputs, name)]
+    return plan_inputs(
+        named, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
+    )

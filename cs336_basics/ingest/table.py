@@ -5,6 +5,7 @@ a format's name."""
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..formats import BadRecords, InputFile
 
-# The built-in formats, each the module of this package that defines its row as FORMAT (the order
-# `--format` lists them in).
+# A format is a module of this package that defines its row as FORMAT, found by its file alone (a new
+# format touches no other). These come first, in this order, in `--format`'s choices and detection;
+# any other follows by name.
 FORMATS = ("text", "jsonl", "parquet")
+# The modules of this package that are stages, not formats.
+_STAGES = ("plan", "table")
 
 # A documents reader: (file, text_field, bad records or None, part or None, laid_out) -> the file's
 # documents as UTF-8 bytes (or, laid out, blocks of them as `formats.LaidOutDocuments`).
@@ -54,10 +58,25 @@ def register_format(row: InputFormat) -> InputFormat:
     return row
 
 
+_found = False
+
+
+def _format_modules() -> list[str]:
+    """The names of this package's format modules: the built-in order, then the others by name."""
+    package = importlib.import_module(__package__)
+    found = {name for _, name, _ in pkgutil.iter_modules(package.__path__) if name not in _STAGES}
+    return [name for name in FORMATS if name in found] + sorted(found.difference(FORMATS))
+
+
 def _load_built_in() -> None:
-    for name in FORMATS:
-        if name not in _TABLE:
-            register_format(importlib.import_module(f"{__package__}.{name}").FORMAT)
+    global _found
+    if _found:
+        return
+    for module in _format_modules():
+        row = getattr(importlib.import_module(f"{__package__}.{module}"), "FORMAT", None)
+        if row is not None and row.name not in _TABLE:
+            register_format(row)
+    _found = True
 
 
 def known_formats() -> tuple[str, ...]:
