@@ -1,4 +1,4 @@
-"""The contract every trainer keeps (`../shared/DESIGN.md`): input checks, special-token splitting,
+"""The contract every trainer keeps (docs/CONTRACT.md): input checks, special-token splitting,
 pre-tokenization with a pattern (`pattern.py`, GPT-2's by default), word counting in Python (the
 oracle's), the safe cuts for parallel counting, and the vocabulary layout.
 
@@ -18,6 +18,8 @@ from pathlib import Path
 import regex
 
 from .backend import resolve_parallelism, usable_cores
+from .byte_level import gpt2_bytes_to_unicode
+from .errors import BPEInputError
 from .pattern import GPT2_SPLIT_PATTERN, Pattern, resolve_pattern
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
@@ -30,10 +32,6 @@ Vocab = dict[int, bytes]
 Buffer = bytes | mmap.mmap
 
 ENDOFTEXT = "<|endoftext|>"
-
-
-class BPEInputError(ValueError):
-    """Bad input to training or tokenization; the message says what is wrong and what to do."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -391,7 +389,6 @@ def assemble_vocab(
     elif layout == RUSTBPE_LAYOUT:
         order = [*byte_tokens, *merged, *specials]
     else:
-        from .serialization import gpt2_bytes_to_unicode
 
         characters = gpt2_bytes_to_unicode()
         byte_tokens.sort(key=lambda token: characters[token[0]])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .contract import BPEInputError
+from .errors import BPEInputError
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 that spells a pattern; counting, training, saving and encoding take a `Pattern` from `resolve_pattern`.
 
 Named patterns:
-- `gpt2`: the assignment's (`../shared/DESIGN.md`), GPT-2's (r50k) but for tiktoken's `\\s++$`
+- `gpt2`: the assignment's (docs/CONTRACT.md), GPT-2's (r50k) but for tiktoken's `\\s++$`
   alternative, which only decides where whitespace at the very end of a text splits.
 - `cl100k`: GPT-4's, tiktoken's `cl100k_base` `pat_str` (case-insensitive contractions, numbers of
   one to three digits, possessive quantifiers); rustbpe (nanochat) trains with the same matches.
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import regex
+
+from .errors import BPEInputError
 
 GPT2 = "gpt2"
 CL100K = "cl100k"
@@ -105,8 +107,6 @@ class Pattern:
 def resolve_pattern(pattern: str | Pattern | None) -> Pattern:
     """`None` is `gpt2`; a name is that pattern; any other string a regular expression (the text of a
     named one is that named pattern). Refuses an expression that does not compile, naming it."""
-    from .contract import BPEInputError
-
     if isinstance(pattern, Pattern):
         return pattern
     if pattern is None:

@@ -1,4 +1,5 @@
-"""The contract between the driver (`trainers.py`) and a trainer version (`bpe_v1` ... `bpe_v7`).
+"""The interface between the driver (`trainers.py`) and a trainer version (`bpe_v1` ... `bpe_v7`);
+what the result must be is the contract (`contract.py`, docs/CONTRACT.md).
 
 A version is a module with two phases:
 

@@ -50,6 +50,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
 from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import GPT2, NAMED_PATTERNS, Pattern, resolve_pattern
@@ -112,21 +113,6 @@ def recorded_rules(run: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # GPT-2's byte <-> printable character table
-
-
-@cache
-def gpt2_bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's table: printable bytes map to themselves, the other 68 to chr(256), chr(257), ..."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table = {byte: chr(byte) for byte in printable}
-    for offset, byte in enumerate(byte for byte in range(256) if byte not in table):
-        table[byte] = chr(256 + offset)
-    return table
-
-
-@cache
-def gpt2_unicode_to_bytes() -> dict[str, int]:
-    return {char: byte for byte, char in gpt2_bytes_to_unicode().items()}
 
 
 @cache

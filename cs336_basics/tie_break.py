@@ -1,5 +1,5 @@
 """Which pair a merge takes among pairs of equal count: the one place where trainers disagree beyond
-the pre-tokenizer (`../shared/DESIGN.md`, "Other references").
+the pre-tokenizer (docs/CONTRACT.md, "What other tools change").
 
 Every rule here ranks pairs by a key per token, compared left token first, and the greatest pair
 wins; so a trainer needs only each token's key:
@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import cache
 
-from .contract import BPEInputError
+from .byte_level import gpt2_bytes_to_unicode
+from .errors import BPEInputError
 
 CS336 = "cs336"
 SMALLEST_ID = "smallest-id"
@@ -40,7 +41,6 @@ def check_tie_break(tie_break: object) -> str:
 @cache
 def hf_byte_ranks() -> tuple[int, ...]:
     """Each byte's place among HF's 256 initial tokens: its byte-level character's rank by code point."""
-    from .serialization import gpt2_bytes_to_unicode
 
     characters = gpt2_bytes_to_unicode()
     by_code_point = sorted(range(256), key=lambda byte: characters[byte])
