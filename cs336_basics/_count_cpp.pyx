@@ -154,18 +154,18 @@ cdef vector[string] encode_special_tokens(object special_tokens) except *:
     return tokens
 
 
-cdef NativeWordCounts wrap_counts(lib.CountedWords& counted, const lib.CountReport& report, int num_threads):
+cdef NativeWordCounts wrap_counts(lib.CountedWords& counted, const lib.CountStats& stats, int num_threads):
     cdef NativeWordCounts result = NativeWordCounts.__new__(NativeWordCounts)
     result.words = move(counted)
     result.num_threads = num_threads
-    result.chunks = report.chunks
-    result.threads_used = report.threads_used
+    result.chunks = stats.chunks
+    result.threads_used = stats.threads_used
     return result
 
 
 cdef NativeWordCounts wrap_table(lib.CountedWords& table):
     """A table that was not counted here (summed, sorted, loaded): merge() on OpenMP's default threads."""
-    cdef lib.CountReport no_count
+    cdef lib.CountStats no_count
     return wrap_counts(table, no_count, checked_threads(None))
 
 
@@ -190,7 +190,7 @@ def count_words(
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     options.by_lines = by_lines
     cdef lib.CountedWords counted
-    cdef lib.CountReport report
+    cdef lib.CountStats stats
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, 1)
@@ -198,10 +198,10 @@ def count_words(
         options.progress = relay_progress
         options.progress_context = &relay
     with nogil:
-        counted = lib.count_words(path, tokens, options, &report)
+        counted = lib.count_words(path, tokens, options, &stats)
     if errors:
         raise errors[0]
-    return wrap_counts(counted, report, options.num_threads)
+    return wrap_counts(counted, stats, options.num_threads)
 
 
 def count_words_in_buffer(
@@ -216,10 +216,10 @@ def count_words_in_buffer(
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
     cdef string_view text = view_of(data)
     cdef lib.CountedWords counted
-    cdef lib.CountReport report
+    cdef lib.CountStats stats
     with nogil:
-        counted = lib.count_words_in_buffer(text, tokens, options, &report)
-    return wrap_counts(counted, report, options.num_threads)
+        counted = lib.count_words_in_buffer(text, tokens, options, &stats)
+    return wrap_counts(counted, stats, options.num_threads)
 
 
 cdef object bytes_of(object buffer):
@@ -356,11 +356,11 @@ cdef class WordCounter:
         """The counts so far (the counter starts again empty): in count_words' canonical order, or
         in table order, which skips sorting (for tables that are only added up)."""
         cdef lib.CountedWords counted
-        cdef lib.CountReport report
+        cdef lib.CountStats stats
         cdef bint canonical = canonical_order
         with nogil:
             counted = self.counter.get().take(canonical)
-        return wrap_counts(counted, report, self.num_threads)
+        return wrap_counts(counted, stats, self.num_threads)
 
     def take_slices(self, num_slices: int) -> list:
         """The counts so far cut into `num_slices` tables as `NativeWordCounts.split_into_slices`
@@ -369,7 +369,7 @@ cdef class WordCounter:
             raise ValueError(f"num_slices must be positive, got {num_slices!r}")
         cdef vector[lib.CountedWords] slices
         cdef size_t count = num_slices
-        cdef lib.CountReport no_count
+        cdef lib.CountStats no_count
         with nogil:
             slices = self.counter.get().take_slices(count)
         return [wrap_counts(slices[index], no_count, self.num_threads) for index in range(slices.size())]

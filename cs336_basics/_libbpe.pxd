@@ -83,17 +83,17 @@ cdef extern from "count/word_count.hpp" namespace "bpe" nogil:
         PretokenPattern pattern
         cbool by_lines
 
-    cdef cppclass CountReport:
+    cdef cppclass CountStats:
         size_t chunks
         int threads_used
 
     CountedWords count_words(
         const string& path, const vector[string]& special_tokens, const CountOptions& options,
-        CountReport* report
+        CountStats* stats
     ) except +
     CountedWords count_words_in_buffer(
         string_view text, const vector[string]& special_tokens, const CountOptions& options,
-        CountReport* report
+        CountStats* stats
     ) except +
 
     cdef cppclass WordCounter:

@@ -18,7 +18,7 @@ from os import PathLike
 from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
 from .merge_limits import check_merge_limits
 from .pattern import Pattern
-from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
 from .start_from import base_tokens
 from .tie_break import CS336, check_tie_break, token_key
 
@@ -27,21 +27,21 @@ def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     pattern: Pattern | None = None,
 ) -> WordCountDict:
     """Word counts of the whole file, counted in this process (`options` do not apply)."""
     text = read_corpus(input_path)
     counts = dict(count_words_in_text(text, special_tokens, pattern))
-    report(len(text.encode("utf-8")))
+    advance(len(text.encode("utf-8")))
     return counts
 
 
 def merge(
     word_counts: WordCountDict,
     num_merges: int,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
@@ -85,5 +85,5 @@ def merge(
             kept = [index for index, word in enumerate(words) if len(word) > 1]
             words = [words[index] for index in kept]
             counts = [counts[index] for index in kept]
-        report(1)
+        advance(1)
     return merges

@@ -15,7 +15,7 @@ from collections import defaultdict
 from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict, merge_word
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .phases import Report, ignore_progress
+from .phases import Advance, ignore_progress
 from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_key
 
@@ -105,7 +105,7 @@ class PairIndex:
 def merge(
     word_counts: WordCountDict,
     num_merges: int,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
@@ -123,5 +123,5 @@ def merge(
             break
         merged, _ = index.apply_merge(best)
         merges.append(merged)
-        report(1)
+        advance(1)
     return merges

@@ -25,7 +25,7 @@ from .contract import (
     find_chunk_boundaries,
 )
 from .pattern import Pattern, resolve_pattern
-from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -49,7 +49,7 @@ def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     pattern: Pattern | None = None,
 ) -> WordCountDict:
@@ -68,7 +68,7 @@ def pretokenize_and_count(
     if workers == 1 or len(spans) == 1:
         for start, end in spans:
             total.update(_count_chunk(str(path), start, end, special_tokens, pattern))
-            report(end - start)
+            advance(end - start)
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(spans))) as pool:
             futures = [
@@ -78,7 +78,7 @@ def pretokenize_and_count(
                 # Collect in submission order: the first error raised is the one at the lowest offset.
                 for future, (start, end) in zip(futures, spans):
                     total.update(future.result())
-                    report(end - start)
+                    advance(end - start)
             except BaseException:
                 # An error or an interrupt: let the workers finish only the chunks they hold.
                 pool.shutdown(wait=True, cancel_futures=True)

@@ -17,7 +17,7 @@ from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
 from .merge_limits import check_merge_limits
-from .phases import Report, ignore_progress
+from .phases import Advance, ignore_progress
 from .tie_break import CS336, check_tie_break, token_rank
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -81,7 +81,7 @@ class PairHeap:
 def merge(
     word_counts: WordCountDict,
     num_merges: int,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
@@ -100,5 +100,5 @@ def merge(
         merged, changed = index.apply_merge(best)
         merges.append(merged)
         heap.update(changed)
-        report(1)
+        advance(1)
     return merges

@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import _merge_cy
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
-from .phases import Report, ignore_progress
+from .phases import Advance, ignore_progress
 from .tie_break import CS336
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -21,7 +21,7 @@ __all__ = ["merge", "pretokenize_and_count"]
 def merge(
     word_counts: WordCountDict,
     num_merges: int,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
@@ -30,6 +30,6 @@ def merge(
 ) -> Merges:
     # The binding checks tie_break and the limits, and replays start_from's merges first (start_from.py).
     return _merge_cy.merge(
-        word_counts, num_merges, report, tie_break=tie_break, start_from=start_from,
+        word_counts, num_merges, advance, tie_break=tie_break, start_from=start_from,
         min_frequency=min_frequency, max_token_length=max_token_length,
     )

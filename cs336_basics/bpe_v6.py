@@ -15,7 +15,7 @@ from __future__ import annotations
 from . import _merge_cpp
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
-from .phases import Report, ignore_progress
+from .phases import Advance, ignore_progress
 from .tie_break import CS336
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -24,7 +24,7 @@ __all__ = ["merge", "pretokenize_and_count"]
 def merge(
     word_counts: WordCountDict,
     num_merges: int,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     tie_break: str = CS336,
     start_from: Merges | None = None,
@@ -34,6 +34,6 @@ def merge(
     # The binding checks tie_break and the limits; each word starts as its encoding by start_from
     # (start_from.py).
     return _merge_cpp.merge(
-        word_counts, num_merges, report, tie_break=tie_break, start_from=start_from,
+        word_counts, num_merges, advance, tie_break=tie_break, start_from=start_from,
         min_frequency=min_frequency, max_token_length=max_token_length,
     )

@@ -24,7 +24,7 @@ from . import _count_cpp, _merge_cpp, bpe_v3
 from .backend import effective_num_threads, openmp_enabled
 from .contract import Merges, WordCountDict, check_input_file
 from .pattern import NATIVE_PATTERNS, Pattern, pattern_label, resolve_pattern
-from .phases import DEFAULT_OPTIONS, CountParallelism, Report, ignore_progress
+from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
 from .tie_break import CS336
 
 __all__ = ["merge", "pretokenize_and_count"]
@@ -48,7 +48,7 @@ def pretokenize_and_count(
     input_path: str | PathLike,
     special_tokens: list[str],
     options: CountParallelism = DEFAULT_OPTIONS,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     pattern: Pattern | None = None,
 ) -> _count_cpp.NativeWordCounts | WordCountDict:
@@ -63,20 +63,20 @@ def pretokenize_and_count(
             f"(the native scanner runs {', '.join(NATIVE_PATTERNS)})",
             file=sys.stderr,
         )
-        return bpe_v3.pretokenize_and_count(input_path, special_tokens, options, report, pattern=pattern)
+        return bpe_v3.pretokenize_and_count(input_path, special_tokens, options, advance, pattern=pattern)
     path = check_input_file(input_path)
     _warn_once_without_openmp()
     threads = effective_num_threads(options.num_workers)
     chunk_bytes = None
     if options.num_chunks:
         chunk_bytes = max(1, -(-path.stat().st_size // options.num_chunks))
-    return _count_cpp.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, report, pattern.name)
+    return _count_cpp.count_words(os.fspath(path), special_tokens, threads, chunk_bytes, advance, pattern.name)
 
 
 def merge(
     word_counts: _count_cpp.NativeWordCounts | WordCountDict,
     num_merges: int,
-    report: Report = ignore_progress,
+    advance: Advance = ignore_progress,
     *,
     release_words: bool = False,
     num_threads: int | None = None,
@@ -97,7 +97,7 @@ def merge(
         return _merge_cpp.merge(
             word_counts,
             num_merges,
-            report,
+            advance,
             num_threads=effective_num_threads(threads),
             tie_break=tie_break,
             start_from=start_from,
@@ -105,7 +105,7 @@ def merge(
         )
     return word_counts.merge(
         num_merges,
-        report,
+        advance,
         release_words=release_words,
         tie_break=tie_break,
         num_threads=threads,

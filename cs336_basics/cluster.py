@@ -18,7 +18,7 @@ per worker); the slices are added up on the workers, one tree per slice (`fan_in
 addition), so the tops of the trees run in parallel and their sums share no word: the client only
 concatenates them. Tables stay in C++ throughout (they travel between processes as three flat
 arrays: words, lengths, counts), and the client keeps the result in C++ for bpe_v7 or a count
-file. Progress: each task reports the bytes it has counted after every range (Dask events), and
+file. Progress: each task summaries the bytes it has counted after every range (Dask events), and
 the client shows their sum.
 Tasks are pure functions of their (small) arguments and never change their inputs, so when Dask
 re-runs a task after an error or a lost worker, nothing is lost or counted twice: a result either
@@ -53,7 +53,7 @@ from .formats import BadRecords, InputFile
 from .ingest.plan import InputPlan, as_plan
 from .ingest.table import format_row
 from .pattern import GPT2, Pattern, resolve_pattern
-from .phases import Report
+from .phases import Advance
 from .progress import progress_bar
 from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
 from .text_ranges import CountTask, count_tasks, group_into_batches, input_bytes, plan_count_tasks, task_size
@@ -305,7 +305,7 @@ def pack_table(table: CountTable) -> TableArrays | bytes:
     """A count table as plain data for the trip between processes, made inside the task: a native
     table as its three flat arrays (`TableArrays`, sent out of band), a dict as one pickled blob (Dask
     would serialize it entry by entry, seconds for 200,000 words). A table that cannot be packed
-    fails its task, which Dask reports; failing in Dask's own transfer instead, it is retried
+    fails its task, which Dask summaries; failing in Dask's own transfer instead, it is retried
     forever."""
     if isinstance(table, dict):
         return pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL)
@@ -333,19 +333,19 @@ def count_sliced(
     packed. With a `progress_topic`, the bytes counted so far go to the client as events
     `(batch, bytes)` (a retried task starts again from 0; the client keeps each batch's largest).
     `pattern`: the pre-tokenizer, passed on to `count` when it is not GPT-2's (None)."""
-    report = None
+    advance = None
     if progress_topic is not None:
         worker = _import_distributed().get_worker()
         done = 0
 
-        def report(size: int) -> None:
+        def advance(size: int) -> None:
             nonlocal done
             done += size
             worker.log_event(progress_topic, (batch, done))
 
     rules = {} if pattern is None else {"pattern": pattern}
     try:
-        slices = count(tasks, special_tokens, 1, storage_options, progress=report, num_slices=num_slices, **rules)
+        slices = count(tasks, special_tokens, 1, storage_options, progress=advance, num_slices=num_slices, **rules)
     except BPEInputError as error:
         return _Refused(str(error))
     return tuple(pack_table(table) for table in slices)
@@ -480,8 +480,8 @@ def _add_up_slices(
         tops.append(level[0])
     batch_of = {future.key: index for index, future in enumerate(counted)}
     try:
-        with progress_bar(progress, total_bytes, "count", "B", unit_scale=True) as report:
-            shown = _BatchProgress(report, sizes)
+        with progress_bar(progress, total_bytes, "count", "B", unit_scale=True) as advance:
+            shown = _BatchProgress(advance, sizes)
             if topic is not None:
                 client.subscribe_topic(topic, shown.event)
             try:
@@ -583,7 +583,7 @@ def count_stream_part(
     """One task of `_count_streamed_on_cluster` on a worker: its part of the stream counted by a
     `_StreamCounter` (on one thread, by `pattern`) that starts after a separator unless it is the first, in
     `num_slices` packed slices, then `(documents fed, text bytes fed, bad records, first bad record,
-    its own source bytes)` for the client to reckon the separators and the report."""
+    its own source bytes)`, its summary, for the client to reckon the separators and the totals."""
     counter = _StreamCounter(
         special_tokens, 1, documents=documents, started=batch > 0, after_document=batch > 0, pattern=pattern
     )
@@ -599,22 +599,22 @@ def count_stream_part(
     if progress_topic is not None:
         _import_distributed().get_worker().log_event(progress_topic, (batch, part.size))
     slices = split_table(table, num_slices)
-    report = (
+    summary = (
         counter.documents_fed,
         counter.text_fed,
         skipped.count if skipped else 0,
         skipped.first if skipped else None,
         counter.source_bytes,
     )
-    return (*(pack_table(piece) for piece in slices), report)
+    return (*(pack_table(piece) for piece in slices), summary)
 
 
-def _stream_source_bytes(parts: list[StreamPart], reports: list[tuple], separator_bytes: int) -> int:
+def _stream_source_bytes(parts: list[StreamPart], summaries: list[tuple], separator_bytes: int) -> int:
     """The bytes of the equivalent text file: what the tasks fed, plus a separator wherever the whole
     stream, counted on one machine, puts one (`_StreamCounter`'s rule, replayed over the tasks)."""
     total = 0
     started = after_document = False
-    for part, (documents_fed, text_fed, *_) in zip(parts, reports):
+    for part, (documents_fed, text_fed, *_) in zip(parts, summaries):
         total += text_fed
         if not part.sources[0].holds_documents:  # a run of text files
             if text_fed:
@@ -671,23 +671,23 @@ def _count_streamed_on_cluster(
         )
         for index, part in enumerate(parts)
     ]
-    report_futures = [client.submit(_item, future, slices, pure=True) for future in counted]
+    summary_futures = [client.submit(_item, future, slices, pure=True) for future in counted]
     table = _add_up_slices(client, distributed, counted, slices, [part.size for part in parts], fan_in, retries, topic)
     try:
-        reports = client.gather(report_futures)
+        summaries = client.gather(summary_futures)
     except Exception as error:
         raise _task_error(error, retries) from error
-    _raise_refused(*reports)
+    _raise_refused(*summaries)
     private = documents and not specials
     separator_bytes = 0 if private else len(tokens[0].encode("utf-8")) if tokens else 0
     if single:  # one task, which reckoned the separators itself
-        source_bytes = reports[0][4]
+        source_bytes = summaries[0][4]
     else:
-        source_bytes = _stream_source_bytes(parts, reports, separator_bytes)
+        source_bytes = _stream_source_bytes(parts, summaries, separator_bytes)
     counts = WordCounts(table, specials, pattern.regex, source_bytes)
     if skip_bad_records:
         skipped = BadRecords()
-        for _, _, count, first, _ in reports:
+        for _, _, count, first, _ in summaries:
             if count:
                 skipped.count += count
                 skipped.first = skipped.first or first
@@ -699,11 +699,11 @@ def _count_streamed_on_cluster(
 
 
 class _BatchProgress:
-    """The client's progress report: each task's largest reported bytes (events from the workers, and
+    """The client's progress bar: each task's largest reported bytes (events from the workers, and
     its whole size once it is done), so a retried task is never shown twice."""
 
-    def __init__(self, report: Report, sizes: list[int]) -> None:
-        self.report = report
+    def __init__(self, advance: Advance, sizes: list[int]) -> None:
+        self.advance = advance
         self.sizes = sizes
         self.done = [0] * len(sizes)
         self.lock = threading.Lock()
@@ -711,7 +711,7 @@ class _BatchProgress:
     def _show(self, batch: int, done: int) -> None:
         with self.lock:
             if done > self.done[batch]:
-                self.report(done - self.done[batch])
+                self.advance(done - self.done[batch])
                 self.done[batch] = done
 
     def event(self, event: tuple[float, tuple[int, int]]) -> None:

@@ -15,7 +15,7 @@ machine; the stages it runs live each in its own module:
 - `read_ahead.py`: reading on a second thread while the counter works, and the reverse.
 
 Inputs are local paths or, with `fsspec` installed, URLs (`s3://...`, `gs://...`, `file://...`).
-Progress is a `report(n)` callable, as in the merge phase (`progress.progress_bar` draws it).
+Progress is a `advance(n)` callable, as in the merge phase (`progress.progress_bar` draws it).
 """
 
 from __future__ import annotations
@@ -145,11 +145,11 @@ def count_plan(
         path_list, specials, task_bytes=task_bytes, storage_options=storage_options, pattern=pattern
     )
     source_bytes = sum(map(task_size, tasks))
-    with progress_bar(progress, source_bytes, "count", "B", unit_scale=True) as report:
+    with progress_bar(progress, source_bytes, "count", "B", unit_scale=True) as advance:
         if workers > 1 and len(tasks) > 1:
-            table = _count_on_processes(tasks, specials, workers, storage_options, pattern, report)
+            table = _count_on_processes(tasks, specials, workers, storage_options, pattern, advance)
         else:
-            table = count_tasks(tasks, specials, num_threads, storage_options, progress=report, pattern=pattern)
+            table = count_tasks(tasks, specials, num_threads, storage_options, progress=advance, pattern=pattern)
     return WordCounts(table, specials, pattern.regex, source_bytes)
 
 
@@ -165,7 +165,7 @@ def _count_on_processes(
     workers: int,
     storage_options: Mapping[str, object] | None,
     pattern: Pattern,
-    report: Callable[[int], object],
+    advance: Callable[[int], object],
 ) -> dict[bytes, int]:
     """The sum of `count_task` over `tasks` on `workers` processes (bpe_v3's pool, for `count_words`)."""
     total: dict[bytes, int] = {}
@@ -175,7 +175,7 @@ def _count_on_processes(
             # In submission order: the first error raised is the one earliest in the input.
             for future, task in zip(futures, tasks):
                 add_count_tables(total, future.result())
-                report(task_size(task))
+                advance(task_size(task))
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
@@ -217,7 +217,7 @@ def _count_streamed(
     counter = _StreamCounter(specials, num_threads, documents=plan.documents, expected_bytes=expected, pattern=pattern)
     skipped = BadRecords() if plan.skip_bad_records else None
     # The total is not known before decompressing: the bar shows the text read and its rate.
-    with progress_bar(progress, None, "count", "B", unit_scale=True) as report:
+    with progress_bar(progress, None, "count", "B", unit_scale=True) as advance:
         for source in sources:
             counter.label = source.path
             with Prefetched(
@@ -226,7 +226,7 @@ def _count_streamed(
                 for item in fed:
                     before = counter.text_fed
                     _feed(counter, item)
-                    report(counter.text_fed - before)
+                    advance(counter.text_fed - before)
         table = counter.take()
     counts = WordCounts(table, specials, counter.pattern.regex, counter.source_bytes)
     if skipped is not None:
@@ -280,16 +280,16 @@ def count_words_from_iterator(
     )
     total = length if length is not None else known_length
     arrow = isinstance(documents, ArrowDocuments)
-    with progress_bar(progress, total, "count", "doc", unit_scale=True) as report:
+    with progress_bar(progress, total, "count", "doc", unit_scale=True) as advance:
         counter.label = "documents"
         items = _document_items(counter, documents, batch_bytes, checked=arrow, text_field=text_field)
         if counter.native:
             with CountedBehind(counter) as behind:
                 for item in items:
                     behind.put(item)
-                    report(_documents_in(item))
+                    advance(_documents_in(item))
         else:  # the Python counter holds the GIL: nothing to overlap with
             for item in items:
-                report(_feed(counter, item))
+                advance(_feed(counter, item))
         table = counter.take()
     return WordCounts(table, specials, pattern.regex, counter.source_bytes)

@@ -80,9 +80,9 @@ def encode_file(
     try:
         with os.fdopen(handle, "wb") as sink:
             sink.write(npy_header(typecode, 0))
-            with progress_bar(progress, data.stat().st_size, "encode", "B", unit_scale=True) as report:
+            with progress_bar(progress, data.stat().st_size, "encode", "B", unit_scale=True) as advance:
                 tokens = tokenizer.encode_file_to(
-                    data, sink, num_threads=num_threads, chunk_bytes=chunk_bytes, progress=report
+                    data, sink, num_threads=num_threads, chunk_bytes=chunk_bytes, progress=advance
                 )
             sink.seek(0)
             sink.write(npy_header(typecode, tokens))

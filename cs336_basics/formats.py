@@ -590,17 +590,17 @@ def documents_of(texts: object, text_field: str = "text") -> tuple[Iterable[obje
 
 
 def encoded_documents(
-    documents: Iterable[object], report: Callable[[int], object] | None = None, start: int = 0
+    documents: Iterable[object], advance: Callable[[int], object] | None = None, start: int = 0
 ) -> Iterator[bytes]:
     """Each document as UTF-8 bytes: a str is encoded, bytes are checked to be UTF-8; anything else
-    is a TypeError naming its index (counted from `start`). `report(1)` after each document (a
+    is a TypeError naming its index (counted from `start`). `advance(1)` after each document (a
     progress bar in documents). Documents read from Arrow (`ArrowDocuments`) are bytes already and
     pass as they are."""
     if isinstance(documents, ArrowDocuments):
         for document in documents:
             yield document
-            if report is not None:
-                report(1)
+            if advance is not None:
+                advance(1)
         return
     for index, document in enumerate(documents, start):
         if isinstance(document, str):
@@ -621,5 +621,5 @@ def encoded_documents(
         else:
             raise TypeError(f"document {index} is a {type(document).__name__}, not str")
         yield encoded
-        if report is not None:
-            report(1)
+        if advance is not None:
+            advance(1)

@@ -3,8 +3,8 @@ what the result must be is the contract (`contract.py`, docs/CONTRACT.md).
 
 A version is a module with two phases:
 
-    pretokenize_and_count(input_path, special_tokens, options, report, *, pattern=None) -> word counts
-    merge(word_counts, num_merges, report, *, tie_break="cs336", start_from=None,
+    pretokenize_and_count(input_path, special_tokens, options, advance, *, pattern=None) -> word counts
+    merge(word_counts, num_merges, advance, *, tie_break="cs336", start_from=None,
           min_frequency=None, max_token_length=None) -> merges
 
 `pattern` is a `pattern.Pattern` (None: GPT-2's), `tie_break` a rule of `tie_break.py`, `start_from`
@@ -13,7 +13,7 @@ returns the merges after them; `min_frequency`, `max_token_length` HF's limits (
 those new merges only.
 
 The driver checks every argument once, the same way for every version, and owns the progress
-display: a version only calls `report(n)` when it has done `n` more units of work (bytes counted,
+display: a version only calls `advance(n)` when it has done `n` more units of work (bytes counted,
 merges made) and never draws anything itself. Word counts are a `{word_bytes: count}` dict, or an
 object the same version's `merge` understands (bpe_v7 keeps them in C++).
 """
@@ -29,11 +29,11 @@ from .contract import BPEInputError, Merges, check_num_workers
 from .pattern import Pattern
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
-Report = Callable[[int], object]
+Advance = Callable[[int], object]
 
 
 def ignore_progress(done: int) -> None:
-    """The report of a run nobody watches."""
+    """The progress of a run nobody watches: ignored."""
 
 
 @dataclass(frozen=True)
@@ -77,19 +77,19 @@ class TrainerVersion(Protocol):
         input_path: Path,
         special_tokens: list[str],
         options: CountParallelism = ...,
-        report: Report = ...,
+        advance: Advance = ...,
         *,
         pattern: Pattern | None = ...,
     ) -> Any:
         """Word counts of the file pre-tokenized by `pattern`, special tokens split out and not
-        counted; `report(bytes)`."""
+        counted; `advance(bytes)`."""
         ...
 
     def merge(
         self,
         word_counts: Any,
         num_merges: int,
-        report: Report = ...,
+        advance: Advance = ...,
         *,
         tie_break: str = ...,
         start_from: Merges | None = ...,
@@ -97,5 +97,5 @@ class TrainerVersion(Protocol):
         max_token_length: int | None = ...,
     ) -> Merges:
         """Up to `num_merges` merges in creation order, ties by `tie_break`, after `start_from`'s,
-        within HF's limits; `report(merges)`."""
+        within HF's limits; `advance(merges)`."""
         ...

@@ -324,8 +324,8 @@ def train(
 
     started = time.perf_counter()
     size = path.stat().st_size
-    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
-        word_counts = version.pretokenize_and_count(path, specials, count_options, report, pattern=rules.pattern)
+    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
+        word_counts = version.pretokenize_and_count(path, specials, count_options, advance, pattern=rules.pattern)
     # The counts are this function's own: a version that can frees them once its merge loop has them.
     release_words = REGISTRY[name].merges_native_counts
     return _merge_phase(
@@ -367,18 +367,18 @@ def _train_by_lines(
             native = load_native("_count_cpp")
         except NativeUnavailable:
             pass  # counted in Python, as bpe_v1 counts
-    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as report:
+    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
         if native is not None:
             threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
             chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_words(path, [], threads, chunk_bytes, report, rules.pattern.name, by_lines=True)
+            word_counts = native.count_words(path, [], threads, chunk_bytes, advance, rules.pattern.name, by_lines=True)
             alphabet = present_bytes(word_counts.to_arrays()[0])
             if not REGISTRY[name].merges_native_counts:
                 word_counts = word_counts.to_dict()
         else:
             word_counts = dict(count_words_in_lines(read_corpus(path), rules.pattern))
             alphabet = present_bytes(b"".join(word_counts))
-            report(size)
+            advance(size)
     num_merges = vocab_size - len(alphabet) - len(specials)
     return _merge_phase(
         name,
@@ -453,8 +453,8 @@ def _merge_phase(
     if rules.limits != NO_LIMITS:
         options["min_frequency"] = rules.limits.min_frequency
         options["max_token_length"] = rules.limits.max_token_length
-    with progress_bar(progress, num_merges, "merges", "merge") as report:
-        merges = version.merge(word_counts, num_merges, report, **options)  # type: ignore[call-arg]
+    with progress_bar(progress, num_merges, "merges", "merge") as advance:
+        merges = version.merge(word_counts, num_merges, advance, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
     if base is not None:
         vocab = extended_vocab(base, specials, merges, rules.layout)

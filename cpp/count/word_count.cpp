@@ -248,7 +248,7 @@ void fold_all(std::vector<ThreadCounts>& per_thread) {
 // `file`, when given, is the mapping `text` lies in, whose pages are released chunk by chunk as they
 // are counted. False when the progress callback stopped it.
 bool count_into(Tables& tables, std::string_view text, const SpecialTokens& special, const CountOptions& options,
-                CountReport* report, const MappedFile* file, bool fold = true) {
+                CountStats* stats, const MappedFile* file, bool fold = true) {
     std::vector<ThreadCounts>& per_thread = tables.per_thread;
     const int threads = int(per_thread.size());
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes
@@ -285,11 +285,11 @@ bool count_into(Tables& tables, std::string_view text, const SpecialTokens& spec
     if (stopped.load()) return false;
     if (first_invalid.load() != kValidUtf8) throw InvalidUtf8Error(first_invalid.load());
     if (fold) fold_all(per_thread);
-    // The last report is the whole: the calling thread may not have counted the last chunks.
+    // The last progress call is the whole: the calling thread may not have counted the last chunks.
     if (options.progress != nullptr) options.progress(options.progress_context, bytes_done.load());
-    if (report != nullptr) {
-        report->chunks = num_chunks;
-        report->threads_used = int(std::count(worked.begin(), worked.end(), char(1)));
+    if (stats != nullptr) {
+        stats->chunks = num_chunks;
+        stats->threads_used = int(std::count(worked.begin(), worked.end(), char(1)));
     }
     return true;
 }
@@ -318,12 +318,12 @@ void start_over(Tables& tables) {
 
 // Counting over `text`; `file` as for count_into.
 CountedWords count_words_impl(std::string_view text, const std::vector<std::string>& special_tokens,
-                            const CountOptions& options, CountReport* report, const MappedFile* file) {
+                            const CountOptions& options, CountStats* stats, const MappedFile* file) {
     const SpecialTokens special(special_tokens);
     CountedWords result;
     {
         Tables tables(size_t(resolved_threads(options)));
-        if (!count_into(tables, text, special, options, report, file)) return {};
+        if (!count_into(tables, text, special, options, stats, file)) return {};
         result = merge_counts(tables, int(tables.per_thread.size()));
     }
     return_freed_memory();
@@ -378,14 +378,14 @@ std::vector<CountedWords> slices_in_table_order(const ThreadCounts& counts, size
 }  // namespace
 
 CountedWords count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
-                       const CountOptions& options, CountReport* report) {
-    return count_words_impl(text, special_tokens, options, report, nullptr);
+                       const CountOptions& options, CountStats* stats) {
+    return count_words_impl(text, special_tokens, options, stats, nullptr);
 }
 
 CountedWords count_words(const std::string& path, const std::vector<std::string>& special_tokens,
-                               const CountOptions& options, CountReport* report) {
+                               const CountOptions& options, CountStats* stats) {
     const MappedFile file(path);
-    return file.checked([&] { return count_words_impl(file.view(), special_tokens, options, report, &file); });
+    return file.checked([&] { return count_words_impl(file.view(), special_tokens, options, stats, &file); });
 }
 
 struct WordCounter::State {

@@ -49,18 +49,18 @@ struct CountOptions {
 };
 
 // What a count did, for tests and reports: a build that silently lost OpenMP shows threads_used 1.
-struct CountReport {
+struct CountStats {
     size_t chunks = 0;
     int threads_used = 0;  // threads that counted at least one chunk
 };
 
 // Word counts of `text`, words in canonical order (by hash, then bytes).
 CountedWords count_words_in_buffer(std::string_view text, const std::vector<std::string>& special_tokens,
-                       const CountOptions& options = {}, CountReport* report = nullptr);
+                       const CountOptions& options = {}, CountStats* stats = nullptr);
 
 // The same for a file, memory-mapped (it may be larger than memory).
 CountedWords count_words(const std::string& path, const std::vector<std::string>& special_tokens,
-                               const CountOptions& options = {}, CountReport* report = nullptr);
+                               const CountOptions& options = {}, CountStats* stats = nullptr);
 
 // Counts several texts into one set of tables (one per thread), kept between calls: the byte
 // ranges of one cluster task cost one table, not one each. The counts of all texts given, in any
