@@ -180,7 +180,7 @@ def train_from_sources(
             run_special_tokens(base, args.special) if base else args.special,
             cluster=args.cluster,
             cluster_timeout=args.cluster_timeout,
-            num_threads=num_workers,
+            num_workers=num_workers,
             progress=not args.quiet,
             format=args.format,
             text_field=args.text_field,

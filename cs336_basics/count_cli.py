@@ -119,7 +119,7 @@ def _count(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             args.special,
             cluster=args.cluster,
             cluster_timeout=args.cluster_timeout,
-            num_threads=check_num_workers(args.workers, "--workers"),
+            num_workers=check_num_workers(args.workers, "--workers"),
             task_bytes=task_bytes,
             progress=not args.quiet,
             format=args.format,

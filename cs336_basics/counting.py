@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -84,7 +85,7 @@ def count_words(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     special_tokens: Iterable[str] | None = None,
     *,
-    num_threads: int | None = None,
+    num_workers: int | None = None,
     progress: bool = False,
     task_bytes: int = LOCAL_TASK_BYTES,
     storage_options: Mapping[str, object] | None = None,
@@ -92,13 +93,15 @@ def count_words(
     text_field: str = "text",
     skip_bad_records: bool = False,
     pattern: str | Pattern | None = None,
+    num_threads: int | None = None,
 ) -> WordCounts:
     """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
 
-    Uses the native counter on `num_threads` threads (None = every core) when it is built, else the
+    Uses the native counter on `num_workers` threads (None = every core) when it is built, else the
     pure-Python one; the result is the same either way and for every `task_bytes`. `pattern` (a name
     or a regex, see `pattern.py`; None: GPT-2's): one the native scanner does not run is counted with
-    `regex` on `num_threads` worker processes (text files) or on one thread (streamed inputs).
+    `regex` on `num_workers` worker processes (text files) or on one thread (streamed inputs).
+    `num_threads` is `num_workers`' old name (the workers may be processes), still taken with a warning.
 
     Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `ingest/`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
@@ -110,18 +113,32 @@ def count_words(
     (`trainers.count_inputs`)."""
     specials = check_special_tokens(special_tokens)
     pattern = resolve_pattern(pattern)
-    num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
+    num_workers = effective_num_threads(_renamed_workers(num_workers, num_threads, "count_words"))
     plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
     return count_plan(
-        plan, specials, num_threads=num_threads, progress=progress, task_bytes=task_bytes, pattern=pattern
+        plan, specials, num_workers=num_workers, progress=progress, task_bytes=task_bytes, pattern=pattern
     )
+
+
+def _renamed_workers(num_workers: int | None, num_threads: int | None, where: str) -> int | None:
+    """`num_workers`, or `num_threads`, its old name, with a DeprecationWarning; not both."""
+    if num_threads is None:
+        return num_workers
+    if num_workers is not None:
+        raise TypeError(f"{where}: give num_workers alone (num_threads is its old name)")
+    warnings.warn(
+        f"{where}(num_threads=...) is now {where}(num_workers=...): the workers may be processes",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return num_threads
 
 
 def count_plan(
     plan: InputPlan,
     special_tokens: Iterable[str],
     *,
-    num_threads: int | None = None,
+    num_workers: int | None = None,
     progress: bool = False,
     task_bytes: int = LOCAL_TASK_BYTES,
     pattern: str | Pattern | None = None,
@@ -131,15 +148,15 @@ def count_plan(
     else streamed."""
     specials = check_special_tokens(special_tokens)
     pattern = resolve_pattern(pattern)
-    num_threads = effective_num_threads(num_threads)  # -1 = every core, as everywhere else
+    num_workers = effective_num_threads(num_workers)  # -1 = every core, as everywhere else
     if not plan.in_place:
-        return _count_streamed(plan, specials, num_threads, progress, pattern)
+        return _count_streamed(plan, specials, num_workers, progress, pattern)
     path_list, storage_options = list(plan.paths), plan.storage_options
     workers = 1
     if not pattern.native:
         # Worker processes need tasks to share: a few each, as bpe_v3 cuts its chunks.
         total = input_bytes(path_list, storage_options)
-        workers = num_threads if total >= _PARALLEL_MIN_BYTES else 1
+        workers = num_workers if total >= _PARALLEL_MIN_BYTES else 1
         task_bytes = min(task_bytes, max(1, -(-total // (workers * _TASKS_PER_PROCESS))))
     tasks = plan_count_tasks(
         path_list, specials, task_bytes=task_bytes, storage_options=storage_options, pattern=pattern
@@ -149,7 +166,7 @@ def count_plan(
         if workers > 1 and len(tasks) > 1:
             table = _count_on_processes(tasks, specials, workers, storage_options, pattern, advance)
         else:
-            table = count_tasks(tasks, specials, num_threads, storage_options, progress=advance, pattern=pattern)
+            table = count_tasks(tasks, specials, num_workers, storage_options, progress=advance, pattern=pattern)
     return WordCounts(table, specials, pattern.regex, source_bytes)
 
 
@@ -241,12 +258,13 @@ def count_words_from_iterator(
     texts: Iterable[str | bytes] | Any,
     special_tokens: Iterable[str] | None = None,
     *,
-    num_threads: int | None = None,
+    num_workers: int | None = None,
     progress: bool = False,
     length: int | None = None,
     text_field: str = "text",
     batch_bytes: int = BLOCK_BYTES,
     pattern: str | Pattern | None = None,
+    num_threads: int | None = None,
 ) -> WordCounts:
     """The word counts of documents, one per item, streamed (the iterable is read once, never held):
     equal to `count_words` of the text file in which the documents are joined by the first special
@@ -260,10 +278,12 @@ def count_words_from_iterator(
     Documents without any text count as nothing (training refuses them: `trainers.train_from_iterator`).
     `length`: the number of documents, for the progress bar's total (taken from `len(texts)` when
     it has one). Documents are counted in batches of about `batch_bytes` of text. `pattern`: a name
-    or a regex (`pattern.py`; None: GPT-2's); one the native scanner does not run counts in Python."""
+    or a regex (`pattern.py`; None: GPT-2's); one the native scanner does not run counts in Python.
+    `num_workers`: threads of the native counter (None = every core); `num_threads`, its old name, is
+    still taken with a warning."""
     specials = check_special_tokens(special_tokens)
     pattern = resolve_pattern(pattern)
-    num_threads = effective_num_threads(num_threads)
+    num_threads = effective_num_threads(_renamed_workers(num_workers, num_threads, "count_words_from_iterator"))
     documents, known_length = documents_of(texts, text_field)
     if batch_bytes < 1:
         raise BPEInputError(f"batch_bytes must be positive, got {batch_bytes}")

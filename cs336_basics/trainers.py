@@ -306,7 +306,7 @@ def train(
 
         def count() -> WordCounts:
             return count_inputs(
-                plan, specials, num_threads=count_options.num_workers, progress=progress, pattern=rules.pattern
+                plan, specials, num_workers=count_options.num_workers, progress=progress, pattern=rules.pattern
             )
 
         return train_after_counting(
@@ -762,11 +762,10 @@ def train_from_iterator(
     load_trainer(name)  # an unknown or unavailable trainer fails before the documents are read
 
     def count() -> WordCounts:
-        threads = count_options.num_workers
         counts = count_words_from_iterator(
             texts,
             specials,
-            num_threads=threads,
+            num_workers=count_options.num_workers,
             progress=progress,
             length=length,
             text_field=text_field,
@@ -830,7 +829,7 @@ def count_inputs(
     *,
     cluster: str | None = None,
     cluster_timeout: float | None = None,
-    num_threads: int | None = None,
+    num_workers: int | None = None,
     task_bytes: int | None = None,
     progress: bool = False,
     format: str | None = None,
@@ -851,7 +850,7 @@ def count_inputs(
         special_tokens,
         cluster=cluster,
         cluster_timeout=cluster_timeout,
-        num_threads=num_threads,
+        num_workers=num_workers,
         task_bytes=task_bytes,
         progress=progress,
         format=format,
@@ -885,7 +884,7 @@ def _count_inputs(
     *,
     cluster: str | None,
     cluster_timeout: float | None,
-    num_threads: int | None,
+    num_workers: int | None,
     task_bytes: int | None,
     progress: bool,
     format: str | None,
@@ -910,7 +909,7 @@ def _count_inputs(
     return count_plan(
         plan,
         special_tokens,
-        num_threads=num_threads,
+        num_workers=num_workers,
         task_bytes=task_bytes or LOCAL_TASK_BYTES,
         progress=progress,
         pattern=pattern,

@@ -120,7 +120,7 @@ def main() -> None:
                     lambda: bpe_v7.pretokenize_and_count(args.corpus, specials, options).to_dict()
                 ),
                 f"local, {len(parts)} files": lambda: timed(
-                    lambda: count_words(parts, specials, num_threads=args.workers)
+                    lambda: count_words(parts, specials, num_workers=args.workers)
                 ),
                 f"dask, {len(parts)} files": on_dask,
             }

@@ -146,11 +146,11 @@ def measure_one(kind: str, work: Path, threads: int) -> dict[str, float]:
     before = memory_status("VmRSS")
     started = time.perf_counter()
     if source is not None:
-        counts = count_words_from_iterator(source, [SPECIAL], num_threads=threads)
+        counts = count_words_from_iterator(source, [SPECIAL], num_workers=threads)
     else:
         named = {"plain file": plain, "parquet (snappy)": work / "corpus.parquet", "jsonl": work / "corpus.jsonl"}
         path = named.get(kind) or work / f"corpus.txt{kind}"
-        counts = count_words(path, [SPECIAL], num_threads=threads)
+        counts = count_words(path, [SPECIAL], num_workers=threads)
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "rss_before": before, "peak_rss": memory_status("VmHWM"), "words": len(counts)}
 
@@ -256,7 +256,7 @@ def compare_merges(work: Path, threads: int) -> None:
         return
     from cs336_bpe import count_words
 
-    words = count_words(work / "corpus.txt", [SPECIAL], num_threads=threads).counts
+    words = count_words(work / "corpus.txt", [SPECIAL], num_workers=threads).counts
     words = {word if isinstance(word, bytes) else word.encode("utf-8"): count for word, count in words.items()}
     before = ours[:first]
     ours_count, theirs_count = pair_count(words, before, ours[first]), pair_count(words, before, theirs[first])

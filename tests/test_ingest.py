@@ -392,7 +392,7 @@ def documents():
         made += len(document)
         yield document
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-counts = count_words_from_iterator(documents(), ["<|endoftext|>"], num_threads=2)
+counts = count_words_from_iterator(documents(), ["<|endoftext|>"], num_workers=2)
 assert counts.source_bytes >= total, counts.source_bytes
 print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 """

@@ -129,7 +129,7 @@ def test_a_regex_across_whitespace_is_cut_at_special_tokens_only(
     options = CountParallelism(num_workers=1, num_chunks=num_chunks)
     v3 = load_trainer("bpe_v3").pretokenize_and_count(path, SPECIALS, options, pattern=resolve_pattern(LINES))
     assert v3 == expected
-    assert count_words([path], SPECIALS, num_threads=1, task_bytes=task_bytes, pattern=LINES).counts == expected
+    assert count_words([path], SPECIALS, num_workers=1, task_bytes=task_bytes, pattern=LINES).counts == expected
     streamed = count_words_from_iterator([text], SPECIALS, batch_bytes=task_bytes, pattern=LINES)
     assert streamed.counts == expected
 
@@ -144,7 +144,7 @@ def test_count_words_counts_another_pattern_on_worker_processes(
     text = "<|endoftext|>".join(f"Doc {index}: It's 2024, we'RE here/there.\n  ok" for index in range(300))
     path = tmp_path / "corpus.txt"
     path.write_text(text, encoding="utf-8")
-    counts = count_words([path], SPECIALS, num_threads=2, pattern=pattern)
+    counts = count_words([path], SPECIALS, num_workers=2, pattern=pattern)
     assert counts.counts == dict(count_words_in_text(text, SPECIALS, pattern))
     assert counts.pattern == resolve_pattern(pattern).regex
     assert counts.source_bytes == len(text.encode("utf-8"))

@@ -28,6 +28,7 @@ from cs336_basics.counting import (
     Segment,
     count_tasks,
     count_words,
+    count_words_from_iterator,
     group_into_batches,
     plan_count_tasks,
     task_size,
@@ -328,12 +329,25 @@ def test_a_word_across_a_file_boundary_is_one_word(tmp_path: Path) -> None:
     assert counts.counts == {b"hello": 1, b" world": 1, b" bye": 1}
 
 
-@pytest.mark.parametrize("num_threads", [None, 1, 2, -1])
-def test_thread_counts_follow_the_one_convention(tmp_path: Path, num_threads: int | None) -> None:
+@pytest.mark.parametrize("num_workers", [None, 1, 2, -1])
+def test_worker_counts_follow_the_one_convention(tmp_path: Path, num_workers: int | None) -> None:
     """-1 means every core here as for the trainers (it once reached the native counter as is)."""
     paths = write_parts(tmp_path, [b"hello world<|endoftext|> hello", b" there"])
-    counts = count_words(paths, SPECIALS, num_threads=num_threads)
+    counts = count_words(paths, SPECIALS, num_workers=num_workers)
     assert counts.counts == {b"hello": 1, b" world": 1, b" hello": 1, b" there": 1}
+
+
+def test_num_threads_is_the_old_name_of_num_workers(tmp_path: Path) -> None:
+    """Counting's workers may be processes (a regex pattern), so they are num_workers, as for train_bpe;
+    the old keyword still counts, with a warning, and both at once are refused."""
+    paths = write_parts(tmp_path, [b"hello world<|endoftext|> hello"])
+    expected = count_words(paths, SPECIALS, num_workers=1).counts
+    with pytest.warns(DeprecationWarning, match=r"count_words\(num_workers=\.\.\.\)"):
+        assert count_words(paths, SPECIALS, num_threads=1).counts == expected
+    with pytest.warns(DeprecationWarning, match=r"count_words_from_iterator\(num_workers=\.\.\.\)"):
+        assert count_words_from_iterator(["hello world", " hello"], SPECIALS, num_threads=1).counts == expected
+    with pytest.raises(TypeError, match="give num_workers alone"):
+        count_words(paths, SPECIALS, num_workers=1, num_threads=1)
 
 
 _MAPPED_FILE_MEMORY_CHILD = """
