@@ -356,7 +356,7 @@ def test_bad_documents_are_named_in_any_batch(batch_bytes: int) -> None:
 def test_counting_thread_errors_reach_the_caller_and_no_thread_outlives_it(monkeypatch) -> None:
     """The documents are counted on a second thread while the caller's thread batches the next ones:
     an error there is raised in the caller, and an error in the caller's iterable stops that thread."""
-    from cs336_basics import read_ahead
+    from cs336_basics import counting, read_ahead
 
     def alive() -> list[str]:
         return [thread.name for thread in threading.enumerate() if thread.name == "cs336-count-behind"]
@@ -372,7 +372,8 @@ def test_counting_thread_errors_reach_the_caller_and_no_thread_outlives_it(monke
     def failing_feed(counter, item):
         raise OSError("counting failed")
 
-    monkeypatch.setattr(read_ahead, "_feed", failing_feed)  # CountedBehind feeds the counter
+    monkeypatch.setattr(read_ahead, "_feed", failing_feed)  # CountedBehind feeds the native counter
+    monkeypatch.setattr(counting, "_feed", failing_feed)  # the Python counter is fed in the caller
     with pytest.raises(OSError, match="counting failed"):
         count_words_from_iterator(iter(DOCUMENTS * 50), SPECIAL, batch_bytes=64)
     assert alive() == []
