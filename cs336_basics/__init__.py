@@ -24,39 +24,41 @@ if __name__ == "cs336_basics":
     _spec.loader.exec_module(_identity)
     _sys.modules[__name__] = _identity.adopt_canonical_name(__file__)
 else:
-    from .backend import openmp_enabled
-    from .contract import BPEInputError
-    from .counting import count_words, count_words_from_iterator
-    from .tokenizer import Tokenizer
-    from .trainers import (
-        TRAINERS,
-        TrainerStatus,
-        TrainerUnavailable,
-        default_trainer,
-        train,
-        train_bpe,
-        train_bpe_from_counts,
-        train_bpe_from_iterator,
-        train_from_iterator,
-        trainer_status,
-    )
-    from .word_counts import WordCounts
+    # Each public name is imported on first use (PEP 562), so `import cs336_bpe` costs almost nothing
+    # and a command loads only the modules it needs.
+    import importlib as _importlib
+    import importlib.util
 
-    __all__ = [
-        "TRAINERS",
-        "BPEInputError",
-        "Tokenizer",
-        "TrainerStatus",
-        "TrainerUnavailable",
-        "WordCounts",
-        "count_words",
-        "count_words_from_iterator",
-        "default_trainer",
-        "openmp_enabled",
-        "train",
-        "train_bpe",
-        "train_bpe_from_counts",
-        "train_bpe_from_iterator",
-        "train_from_iterator",
-        "trainer_status",
-    ]
+    _PUBLIC = {
+        "openmp_enabled": "backend",
+        "BPEInputError": "contract",
+        "count_words": "counting",
+        "count_words_from_iterator": "counting",
+        "Tokenizer": "tokenizer",
+        "TRAINERS": "trainers",
+        "TrainerStatus": "trainers",
+        "TrainerUnavailable": "trainers",
+        "default_trainer": "trainers",
+        "train": "trainers",
+        "train_bpe": "trainers",
+        "train_bpe_from_counts": "trainers",
+        "train_bpe_from_iterator": "trainers",
+        "train_from_iterator": "trainers",
+        "trainer_status": "trainers",
+        "WordCounts": "word_counts",
+    }
+    __all__ = sorted(_PUBLIC)
+
+    def __getattr__(name: str):
+        module = _PUBLIC.get(name)
+        if module is None:
+            # `cs336_bpe.trainers` and the like keep working without an import of their own.
+            if not name.startswith("_") and _importlib.util.find_spec(f"{__name__}.{name}") is not None:
+                return _importlib.import_module(f".{name}", __name__)
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(_importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(_PUBLIC))

@@ -84,3 +84,28 @@ def test_modules_run_with_python_m_under_the_checkout_name() -> None:
         [sys.executable, "-m", "cs336_basics.count_cli", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
     )
     assert result.returncode == 0 and "cs336-count-words" in result.stdout
+
+
+def test_importing_the_package_loads_only_its_identity() -> None:
+    # The public names are imported on first use: `import cs336_bpe` loads no trainer, regex or extension.
+    code = (
+        "import sys, cs336_bpe\n"
+        "loaded = sorted(n for n in sys.modules if n.startswith('cs336_bpe.') or n in ('regex', 'tqdm'))\n"
+        "print(loaded)\n"
+        "from cs336_bpe import Tokenizer, train_bpe, BPEInputError, WordCounts, count_words\n"
+        "import cs336_bpe as package\n"
+        "print(sorted(package.__all__) == sorted(n for n in package.__all__ if hasattr(package, n)))\n"
+        "print(package.trainers.train_bpe is train_bpe)"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    loaded, every_name_resolves, submodule_attribute = result.stdout.split("\n")[:3]
+    assert ast.literal_eval(loaded) == []
+    assert (every_name_resolves, submodule_attribute) == ("True", "True")
+
+
+def test_an_unknown_attribute_of_the_package_is_an_attribute_error() -> None:
+    import cs336_bpe
+
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        cs336_bpe.no_such_name  # noqa: B018
