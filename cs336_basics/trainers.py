@@ -441,7 +441,7 @@ def _merge_phase(
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
-    near_misses = [token for token in absent if looks_misspelled(token, word_counts)] if absent else []
+    near_misses = looks_misspelled(absent, word_counts) if absent else []
     if near_misses:
         print(f"note: {absent_tokens_note(near_misses)}", file=sys.stderr)
     merging = time.perf_counter()
@@ -506,27 +506,32 @@ def token_brackets(token: str) -> list[str]:
     return [opening.group(), closing.group()]
 
 
-def looks_misspelled(token: str, word_counts: Sized) -> bool:
-    """Whether the text of `word_counts` holds what a misspelled `token` would leave: both of its
-    brackets (`token_brackets`), inside its pre-tokens. `<|eot|>` on text of `<|endoftext|>` (or the
-    reverse, or `<|EndOfText|>`, `<| endoftext |>`) is noted; `<|endoftext|>`, which the assignment
-    declares for corpus.en, on text without `<|` and `|>` is not. A token without brackets, or counts
-    whose words cannot be read, is not judged: a note must be right when it is printed."""
-    brackets = token_brackets(token)
-    if not brackets:
-        return False
+def looks_misspelled(tokens: Sequence[str], word_counts: Sized) -> list[str]:
+    """Those of `tokens` (absent from the text) whose brackets (`token_brackets`) the words of
+    `word_counts` hold, both of them: what a misspelled special token leaves. `<|eot|>` on text of
+    `<|endoftext|>` (or the reverse, or `<|EndOfText|>`, `<| endoftext |>`) is one; `<|endoftext|>`,
+    which the assignment declares for corpus.en, on text without `<|` and `|>` is not. A token without
+    brackets, or counts whose words cannot be read, is not judged: a note must be right when printed.
+    The words are read once, for absent tokens only (0.13-0.26 s for 1.4M distinct words, native)."""
+    bracketed = [(token, token_brackets(token)) for token in tokens]
+    if not any(brackets for _, brackets in bracketed):
+        return []
     if isinstance(word_counts, Mapping):
         words = b"\n".join(word for word in word_counts if isinstance(word, bytes))
     elif hasattr(word_counts, "to_arrays"):
-        words = word_counts.to_arrays()[0]  # the words back to back: one copy, only for an absent token
+        words = word_counts.to_arrays()[0]  # the words back to back, in one copy
     else:
-        return False
-    return all(bracket.encode("utf-8") in words for bracket in brackets)
+        return []
+    return [
+        token
+        for token, brackets in bracketed
+        if brackets and all(bracket.encode("utf-8") in words for bracket in brackets)
+    ]
 
 
 def absent_tokens_note(tokens: Sequence[str]) -> str:
-    """The one-line note for special tokens the text never holds though it holds their brackets:
-    almost always a typo (`looks_misspelled`)."""
+    """The one-line note for special tokens the text never holds though it holds their brackets
+    (`looks_misspelled`): almost always a typo."""
     if len(tokens) == 1:
         named = f"special token {tokens[0]!r} never occurs"
     else:
