@@ -62,6 +62,9 @@ def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
 
 # Ids are stored as 32-bit integers by the native code; no real vocabulary comes near this.
 MAX_VOCAB_SIZE = (1 << 31) - 1
+# The largest token id a tokenizer may hold (the native encoder stores ids as uint32, 2**32 - 1 marks
+# none): what `Tokenizer` loads, so what a base's ids and a run's new ids are checked against.
+MAX_TOKEN_ID = (1 << 32) - 2
 
 
 def check_vocab_size(vocab_size: object, num_special_tokens: int) -> int:

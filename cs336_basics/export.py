@@ -369,10 +369,16 @@ def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
     with open(path, encoding="ascii") as file:
         for number, line in enumerate(file, 1):
             try:
-                token, rank = line.split()
-                ranks[base64.b64decode(token, validate=True)] = int(rank)
+                text, rank_text = line.split()
+                token, rank = base64.b64decode(text, validate=True), int(rank_text)
             except ValueError:
                 raise BPEInputError(f"{path}:{number}: not a tiktoken rank line: {line.strip()!r}") from None
+            if token in ranks:  # a dict would keep the last rank and leave the first a gap
+                raise BPEInputError(
+                    f"{path}:{number}: the token {token!r} is listed twice, at ranks {ranks[token]} and {rank}; "
+                    "a token has one rank"
+                )
+            ranks[token] = rank
     return ranks
 
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .contract import (
+    MAX_TOKEN_ID,
     RUSTBPE_LAYOUT,
     BPEInputError,
     Merges,
@@ -112,6 +114,12 @@ def check_base(
         for key, value in vocab.items()
     ):
         raise BPEInputError(f"{source}: the vocabulary must map non-negative int ids to bytes")
+    largest = max(vocab, default=0)
+    if largest > MAX_TOKEN_ID:
+        raise BPEInputError(
+            f"{source}: the token {vocab[largest]!r} is at id {largest:,}, past the largest id a tokenizer may "
+            f"hold ({MAX_TOKEN_ID:,}, 2**32 - 2)"
+        )
     if not isinstance(merges, (list, tuple)) or not all(
         isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair)
         for pair in merges
@@ -198,6 +206,13 @@ def num_new_merges(base: Base, vocab_size: int, special_tokens: list[str]) -> in
             + (f" and {len(new_specials)} special token(s) are new" if new_specials else "")
             + f", so the smallest size is {smallest:,}"
         )
+    last_id = base.next_id - 1 + vocab_size - len(base.vocab)
+    if last_id > MAX_TOKEN_ID:
+        raise BPEInputError(
+            f"vocab_size={vocab_size} from {base.source}: its new tokens would take ids up to {last_id:,} (after "
+            f"the base's largest, {base.next_id - 1:,}), past the largest id a tokenizer may hold "
+            f"({MAX_TOKEN_ID:,}, 2**32 - 2)"
+        )
     return vocab_size - smallest
 
 
@@ -215,21 +230,43 @@ def load_base(start_from: StartFrom, special_tokens: Iterable[str] = ()) -> Base
         return start_from
     if isinstance(start_from, tuple) and len(start_from) == 2 and isinstance(start_from[0], dict):
         return check_base(start_from[0], start_from[1], specials)
-    if isinstance(start_from, (tuple, list)) and len(start_from) == 2:
-        return _load_pair(Path(start_from[0]), Path(start_from[1]), specials)
-    if not isinstance(start_from, (str, os.PathLike)):
+    pair = isinstance(start_from, (tuple, list)) and len(start_from) == 2
+    parts = list(start_from) if pair else [start_from]  # type: ignore[arg-type]
+    if not all(isinstance(part, (str, os.PathLike)) for part in parts):
+        got = f"({', '.join(type(part).__name__ for part in parts)})" if pair else type(start_from).__name__
         raise BPEInputError(
-            "start_from must be (vocab, merges), a path, or the paths of a vocab.json and a merges.txt; "
-            f"got {type(start_from).__name__}"
+            "start_from must be (vocab, merges) as train_bpe returns them (a dict of id -> bytes and a list of "
+            "(bytes, bytes) pairs), a path as str or os.PathLike, or the paths of a vocab.json and a merges.txt; "
+            f"got {got}"
         )
-    path = Path(start_from)
+    paths = [_checked_path(part) for part in parts]
+    if pair:
+        return _load_pair(paths[0], paths[1], specials)
+    path = paths[0]
     if path.is_dir():
         return _load_directory(path, specials)
-    if not path.is_file():
-        raise BPEInputError(f"start_from: no such file or directory: {path}")
     if path.suffix == ".json":
         return _load_hf(path, specials)
     return _load_tiktoken(path, specials)
+
+
+def _checked_path(given: PathName) -> Path:
+    """A base's path: not empty (Path('') would be the current directory), and a directory or a
+    regular file that exists."""
+    if not os.fspath(given):
+        raise BPEInputError("start_from: the path is empty; give a tokenizer file or directory")
+    path = Path(given)
+    try:
+        status = path.stat()
+    except FileNotFoundError:
+        raise BPEInputError(f"start_from: no such file or directory: {path}") from None
+    except OSError as error:
+        raise BPEInputError(f"start_from: cannot read {path}: {error.strerror or error}") from None
+    if not stat.S_ISDIR(status.st_mode) and not stat.S_ISREG(status.st_mode):
+        raise BPEInputError(
+            f"start_from: {path} is not a tokenizer file: not a regular file (a FIFO, device or socket) nor a directory"
+        )
+    return path
 
 
 def _load_directory(path: Path, specials: list[str]) -> Base:
@@ -288,6 +325,13 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
         raise BPEInputError(f"start_from: {path}: model.vocab must be an object and model.merges a list")
     vocab: Vocab = {}
     for token, token_id in model["vocab"].items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise BPEInputError(f"start_from: {path}: model.vocab's ids must be integers, got {token_id!r}")
+        if token_id in vocab:
+            raise BPEInputError(
+                f"start_from: {path}: model.vocab gives id {token_id} to two tokens, {vocab[token_id]!r} and "
+                f"{decode_token(token, path)!r}; a base's ids are kept, so each must be one token's"
+            )
         vocab[token_id] = decode_token(token, path)
     merges: Merges = []
     for merge in model["merges"]:
@@ -303,7 +347,13 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
         raise BPEInputError(f"start_from: {path}: added_tokens must be a list of objects with an id and a content")
     recorded = [entry["content"] for entry in added if entry.get("special")]
     for entry in added:
-        vocab.setdefault(entry["id"], entry["content"].encode("utf-8"))
+        content = entry["content"].encode("utf-8")
+        held = vocab.setdefault(entry["id"], content)
+        if held != content:
+            raise BPEInputError(
+                f"start_from: {path}: the added token {entry['content']!r} has id {entry['id']}, which {held!r} "
+                "has too: a base's ids are kept, and an id holds one token"
+            )
     return check_base(vocab, merges, _union(recorded, specials), str(path))
 
 

@@ -42,6 +42,7 @@ import regex
 
 from .backend import NativeUnavailable, effective_num_threads, load_native
 from .contract import (
+    MAX_TOKEN_ID,
     BPEInputError,
     Merges,
     Vocab,
@@ -101,7 +102,6 @@ _SAFE_CUTS = {
     O200K: _LAST_SAFE_CUT_CL100K_O200K,
     RUSTBPE: _LAST_SAFE_CUT_CL100K_O200K,
 }
-_MAX_TOKEN_ID = (1 << 32) - 2  # the native encoder stores ids as uint32
 
 
 def _native_module():
@@ -201,7 +201,7 @@ class Tokenizer:
             token_id = known_ids.get(token)
             if token_id is None:
                 token_id, next_id = next_id, next_id + 1
-                if token_id > _MAX_TOKEN_ID:
+                if token_id > MAX_TOKEN_ID:
                     raise _VocabError(f"no id left for special token {token!r}: ids must stay below 2**32 - 1")
                 self._vocab[token_id] = token_bytes
             self._special_ids[token] = token_id
@@ -713,7 +713,7 @@ def _checked_vocab(vocab: object) -> Vocab:
         raise _VocabError(f"vocab must be a non-empty dict of id -> bytes, got {type(vocab).__name__}")
     checked: Vocab = {}
     for token_id, token in vocab.items():
-        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= _MAX_TOKEN_ID:
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id <= MAX_TOKEN_ID:
             raise _VocabError(f"vocab ids must be integers in [0, 2**32 - 2], got {token_id!r}")
         if not isinstance(token, bytes) or not token:
             raise _VocabError(f"vocab[{token_id}] must be non-empty bytes, got {token!r}")

@@ -20,6 +20,8 @@ try:
 except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PLATFORMS.md)
     resource = None  # type: ignore[assignment]
 
+import regex
+
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .contract import (
@@ -439,8 +441,9 @@ def _merge_phase(
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
-    if absent:
-        print(f"note: {absent_tokens_note(absent)}", file=sys.stderr)
+    near_misses = looks_misspelled(absent, word_counts) if absent else []
+    if near_misses:
+        print(f"note: {absent_tokens_note(near_misses)}", file=sys.stderr)
     merging = time.perf_counter()
     options: dict[str, object] = {}
     if release_words:
@@ -493,8 +496,42 @@ def absent_special_tokens(word_counts: Sized, special_tokens: Sequence[str], sou
     return [token for token in special_tokens if len(token.encode("utf-8")) > split_out]
 
 
+def token_brackets(token: str) -> list[str]:
+    """The runs of punctuation a special token opens and closes with (`<|` and `|>` of `<|endoftext|>`):
+    what stays of it in the counts when the text spells it otherwise, as the pattern cuts it apart."""
+    opening = regex.match(r"[^\s\p{L}\p{N}]+", token)
+    closing = regex.search(r"[^\s\p{L}\p{N}]+$", token)
+    if opening is None or closing is None or opening.end() > closing.start():  # no brackets, or only punctuation
+        return []
+    return [opening.group(), closing.group()]
+
+
+def looks_misspelled(tokens: Sequence[str], word_counts: Sized) -> list[str]:
+    """Those of `tokens` (absent from the text) whose brackets (`token_brackets`) the words of
+    `word_counts` hold, both of them: what a misspelled special token leaves. `<|eot|>` on text of
+    `<|endoftext|>` (or the reverse, or `<|EndOfText|>`, `<| endoftext |>`) is one; `<|endoftext|>`,
+    which the assignment declares for corpus.en, on text without `<|` and `|>` is not. A token without
+    brackets, or counts whose words cannot be read, is not judged: a note must be right when printed.
+    The words are read once, for absent tokens only (0.13-0.26 s for 1.4M distinct words, native)."""
+    bracketed = [(token, token_brackets(token)) for token in tokens]
+    if not any(brackets for _, brackets in bracketed):
+        return []
+    if isinstance(word_counts, Mapping):
+        words = b"\n".join(word for word in word_counts if isinstance(word, bytes))
+    elif hasattr(word_counts, "to_arrays"):
+        words = word_counts.to_arrays()[0]  # the words back to back, in one copy
+    else:
+        return []
+    return [
+        token
+        for token, brackets in bracketed
+        if brackets and all(bracket.encode("utf-8") in words for bracket in brackets)
+    ]
+
+
 def absent_tokens_note(tokens: Sequence[str]) -> str:
-    """The one-line note for special tokens the text never holds: almost always a typo."""
+    """The one-line note for special tokens the text never holds though it holds their brackets
+    (`looks_misspelled`): almost always a typo."""
     if len(tokens) == 1:
         named = f"special token {tokens[0]!r} never occurs"
     else:

@@ -763,6 +763,82 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         )
 
 
+def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Fourth hardening round (issue 51, items 7, 8 and 10): a base whose ids cannot all be kept is refused
+    when read, naming the token and the ids; start_from values that are no base are named; the report's
+    exit status is REPORT.md's; the note on a missing special token is shown only on a near miss."""
+    from cs336_basics.export import hf_tokenizer_json, save_tiktoken_ranks
+
+    root = work / "round4-base"
+    root.mkdir()
+    text = root / "text.txt"
+    text.write_text("the cat sat on the mat, a bat and a hat\n" * 200)
+    environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    base = root / "base"
+    subprocess.run([sys.executable, "-c", CLI, "bpe_v2", str(base), "-d", str(text), "-v", "280", "-q"], check=True,
+                   stdout=subprocess.DEVNULL, env=environment)  # fmt: skip
+    vocab = pickle.loads((base / "vocab.pkl").read_bytes())
+    merges = pickle.loads((base / "merges.pkl").read_bytes())
+
+    def cli(out: str, *start_from: str, data: Path = text, options: tuple[str, ...] = ()) -> list[str]:
+        return ["-c", CLI, "bpe_v2", str(root / out), "-d", str(data), "-v", "300", "-q", *options,
+                "--start-from", *start_from]  # fmt: skip
+
+    def nothing_in(out: str) -> Callable[[], str | None]:
+        return lambda: "wrote an output set" if (root / out).exists() else None
+
+    # Item 7: an HF added token at the byte a's id; a rank file listing a token twice; an id past 2**32 - 2
+    document = hf_tokenizer_json(vocab, merges, ["<|endoftext|>"])
+    document["added_tokens"][0]["id"] = 97
+    del document["model"]["vocab"]["<|endoftext|>"]
+    (root / "clash.json").write_text(json.dumps(document))
+    yield Case("round4: tokenizer.json's special token at the id of b'a'", cli("o1", str(root / "clash.json")), (2,),
+               r"\Aerror: start_from: .*clash\.json: the added token '<\|endoftext\|>' has id 97, which b'a' has too",
+               check=nothing_in("o1"))  # fmt: skip
+    ranks = root / "twice.tiktoken"
+    save_tiktoken_ranks(ranks, {token_id: token for token_id, token in vocab.items() if token != b"<|endoftext|>"})
+    lines = ranks.read_text().splitlines(keepends=True)
+    token, last = lines[-1].split()
+    ranks.write_text("".join(lines) + f"{token} {int(last) + 1}\n")
+    yield Case("round4: a rank file listing a token twice", cli("o2", str(ranks)), (2,),
+               rf"\Aerror: .*twice\.tiktoken:{len(lines) + 1}: the token b'.*' is listed twice, at ranks "
+               rf"{last} and {int(last) + 1}", check=nothing_in("o2"))  # fmt: skip
+    far = root / "far"
+    far.mkdir()
+    moved = {token_id: token for token_id, token in vocab.items() if token != b"<|endoftext|>"}
+    moved[2**40] = b"<|endoftext|>"
+    (far / "vocab.pkl").write_bytes(pickle.dumps(moved))
+    (far / "merges.pkl").write_bytes(pickle.dumps(merges))
+    yield Case("round4: a base token at id 2**40", cli("o3", str(far / "vocab.pkl"), str(far / "merges.pkl")), (2,),
+               r"\Aerror: .*: the token b'<\|endoftext\|>' is at id 1,099,511,627,776, past the largest id a "
+               r"tokenizer may hold \(4,294,967,294, 2\*\*32 - 2\)", check=nothing_in("o3"))  # fmt: skip
+
+    # Item 8: an empty path, a device, a value of another type, the report's -o under /proc
+    yield Case("round4: --start-from ''", cli("o4", ""), (2,), r"\Aerror: start_from: the path is empty\b",
+               check=nothing_in("o4"))  # fmt: skip
+    yield Case("round4: --start-from /dev/zero", cli("o5", "/dev/zero"), (2,),
+               r"\Aerror: start_from: /dev/zero is not a tokenizer file: not a regular file")  # fmt: skip
+    yield Case("round4: start_from=([1], []) (Python)", python_api(
+               f"from cs336_basics import train_bpe; train_bpe({str(text)!r}, 300, [], start_from=([1], []))"), (1,),
+               r"\Astart_from must be \(vocab, merges\) .*; got \(list, list\)\Z")  # fmt: skip
+    if Path("/proc/self").is_dir():
+        report = ["-m", "cs336_basics.report", str(base), "--text", str(text), "-o", "/proc/rp", "-q"]
+        yield Case("round4: cs336-bpe-report -o /proc/rp", report, (2,),
+                   r"\Aerror: cannot write to output directory /proc/rp")  # fmt: skip
+
+    # Item 10: no note for <|endoftext|> on text without anything like it; a note on a near miss
+    plain = root / "plain.txt"
+    plain.write_text("if a < b | c > d: the cat sat\n" * 200)
+    near = root / "near.txt"
+    near.write_text("the cat sat.\n<|EndOfText|>\na bat and a hat\n" * 200)
+    special = ("--special", "<|endoftext|>")
+    yield Case("round4: <|endoftext|> on text without it, no note",
+               ["-c", CLI, "bpe_v2", str(root / "o6"), "-d", str(plain), "-v", "300", "-q", *special], (0,), r"\A\Z")
+    yield Case("round4: <|endoftext|> on text of <|EndOfText|>, noted",
+               ["-c", CLI, "bpe_v2", str(root / "o7"), "-d", str(near), "-v", "300", "-q", *special], (0,),
+               r"\Anote: special token '<\|endoftext\|>' never occurs in the training text \(a typo\?\)\Z")
+
+
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
@@ -989,6 +1065,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     yield from round3_input_cases(work, full)
     yield from round3_tool_cases(work, full)
     yield from round3_run_cases(work, full)
+    yield from round4_base_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:

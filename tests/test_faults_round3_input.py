@@ -233,7 +233,8 @@ def test_a_special_token_the_text_lacks_is_noted_by_every_trainer(trainer: str, 
 
 def test_the_note_on_every_route_of_the_cli(tmp_path: Path, corpus: Path, capsys) -> None:
     records = tmp_path / "docs.jsonl"
-    records.write_text("".join(json.dumps({"text": document}) + "\n" for document in DOCUMENTS[:1]))
+    # One record holding the text's <|endoftext|>: the near miss of <|eot|> the note is for.
+    records.write_text(json.dumps({"text": ENDOFTEXT.join(DOCUMENTS[:2])}) + "\n")
     counts = tmp_path / "c.counts"
     assert count_main([str(corpus), "-o", str(counts), "-q", "--special", "<|eot|>"]) == 0
     (tmp_path / "c.txt.gz").write_bytes(gzip.compress(corpus.read_bytes()))
@@ -259,15 +260,41 @@ def test_no_note_when_the_token_is_there_or_cannot_be_told(corpus: Path, capsys)
     assert note_lines(capsys.readouterr().err) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "declared", "noted"),
+    [
+        ("hello world\n" * 50, ENDOFTEXT, False),  # the handout's case: nothing like it in the text
+        ("if a < b | c > d: x <- y\n" * 50, ENDOFTEXT, False),  # its characters, apart
+        ("a story.\n<|EndOfText|>\nanother.\n" * 50, ENDOFTEXT, True),  # its case
+        ("a story.<| endoftext |>another.\n" * 50, ENDOFTEXT, True),  # spaces inside
+        ("a story.<|im_end|>another.\n" * 50, ENDOFTEXT, True),  # another token of its brackets
+        (TEXT, "<|eot|>", True),  # a short form of the text's <|endoftext|>
+        ("videos of geos\n" * 50, "EOS", False),  # no brackets: nothing to tell a typo by
+    ],
+    ids=["plain", "apart", "case", "spaces", "other-token", "short-form", "no-brackets"],
+)
+def test_the_note_is_for_a_near_miss_alone(
+    tmp_path: Path, capsys, text: str, declared: str, noted: bool
+) -> None:
+    path = tmp_path / "text.txt"
+    path.write_text(text, encoding="utf-8")
+    result = train(path, 280, [declared])
+    assert result.absent_special_tokens == [declared]  # the field stays exact; the note is shown on a near miss
+    expected = [f"note: special token {declared!r} never occurs in the training text (a typo?)"] if noted else []
+    assert note_lines(capsys.readouterr().err) == expected
+
+
 def test_the_note_from_a_plain_count_table_and_counts_made_by_hand(capsys) -> None:
     # A mapping carries no text size: nothing is claimed. Counts with the size of their text are judged.
     from cs336_basics import train_bpe_from_counts
 
-    train_bpe_from_counts({b"hello": 3, b" world": 2}, 260, ["<|eot|>"])
+    # The words hold <|endoftext|>'s pieces (40 bytes of text in all): a near miss of <|eot|>.
+    words = {b"hello": 3, b" world": 2, b"<|": 1, b"endoftext": 1, b"|>": 1}
+    train_bpe_from_counts(words, 260, ["<|eot|>"])
     assert note_lines(capsys.readouterr().err) == []
-    train_bpe_from_counts(WordCounts({b"hello": 3, b" world": 2}, ["<|eot|>"], source_bytes=27), 260)
+    train_bpe_from_counts(WordCounts(words, ["<|eot|>"], source_bytes=40), 260)
     assert len(note_lines(capsys.readouterr().err)) == 1
-    train_bpe_from_counts(WordCounts({b"hello": 3, b" world": 2}, ["<|eot|>"], source_bytes=34), 260)
+    train_bpe_from_counts(WordCounts(words, ["<|eot|>"], source_bytes=47), 260)
     assert note_lines(capsys.readouterr().err) == []
 
 

@@ -321,6 +321,29 @@ def test_errors_as_a_program_print_no_traceback(workspace: dict[str, Path], tmp_
     assert "Traceback" not in result.stderr
 
 
+def test_exit_statuses_are_those_report_md_states(
+    workspace: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An output directory that cannot be made (-o /proc/rp, a path under a file) is bad input, found
+    before any text is encoded: 2, as in every command (docs/CLI.md); a report that fails as it is
+    written (a full disk): 1."""
+    argv = [str(workspace["ts_tok"]), "--text", str(workspace["ts_text"]), "-q"]
+    unmakeable = [workspace["ts_text"] / "rp"] + ([Path("/proc/rp")] if Path("/proc/self").is_dir() else [])
+    for directory in unmakeable:
+        assert main([*argv, "-o", str(directory)]) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines == [lines[0]] and lines[0].startswith(f"error: cannot write to output directory {directory}")
+
+    def full_disk(path: Path, data: bytes, **_: object) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(report, "write_atomically", full_disk)
+    assert main([*argv, "-o", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {tmp_path / 'out' / 'report.json'}: No space left on device"
+    ]
+
+
 @pytest.mark.parametrize(
     "extra",
     [["--sample-docs", "0"], ["--threads", "0"], ["--text", "{ts_text}"]],

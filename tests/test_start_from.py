@@ -5,6 +5,7 @@ here; known answers for every base format; bad bases refused naming their file."
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import count_words_in_text
+from cs336_basics.contract import MAX_TOKEN_ID, count_words_in_text
 from cs336_basics.export import hf_tokenizer_json, save_tiktoken_ranks
 from cs336_basics.serialization import encode_token
 from cs336_basics.start_from import load_base
@@ -379,6 +380,114 @@ def test_the_command_refuses_a_bad_base_in_one_line(tmp_path: Path, capsys: pyte
     error = capsys.readouterr().err
     assert error.startswith("error: start_from: no such file or directory") and error.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Ids a base cannot keep, and start_from values that are no base
+
+
+def hf_document(vocab: dict[int, bytes], merges: list, specials: list[str]) -> dict:
+    return json.loads(json.dumps(hf_tokenizer_json(vocab, merges, specials)))
+
+
+def test_an_hf_added_token_at_an_id_another_token_has_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("ab ab<s>", encoding="utf-8")
+    vocab, merges = byte_vocab() | {256: b"ab", 257: b"<s>"}, [(b"a", b"b")]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(hf_document(vocab, merges, ["<s>"])), encoding="utf-8")
+    assert load_base(path).vocab[257] == b"<s>"  # as written, the ids are kept
+    # added_tokens puts <s> at 97, the byte a's id: with <s> in model.vocab too, and without it (where
+    # it used to move to the next free id).
+    for keep_model_entry in (True, False):
+        document = hf_document(vocab, merges, ["<s>"])
+        document["added_tokens"][0]["id"] = 97
+        if not keep_model_entry:
+            del document["model"]["vocab"]["<s>"]
+        path.write_text(json.dumps(document), encoding="utf-8")
+        with pytest.raises(BPEInputError, match=rf"{path}: the added token '<s>' has id 97, which b'a' has too"):
+            train_bpe(text, 300, ["<s>"], start_from=path)
+    document = hf_document(vocab, merges, ["<s>"])
+    document["model"]["vocab"][encode_token(b"ab")] = 98
+    path.write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(BPEInputError, match=r"model.vocab gives id 98 to two tokens, b'b' and b'ab'"):
+        load_base(path)
+
+
+def test_a_rank_file_listing_a_token_twice_is_refused_naming_both_ranks(tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("ab ab abc", encoding="utf-8")
+    ranks = tmp_path / "base.tiktoken"
+    save_tiktoken_ranks(ranks, byte_vocab() | {256: b"ab", 257: b"abc"})
+    assert load_base(ranks).merges == [(b"a", b"b"), (b"ab", b"c")]
+    lines = ranks.read_text(encoding="ascii").splitlines(keepends=True)
+    ranks.write_text("".join(lines) + lines[256].replace(" 256", " 258"), encoding="ascii")
+    with pytest.raises(BPEInputError, match=rf"{ranks}:259: the token b'ab' is listed twice, at ranks 256 and 258"):
+        train_bpe(text, 300, [], start_from=ranks)
+
+
+def test_ids_past_what_a_tokenizer_loads_are_refused_at_the_base(tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("ab ab<s>", encoding="utf-8")
+    merges = [(b"a", b"b")]
+    # The largest id Tokenizer loads: a base may hold it, and its new tokens may end there.
+    below = byte_vocab() | {256: b"ab", MAX_TOKEN_ID - 1: b"<s>"}
+    vocab, new_merges = train_bpe(text, len(below) + 1, ["<s>", "<t>"], start_from=(below, merges))
+    assert vocab[MAX_TOKEN_ID] == b"<t>"
+    assert Tokenizer(vocab, new_merges, ["<s>", "<t>"]).decode([MAX_TOKEN_ID - 1, 97]) == "<s>a"
+    at_limit = byte_vocab() | {256: b"ab", MAX_TOKEN_ID: b"<s>"}
+    assert train_bpe(text, len(at_limit), ["<s>"], start_from=(at_limit, merges))[0][MAX_TOKEN_ID] == b"<s>"
+    with pytest.raises(BPEInputError, match=r"new tokens would take ids up to 4,294,967,295 .* \(4,294,967,294"):
+        train_bpe(text, len(at_limit) + 1, ["<s>", "<t>"], start_from=(at_limit, merges))
+    # A base token past it (2**40): refused when the base is read, not after training by the loader.
+    past = byte_vocab() | {256: b"ab", 2**40: b"<s>"}
+    with pytest.raises(BPEInputError, match=r"b'<s>' is at id 1,099,511,627,776, past the largest id"):
+        train_bpe(text, 300, ["<s>"], start_from=(past, merges))
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "vocab.pkl").write_bytes(pickle.dumps(past))
+    (base / "merges.pkl").write_bytes(pickle.dumps(merges))
+    out = tmp_path / "out"
+    argv = ["auto", str(out), "-d", str(text), "-v", "300", "-q", "--special", "<s>"]
+    assert cli_main([*argv, "--start-from", str(base / "vocab.pkl"), str(base / "merges.pkl")]) == 2
+    assert not out.exists()
+
+
+def test_start_from_values_that_are_no_base_are_named(tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("ab ab", encoding="utf-8")
+    accepted = r"start_from must be \(vocab, merges\) as train_bpe returns them .*a path as str or os\.PathLike"
+    with pytest.raises(BPEInputError, match=accepted + r".*; got \(list, list\)"):
+        train_bpe(text, 300, [], start_from=([1], []))  # type: ignore[arg-type]
+    with pytest.raises(BPEInputError, match=accepted + r".*; got \(bytes, bytes\)"):
+        train_bpe(text, 300, [], start_from=(b"vocab.json", b"merges.txt"))  # type: ignore[arg-type]
+    for empty in ("", ("", str(text))):
+        with pytest.raises(BPEInputError, match="start_from: the path is empty"):
+            train_bpe(text, 300, [], start_from=empty)  # type: ignore[arg-type]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(BPEInputError, match=rf"start_from: {fifo} is not a tokenizer file: not a regular file"):
+        train_bpe(text, 300, [], start_from=fifo)
+    with pytest.raises(BPEInputError, match="not a regular file"):
+        train_bpe(text, 300, [], start_from=(fifo, text))
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [("", "start_from: the path is empty"), ("/dev/zero", "start_from: /dev/zero is not a tokenizer file")],
+)
+def test_the_command_names_an_empty_or_device_start_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, expected: str
+) -> None:
+    if given and not Path(given).exists():
+        pytest.skip(f"{given} does not exist here")
+    text = tmp_path / "text.txt"
+    text.write_text("ab ab", encoding="utf-8")
+    out = tmp_path / "out"
+    assert cli_main(["auto", str(out), "-d", str(text), "-q", "--start-from", given]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {expected}") and error.count("\n") == 1, error
+    assert not out.exists()
 
 
 def test_count_files_and_dask_from_the_command(tmp_path: Path, small_runs: dict) -> None:
