@@ -16,7 +16,7 @@ from types import FrameType
 
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
-from .pattern import CL100K, GPT2, O200K, RUSTBPE
+from .pattern import CL100K, GPT2, NANOCHAT, O200K, RUSTBPE
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
 
@@ -66,8 +66,8 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME|REGEX",
         help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
-        f"(rustbpe's GPT-4 split), or a regex for "
-        f"the regex module (counted through that module, the slower path)",
+        f"(rustbpe's GPT-4 split), {NANOCHAT} (nanochat's), tiktoken's cl100k_base, o200k_base, r50k_base, "
+        f"or a regex for the regex module (counted through that module, the slower path)",
     )
 
 

@@ -37,7 +37,7 @@ from .contract import (
 )
 from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
-from .pattern import Pattern, pattern_label, resolve_pattern
+from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import TrainingRules, refuse_by_lines, resolve_rules
 from .progress import progress_bar
@@ -593,7 +593,7 @@ def train_from_counts(
                 "count again with these special tokens"
             )
         if pattern is None and like is None:
-            pattern = counts.pattern
+            pattern = pattern_from_regex(counts.pattern)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(

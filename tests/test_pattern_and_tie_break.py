@@ -19,9 +19,10 @@ from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import assemble_vocab, count_words_in_text
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.counting import count_words, count_words_from_iterator
-from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
+from cs336_basics.pattern import NAMED_PATTERNS, Pattern, resolve_pattern
 from cs336_basics.phases import CountParallelism
 from cs336_basics.presets import resolve_rules
+from cs336_basics.serialization import run_pattern
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer, train, train_bpe_from_iterator
 from cs336_basics.word_counts import WordCounts
@@ -233,6 +234,36 @@ def test_bad_rules_are_refused_naming_them(tmp_path: Path, keywords: dict[str, s
         with pytest.raises(BPEInputError) as refused:
             call()
         assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "name"),
+    [("GPT2", "gpt2"), ("Cl100K", "cl100k"), ("cl100k_base", "cl100k"), ("O200K_BASE", "o200k"),
+     ("o200k_base", "o200k"), ("r50k_base", "gpt2"), ("gpt2", "gpt2"), ("NanoChat", "nanochat")],
+)
+def test_pattern_names_take_any_case_and_tiktoken_aliases(given: str, name: str) -> None:
+    assert resolve_pattern(given) == resolve_pattern(name) == Pattern(NAMED_PATTERNS[name], name)
+
+
+@pytest.mark.parametrize("given", ["gpt4", "GPT-4", "cl100", "p50k_base", "words"])
+def test_a_name_like_pattern_that_is_no_name_is_refused_listing_the_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    with pytest.raises(BPEInputError) as refused:
+        resolve_pattern(given)
+    message = str(refused.value)
+    assert "\n" not in message and given in message
+    assert all(name in message for name in [*NAMED_PATTERNS, "cl100k_base", "o200k_base", "r50k_base"])
+    # The command refuses it before training, where it once trained on the word's matches alone.
+    path = tmp_path / "corpus.txt"
+    path.write_text(f"{given} and {given} again, words and gpt4\n" * 20, encoding="utf-8")
+    assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-v", "300", "-q", "--pattern", given]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "cl100k_base" in err
+    assert not (tmp_path / "out" / "bpe_run.json").exists()
+    # A regex with a metacharacter is a regex; a recorded one (a run's, a count file's) is read as written.
+    assert resolve_pattern(rf"{given}|\s+").name is None
+    assert run_pattern({"pattern": {"name": None, "regex": given}}) == Pattern(given)
 
 
 def test_count_files_record_their_pattern_and_refuse_another(tmp_path: Path, trainer: str) -> None:
