@@ -39,9 +39,17 @@ from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
-from .presets import TrainingRules, refuse_by_lines, resolve_rules
+from .presets import TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from .progress import progress_bar
-from .start_from import Base, StartFrom, extended_vocab, load_base, num_new_merges, run_special_tokens
+from .start_from import (
+    Base,
+    StartFrom,
+    extended_vocab,
+    load_base,
+    num_new_merges,
+    run_pattern_from,
+    run_special_tokens,
+)
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
@@ -277,12 +285,12 @@ def train(
     from .formats import is_url
     from .ingest.plan import as_plan
 
-    specials = check_special_tokens(special_tokens)
+    specials = check_special_tokens(preset_special_tokens(like, special_tokens))
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:
         specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
     source = plan.files[0]
     in_place = len(plan.files) == 1 and source.in_place and not is_url(source.path)
@@ -439,6 +447,7 @@ def _merge_phase(
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = absent_special_tokens(word_counts, specials, source_bytes)
+    absent = [token for token in absent if token not in rules.own_special_tokens]  # nanochat's are for chats
     if absent:
         print(f"note: {absent_tokens_note(absent)}", file=sys.stderr)
     merging = time.perf_counter()
@@ -576,6 +585,7 @@ def train_from_counts(
         counts = WordCounts.load(counts)
     elif isinstance(counts, Sequence):
         counts = WordCounts.load_all(counts)
+    special_tokens = preset_special_tokens(like, special_tokens)
     if isinstance(counts, WordCounts):
         if special_tokens is None:
             special_tokens = list(counts.special_tokens)
@@ -592,6 +602,7 @@ def train_from_counts(
                 f"the word counts were made with special tokens {counts.special_tokens}, not {list(special_tokens)}; "
                 "count again with these special tokens"
             )
+        pattern = run_pattern_from(base, pattern, like)
         if pattern is None and like is None:
             pattern = pattern_from_regex(counts.pattern)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
@@ -601,9 +612,10 @@ def train_from_counts(
                 f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
             )
     else:
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+        pattern = run_pattern_from(base, pattern, like)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
-        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
     refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
     if base is not None:
@@ -750,12 +762,12 @@ def train_from_iterator(
     (counting and merging threads). `pattern`, `tie_break`, `like`, `start_from` as in `train`."""
     from .counting import count_words_from_iterator
 
-    specials = check_special_tokens(special_tokens)
+    specials = check_special_tokens(preset_special_tokens(like, special_tokens))
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:  # the base's special tokens split the documents too
         specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
     refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()

@@ -176,6 +176,11 @@ def test_presets_set_the_pattern_the_rule_and_the_layout() -> None:
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("rustbpe", "smallest-id", "rustbpe")
     rules = resolve_rules(like="hf")
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("gpt2", "hf", "hf")
+    rules = resolve_rules(like="nanochat")
+    assert (rules.pattern.name, rules.tie_break, rules.layout) == ("nanochat", "smallest-id", "rustbpe")
+    # rustbpe takes a pattern, as its train_from_iterator(pattern=...) does: nanochat's is one.
+    assert resolve_rules("nanochat", like="rustbpe") == resolve_rules(like="nanochat")
+    assert resolve_rules(CUSTOM, like="rustbpe").pattern.regex == CUSTOM
     # Saying again what the preset says is no contradiction; a regex equal to a named one is that one.
     assert resolve_rules(NAMED_PATTERNS["rustbpe"], "smallest-id", "rustbpe") == resolve_rules(like="rustbpe")
     # Without a preset the layout stays CS336's, whatever the rule.
@@ -202,7 +207,7 @@ def test_a_preset_trains_by_its_rules_into_its_layout(tmp_path: Path, like: str)
 @pytest.mark.parametrize(
     ("keywords", "named"),
     [
-        ({"like": "rustbpe", "pattern": "gpt2"}, ["gpt2", "rustbpe"]),
+        ({"like": "nanochat", "pattern": "rustbpe"}, ["rustbpe", "nanochat"]),
         ({"like": "hf", "pattern": CUSTOM}, [CUSTOM, "hf", "gpt2"]),
         ({"like": "hf", "tie_break": "cs336"}, ["cs336", "hf"]),
         ({"like": "rustbpe", "tie_break": "hf"}, ["hf", "rustbpe", "smallest-id"]),
@@ -213,8 +218,9 @@ def test_a_rule_that_contradicts_the_preset_is_refused_in_one_line(
 ) -> None:
     path = tmp_path / "corpus.txt"
     path.write_text("some text to train on\n", encoding="utf-8")
+    specials = None if keywords.get("like") == "nanochat" else SPECIALS  # nanochat's own nine
     with pytest.raises(BPEInputError, match="contradicts") as refused:
-        train_bpe(path, 300, SPECIALS, trainer="bpe_v1", **keywords)
+        train_bpe(path, 300, specials, trainer="bpe_v1", **keywords)
     message = str(refused.value)
     assert "\n" not in message and all(name in message for name in named)
 
@@ -333,7 +339,12 @@ def test_the_commands_take_the_rules_and_bpe_run_json_records_them(
 
 @pytest.mark.parametrize(
     "arguments",
-    [["--like", "rustbpe", "--pattern", "gpt2"], ["--pattern", "[a-"], ["--like", "hf", "--tie-break", "smallest-id"]],
+    [
+        ["--like", "nanochat", "--pattern", "gpt2"],
+        ["--like", "nanochat", "--special", "<|endoftext|>"],
+        ["--pattern", "[a-"],
+        ["--like", "hf", "--tie-break", "smallest-id"],
+    ],
 )
 def test_the_command_refuses_bad_rules_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str]
