@@ -87,7 +87,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(PRESETS),
         default=None,
         help="train exactly as another tool does: sets the pattern, the tie-break and the vocabulary's ids; "
-        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer.train_from_iterator), hf-files (HF's "
+        "rustbpe (its train_from_iterator; --pattern as its pattern=), nanochat (RustBPETokenizer, its nine "
+        "special tokens), hf (HF tokenizers' BpeTrainer.train_from_iterator on the text split on the special "
+        "tokens), hf-raw (the same on raw documents: special tokens counted as text), hf-files (HF's "
         "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
     )
     parser.add_argument(

@@ -11,12 +11,16 @@
   counted in `vocab_size`; they are the special tokens unless others are given, which are refused.
 - `hf`: HF tokenizers 0.23 `BpeTrainer` with `ByteLevel(add_prefix_space=False)`, its full byte
   alphabet as `initial_alphabet`, `min_frequency=0`, fed the documents (`train_from_iterator`).
+- `hf-raw`: `hf` fed documents that hold the special tokens: HF's `train_from_iterator` counts them as
+  text (`<|`, `endoftext`, `|>`), and so does this preset, the text never split on them; the
+  vocabulary still holds them first.
 - `hf-files`: the same tokenizer with a default `BpeTrainer(vocab_size, special_tokens=...)` and
   `tokenizer.train([path])` (what gigabpe 0.1.0 reproduces): the file read line by line, each line
   pre-tokenized alone, special tokens counted as text, and the alphabet the bytes the text holds
   (layout `hf-files`). Only for one text file (`train`, `train_bpe`, the command with one `-d`).
 
-HF's `min_frequency` and `max_token_length` go with any preset (`merge_limits.py`).
+HF's `min_frequency` and `max_token_length` go with any preset (`merge_limits.py`). Under the HF
+presets a `vocab_size` below the initial tokens (special tokens and bytes) trains, as HF does: no merges.
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class Preset:
     any_pattern: bool = False
     # The tool's own special tokens: the run's when none are given, and no others.
     special_tokens: tuple[str, ...] | None = None
+    # HF's train_from_iterator on raw documents: special tokens counted as text, not split out.
+    specials_as_text: bool = False
 
 
 PRESETS: dict[str, Preset] = {
@@ -60,6 +66,7 @@ PRESETS: dict[str, Preset] = {
     "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT, any_pattern=True),
     "nanochat": Preset(NANOCHAT, SMALLEST_ID, RUSTBPE_LAYOUT, special_tokens=NANOCHAT_SPECIAL_TOKENS),
     "hf": Preset(GPT2, HF, HF_LAYOUT),
+    "hf-raw": Preset(GPT2, HF, HF_LAYOUT, specials_as_text=True),
     "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True),
 }
 
@@ -84,6 +91,16 @@ class TrainingRules:
     by_lines: bool = False  # Preset.by_lines
     # Preset.special_tokens: the tool's own, which no note calls absent from the text.
     own_special_tokens: tuple[str, ...] = ()
+    specials_as_text: bool = False  # Preset.specials_as_text
+
+    def counted_special_tokens(self, special_tokens: list[str]) -> list[str]:
+        """The special tokens the text is split on and counting leaves out: none where they are text."""
+        return [] if self.specials_as_text or self.by_lines else list(special_tokens)
+
+    @property
+    def below_initial(self) -> bool:
+        """Whether a vocab_size below the initial tokens trains (HF's layouts: no merges then)."""
+        return self.layout in (HF_LAYOUT, HF_FILES_LAYOUT)
 
 
 def resolve_rules(
@@ -112,7 +129,9 @@ def resolve_rules(
                 f"tie_break={rule!r} contradicts like={like!r}, which breaks ties by {preset.tie_break!r}; "
                 "give one or the other"
             )
-    return TrainingRules(chosen, rule, preset.layout, limits, preset.by_lines, preset.special_tokens or ())
+    return TrainingRules(
+        chosen, rule, preset.layout, limits, preset.by_lines, preset.special_tokens or (), preset.specials_as_text
+    )
 
 
 def preset_special_tokens(like: str | None, special_tokens: list[str] | None) -> list[str] | None:
