@@ -140,3 +140,25 @@ def test_the_export_encodes_as_nanochats_tokenizer(tmp_path: Path) -> None:
         assert ours.encode_ordinary(line) == theirs.encode_ordinary(line)
     assert ours.encode_single_token("<|bos|>") == theirs.encode_single_token("<|bos|>") == 591
     assert base64.b64encode(merged[590]).decode() in (tmp_path / "out" / "tokenizer.tiktoken").read_text()
+
+
+def test_a_rank_file_with_a_gap_is_said_and_the_presets_leave_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "documents.txt"
+    path.write_text("<|endoftext|>".join(DIGITS), encoding="utf-8")
+    common = ["-d", str(path), "-v", "300", "-q", "--export", "tiktoken"]
+    # CS336's layout puts <|endoftext|> at 256, inside the ranks: the note says so and names the presets.
+    rules = ["--pattern", "nanochat", "--tie-break", "smallest-id"]
+    assert cli_main(["auto", str(tmp_path / "gap"), *common, *rules]) == 0
+    err = capsys.readouterr().err
+    assert "skips id 256" in err and "--like nanochat" in err and err.count("note: tokenizer.tiktoken") == 1
+    ranks = load_tiktoken_ranks(tmp_path / "gap" / "tokenizer.tiktoken")
+    assert 256 not in ranks.values() and max(ranks.values()) == len(ranks)
+    # rustbpe's rules with nanochat's pattern and any special tokens: the ranks run on, the tokens follow.
+    assert cli_main(["auto", str(tmp_path / "none"), *common, "--like", "rustbpe", "--pattern", "nanochat"]) == 0
+    assert "skips" not in capsys.readouterr().err
+    ranks = load_tiktoken_ranks(tmp_path / "none" / "tokenizer.tiktoken")
+    assert sorted(ranks.values()) == list(range(len(ranks)))
+    vocab = json.loads((tmp_path / "none" / "vocab.json").read_text(encoding="utf-8"))
+    assert vocab["<|endoftext|>"] == len(ranks) > 280
