@@ -179,7 +179,8 @@ def test_presets_set_the_pattern_the_rule_and_the_layout() -> None:
     rules = resolve_rules(like="nanochat")
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("nanochat", "smallest-id", "rustbpe")
     # rustbpe takes a pattern, as its train_from_iterator(pattern=...) does: nanochat's is one.
-    assert resolve_rules("nanochat", like="rustbpe") == resolve_rules(like="nanochat")
+    rules, nanochat = resolve_rules("nanochat", like="rustbpe"), resolve_rules(like="nanochat")
+    assert (rules.pattern, rules.tie_break, rules.layout) == (nanochat.pattern, nanochat.tie_break, nanochat.layout)
     assert resolve_rules(CUSTOM, like="rustbpe").pattern.regex == CUSTOM
     # Saying again what the preset says is no contradiction; a regex equal to a named one is that one.
     assert resolve_rules(NAMED_PATTERNS["rustbpe"], "smallest-id", "rustbpe") == resolve_rules(like="rustbpe")
