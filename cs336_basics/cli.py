@@ -47,15 +47,15 @@ from .command_line import (
     human_bytes,
     output_path_argument,
 )
-from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
+from .contract import CS336_LAYOUT, ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .export import EXPORT_FORMATS, export_files
+from .export import EXPORT_FORMATS, export_files, tiktoken_gap_note
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
 from .pattern import GPT2, pattern_label
-from .presets import TrainingRules, refuse_by_lines, resolve_rules
+from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, run_rules
-from .start_from import Base, load_base, num_new_merges, run_special_tokens
+from .start_from import Base, load_base, num_new_merges, run_pattern_from, run_special_tokens
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
 
@@ -122,6 +122,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(tokenizer.tiktoken), comma-separated",
     )
     add_special_tokens_argument(parser)
+    parser.set_defaults(special=None)  # <|endoftext|>, or the preset's own (--like nanochat): see below
     add_rule_arguments(parser)
     parser.add_argument(
         "--start-from",
@@ -149,6 +150,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--cluster counts text; --counts files are already counted")
     if args.start_from is not None and len(args.start_from) > 2:
         parser.error("--start-from takes one path, or a vocab.json and a merges.txt")
+    if args.special is None:
+        args.special = list(PRESETS[args.like].special_tokens or [ENDOFTEXT]) if args.like else [ENDOFTEXT]
     args.export = [name.strip() for name in args.export.split(",") if name.strip()]
     unknown = sorted(set(args.export) - set(EXPORTS))
     if unknown:
@@ -197,8 +200,8 @@ def train_from_sources(
         first_phase="read counts" if args.counts else "count",
         num_workers=num_workers,
         start_from=base,
-        # Count files keep their own pattern unless one is asked for (then it must be theirs).
-        **rules_keywords(rules, args.like, explicit=args.pattern is not None),
+        # Count files keep their own pattern unless one is asked for, or a base's (then it must be theirs).
+        **rules_keywords(rules, args.like, explicit=args.pattern is not None or bool(base and base.pattern)),
     )
     if args.counts:
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
@@ -265,8 +268,11 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     data: Path | None = None
     try:
         options = _workers_option(args.workers)
-        rules = resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
-        start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), args.special)
+        special_tokens = preset_special_tokens(args.like, args.special)  # refuses others than nanochat's
+        start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
+        # A base's recorded pattern carries over unless --pattern says otherwise (start_from.run_pattern_from).
+        pattern = run_pattern_from(start, args.pattern, args.like)
+        rules = resolve_rules(pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
         for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
             num_new_merges(start, size, run_special_tokens(start, args.special))
         with contextlib.ExitStack() as held:
@@ -340,6 +346,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 # A base's special tokens join the run's (start_from.run_special_tokens).
                 exports = export_files(args.export, vocab, merges, result.special_tokens, pattern=result.pattern)
                 sets.append((output, vocab, merges, exports))
+            note = tiktoken_gap_note(vocab, result.special_tokens) if "tiktoken" in args.export else None
+            if note is not None:
+                print(f"note: {note}", file=sys.stderr)
             # Once the first set is in place the run has succeeded: a later signal is only noted.
             written = [
                 output.save(

@@ -16,7 +16,7 @@ from types import FrameType
 
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
-from .pattern import CL100K, GPT2, O200K, RUSTBPE
+from .pattern import CL100K, GPT2, NANOCHAT, O200K, RUSTBPE
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
 
@@ -66,8 +66,8 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME|REGEX",
         help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
-        f"(rustbpe's GPT-4 split), or a regex for "
-        f"the regex module (counted through that module, the slower path)",
+        f"(rustbpe's GPT-4 split), {NANOCHAT} (nanochat's), tiktoken's cl100k_base, o200k_base, r50k_base, "
+        f"or a regex for the regex module (counted through that module, the slower path)",
     )
 
 
@@ -87,7 +87,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(PRESETS),
         default=None,
         help="train exactly as another tool does: sets the pattern, the tie-break and the vocabulary's ids; "
-        "rustbpe (nanochat), hf (HF tokenizers' BpeTrainer.train_from_iterator), hf-files (HF's "
+        "rustbpe (its train_from_iterator; --pattern as its pattern=), nanochat (RustBPETokenizer, its nine "
+        "special tokens), hf (HF tokenizers' BpeTrainer.train_from_iterator on the text split on the special "
+        "tokens), hf-raw (the same on raw documents: special tokens counted as text), hf-files (HF's "
         "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
     )
     parser.add_argument(

@@ -67,11 +67,15 @@ MAX_VOCAB_SIZE = (1 << 31) - 1
 MAX_TOKEN_ID = (1 << 32) - 2
 
 
-def check_vocab_size(vocab_size: object, num_special_tokens: int) -> int:
+def check_vocab_size(vocab_size: object, num_special_tokens: int, *, below_initial: bool = False) -> int:
+    """`vocab_size`, checked: at least the 256 bytes and the special tokens, or with `below_initial`
+    (HF's layouts, as HF's `BpeTrainer` trains) any positive size, below them meaning no merges."""
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
         raise BPEInputError(f"vocab_size must be an integer, got {vocab_size!r}")
+    if below_initial and vocab_size < 1:
+        raise BPEInputError(f"vocab_size={vocab_size} is too small: it must be positive")
     smallest = 256 + num_special_tokens
-    if vocab_size < smallest:
+    if vocab_size < smallest and not below_initial:
         raise BPEInputError(
             f"vocab_size={vocab_size} is too small: the 256 byte tokens and {num_special_tokens} "
             f"special token(s) already need {smallest}"

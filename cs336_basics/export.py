@@ -62,6 +62,7 @@ __all__ = [
     "save_hf_tokenizer_json",
     "save_tiktoken_ranks",
     "tiktoken_encoding",
+    "tiktoken_gap_note",
 ]
 
 EXPORT_FORMATS = ("hf", "tiktoken")
@@ -290,6 +291,23 @@ def _tiktoken_ranks(vocab: Vocab, special_tokens: Iterable[str] | None) -> bytes
     regular, _ = _split_ids(vocab, check_special_tokens(special_tokens))
     lines = (f"{base64.b64encode(token).decode('ascii')} {token_id}\n" for token, token_id in regular.items())
     return "".join(lines).encode("ascii")
+
+
+def tiktoken_gap_note(vocab: Vocab, special_tokens: Iterable[str] | None) -> str | None:
+    """Where the rank file skips ids (the special tokens of the cs336 and hf layouts sit among the
+    ranks), the note that says so, else None: a loader that numbers special tokens `len(ranks) + i`,
+    as nanochat's does, would put them on merged tokens; `tiktoken_encoding` places them right."""
+    specials = check_special_tokens(special_tokens)
+    regular, special_ids = _split_ids(vocab, specials)
+    skipped = sorted(token_id for token_id in special_ids.values() if token_id < len(regular))
+    if not skipped:
+        return None
+    where = f"id {skipped[0]}" if len(skipped) == 1 else f"ids {skipped[0]}-{skipped[-1]}"
+    return (
+        f"tokenizer.tiktoken skips {where} (the special tokens); a loader that numbers special tokens "
+        f"len(ranks) + i (nanochat's) puts them on merged tokens: load it with export.tiktoken_encoding, "
+        "or train with --like rustbpe or --like nanochat (special tokens after the merges)"
+    )
 
 
 def export_files(

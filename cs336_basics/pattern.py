@@ -10,9 +10,14 @@ Named patterns:
   but for whitespace after a text's last newline, as it has no `\\s++$`.
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
+- `nanochat`: nanochat's `SPLIT_PATTERN`: rustbpe's with numbers of one or two digits (`\\p{N}{1,2}`).
+
+Names are case-insensitive, and tiktoken's encoding names are aliases: `cl100k_base` is `cl100k`,
+`o200k_base` is `o200k`, `r50k_base` and `gpt2` are `gpt2`. A pattern that looks like a name (letters,
+digits, `_` and `-` alone: no regex would pre-tokenize with it) but is none is refused, listing them.
 
 The native scanners count and encode `gpt2` (`cpp/scan/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
-(`cpp/scan/pretokenize_gpt4.hpp`); any other regex counts and encodes through `regex`.
+(`cpp/scan/pretokenize_gpt4.hpp`); `nanochat` and any other regex count and encode through `regex`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ GPT2 = "gpt2"
 CL100K = "cl100k"
 O200K = "o200k"
 RUSTBPE = "rustbpe"
+NANOCHAT = "nanochat"
 
 # The assignment's pattern, exactly as it specifies it.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -58,6 +64,12 @@ _RUSTBPE_PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 
+# nanochat's SPLIT_PATTERN (nanochat/tokenizer.py): rustbpe's with `\p{N}{1,2}` for `\p{N}{1,3}`.
+_NANOCHAT_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*"""
+    r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
+)
+
 # What the native scanners count, in bpe::PretokenPattern's order (`_count_cpp.NATIVE_PATTERNS`).
 NATIVE_PATTERNS = (GPT2, CL100K, RUSTBPE, O200K)
 
@@ -66,7 +78,14 @@ NAMED_PATTERNS: dict[str, str] = {
     CL100K: _CL100K_PATTERN,
     O200K: _O200K_PATTERN,
     RUSTBPE: _RUSTBPE_PATTERN,
+    NANOCHAT: _NANOCHAT_PATTERN,
 }
+
+# tiktoken's encoding names for our patterns (r50k's pat_str is gpt2's but for `\s++$`, see above).
+PATTERN_ALIASES: dict[str, str] = {"cl100k_base": CL100K, "o200k_base": O200K, "r50k_base": GPT2}
+
+# What a name looks like; a regex spelled so (no metacharacter) matches only that word.
+_NAME_LIKE = regex.compile(r"[A-Za-z0-9_\-]+")
 
 
 @dataclass(frozen=True)
@@ -104,17 +123,35 @@ class Pattern:
         return self.name or self.regex
 
 
+def known_pattern_names() -> str:
+    """The names `resolve_pattern` takes, for messages."""
+    return ", ".join([*NAMED_PATTERNS, *PATTERN_ALIASES])
+
+
 def resolve_pattern(pattern: str | Pattern | None) -> Pattern:
-    """`None` is `gpt2`; a name is that pattern; any other string a regular expression (the text of a
-    named one is that named pattern). Refuses an expression that does not compile, naming it."""
+    """`None` is `gpt2`; a name (any case, or tiktoken's alias) is that pattern; any other string a
+    regular expression (the text of a named one is that named pattern). Refuses a name-like string
+    that is no name, listing the names, and an expression that does not compile, naming it."""
     if isinstance(pattern, Pattern):
         return pattern
     if pattern is None:
         return Pattern(GPT2_SPLIT_PATTERN, GPT2)
     if not isinstance(pattern, str):
-        raise BPEInputError(f"pattern must be a name ({', '.join(NAMED_PATTERNS)}) or a regex string, got {pattern!r}")
-    if pattern in NAMED_PATTERNS:
-        return Pattern(NAMED_PATTERNS[pattern], pattern)
+        raise BPEInputError(f"pattern must be a name ({known_pattern_names()}) or a regex string, got {pattern!r}")
+    if _NAME_LIKE.fullmatch(pattern):
+        name = PATTERN_ALIASES.get(pattern.lower(), pattern.lower())
+        if name not in NAMED_PATTERNS:
+            raise BPEInputError(
+                f"pattern {pattern!r} is no known name; give one of {known_pattern_names()} (any case), "
+                "or a regular expression"
+            )
+        return Pattern(NAMED_PATTERNS[name], name)
+    return pattern_from_regex(pattern)
+
+
+def pattern_from_regex(pattern: str) -> Pattern:
+    """A pattern given by its expression (a run's or a count file's record): the named pattern whose
+    text it is, else that regex. Refuses an expression that does not compile, naming it."""
     for name, expression in NAMED_PATTERNS.items():
         if pattern == expression:
             return Pattern(expression, name)

@@ -4,15 +4,23 @@
 
 - `cs336`: the assignment (the default).
 - `rustbpe`: rustbpe 0.1.0 (nanochat's trainer): its GPT-4 pattern, ties to the smallest ids, ids
-  as its mergeable ranks give them (bytes, then merges), special tokens after the merges.
+  as its mergeable ranks give them (bytes, then merges), special tokens after the merges. Another
+  `pattern` goes with it, as rustbpe's `train_from_iterator(pattern=...)` takes one.
+- `nanochat`: nanochat's `RustBPETokenizer.train_from_iterator(documents, vocab_size)`: rustbpe with
+  nanochat's pattern, and its nine special tokens (`NANOCHAT_SPECIAL_TOKENS`) after the merges,
+  counted in `vocab_size`; they are the special tokens unless others are given, which are refused.
 - `hf`: HF tokenizers 0.23 `BpeTrainer` with `ByteLevel(add_prefix_space=False)`, its full byte
   alphabet as `initial_alphabet`, `min_frequency=0`, fed the documents (`train_from_iterator`).
+- `hf-raw`: `hf` fed documents that hold the special tokens: HF's `train_from_iterator` counts them as
+  text (`<|`, `endoftext`, `|>`), and so does this preset, the text never split on them; the
+  vocabulary still holds them first.
 - `hf-files`: the same tokenizer with a default `BpeTrainer(vocab_size, special_tokens=...)` and
   `tokenizer.train([path])` (what gigabpe 0.1.0 reproduces): the file read line by line, each line
   pre-tokenized alone, special tokens counted as text, and the alphabet the bytes the text holds
   (layout `hf-files`). Only for one text file (`train`, `train_bpe`, the command with one `-d`).
 
-HF's `min_frequency` and `max_token_length` go with any preset (`merge_limits.py`).
+HF's `min_frequency` and `max_token_length` go with any preset (`merge_limits.py`). Under the HF
+presets a `vocab_size` below the initial tokens (special tokens and bytes) trains, as HF does: no merges.
 """
 
 from __future__ import annotations
@@ -21,8 +29,21 @@ from dataclasses import dataclass
 
 from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .pattern import GPT2, RUSTBPE, Pattern, pattern_label, resolve_pattern
+from .pattern import GPT2, NANOCHAT, RUSTBPE, Pattern, pattern_label, resolve_pattern
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
+
+# nanochat's SPECIAL_TOKENS (nanochat/tokenizer.py), in its order: the ids after the merges.
+NANOCHAT_SPECIAL_TOKENS = (
+    "<|bos|>",
+    "<|user_start|>",
+    "<|user_end|>",
+    "<|assistant_start|>",
+    "<|assistant_end|>",
+    "<|python_start|>",
+    "<|python_end|>",
+    "<|output_start|>",
+    "<|output_end|>",
+)
 
 
 @dataclass(frozen=True)
@@ -32,12 +53,20 @@ class Preset:
     layout: str
     # HF's train(files): each line pre-tokenized alone, special tokens counted as text.
     by_lines: bool = False
+    # The tool takes a pattern of the caller's (`pattern` is then its default).
+    any_pattern: bool = False
+    # The tool's own special tokens: the run's when none are given, and no others.
+    special_tokens: tuple[str, ...] | None = None
+    # HF's train_from_iterator on raw documents: special tokens counted as text, not split out.
+    specials_as_text: bool = False
 
 
 PRESETS: dict[str, Preset] = {
     "cs336": Preset(GPT2, CS336, CS336_LAYOUT),
-    "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT),
+    "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT, any_pattern=True),
+    "nanochat": Preset(NANOCHAT, SMALLEST_ID, RUSTBPE_LAYOUT, special_tokens=NANOCHAT_SPECIAL_TOKENS),
     "hf": Preset(GPT2, HF, HF_LAYOUT),
+    "hf-raw": Preset(GPT2, HF, HF_LAYOUT, specials_as_text=True),
     "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True),
 }
 
@@ -60,6 +89,18 @@ class TrainingRules:
     layout: str
     limits: MergeLimits = NO_LIMITS
     by_lines: bool = False  # Preset.by_lines
+    # Preset.special_tokens: the tool's own, which no note calls absent from the text.
+    own_special_tokens: tuple[str, ...] = ()
+    specials_as_text: bool = False  # Preset.specials_as_text
+
+    def counted_special_tokens(self, special_tokens: list[str]) -> list[str]:
+        """The special tokens the text is split on and counting leaves out: none where they are text."""
+        return [] if self.specials_as_text or self.by_lines else list(special_tokens)
+
+    @property
+    def below_initial(self) -> bool:
+        """Whether a vocab_size below the initial tokens trains (HF's layouts: no merges then)."""
+        return self.layout in (HF_LAYOUT, HF_FILES_LAYOUT)
 
 
 def resolve_rules(
@@ -78,7 +119,7 @@ def resolve_rules(
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
     if like is not None:
         implied = resolve_pattern(preset.pattern)
-        if chosen.regex != implied.regex:
+        if chosen.regex != implied.regex and not preset.any_pattern:
             raise BPEInputError(
                 f"pattern {pattern_label(chosen.regex)} contradicts like={like!r}, which trains with the pattern "
                 f"{implied.label}; give one or the other"
@@ -88,7 +129,24 @@ def resolve_rules(
                 f"tie_break={rule!r} contradicts like={like!r}, which breaks ties by {preset.tie_break!r}; "
                 "give one or the other"
             )
-    return TrainingRules(chosen, rule, preset.layout, limits, preset.by_lines)
+    return TrainingRules(
+        chosen, rule, preset.layout, limits, preset.by_lines, preset.special_tokens or (), preset.specials_as_text
+    )
+
+
+def preset_special_tokens(like: str | None, special_tokens: list[str] | None) -> list[str] | None:
+    """The special tokens of a run `like` a tool with its own (nanochat): those when none are given
+    (None), the same list given again, anything else refused in one line. Other presets: as given."""
+    own = resolve_preset(like).special_tokens
+    if own is None:
+        return special_tokens
+    if special_tokens is None or list(special_tokens) == list(own):
+        return list(own)
+    raise BPEInputError(
+        f"like={like!r} places its own special tokens after the merges ({', '.join(own)}); special tokens "
+        f"{list(special_tokens)} contradict it: leave them out, or train like='rustbpe' with pattern={like!r} "
+        "to place others there"
+    )
 
 
 def refuse_by_lines(rules: TrainingRules, given: str) -> None:

@@ -53,7 +53,7 @@ from typing import Any, BinaryIO
 from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
 from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .pattern import GPT2, NAMED_PATTERNS, Pattern, resolve_pattern
+from .pattern import GPT2, NAMED_PATTERNS, Pattern, pattern_from_regex
 from .tie_break import CS336
 
 try:
@@ -724,7 +724,7 @@ def _run_problem(run: object) -> str | None:
         if not isinstance(pattern.get("name"), (str, type(None))):
             return "pattern.name must be a string or null"
         try:
-            resolve_pattern(pattern["regex"])
+            pattern_from_regex(pattern["regex"])
         except BPEInputError as error:
             return str(error)
     for name in ("tie_break", "layout"):
@@ -740,7 +740,7 @@ def _run_problem(run: object) -> str | None:
 def run_pattern(run: dict[str, Any] | None) -> Pattern:
     """The pattern a run trained with (read_run_info's metadata, `recorded_rules`): its recorded regex,
     which is a named pattern when it is that pattern's text."""
-    return resolve_pattern(recorded_rules(run or {})["pattern"]["regex"])
+    return pattern_from_regex(recorded_rules(run or {})["pattern"]["regex"])
 
 
 def run_layout(run: dict[str, Any] | None) -> str:

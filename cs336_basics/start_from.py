@@ -22,7 +22,7 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .contract import (
@@ -35,6 +35,8 @@ from .contract import (
     check_special_tokens,
     merge_word,
 )
+from .pattern import Pattern, pattern_label, resolve_pattern
+from .presets import resolve_preset
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class Base:
     merges: Merges
     special_tokens: list[str] = field(default_factory=list)
     source: str = "start_from"  # what it was read from, for messages
+    # The pattern it was trained with, where it records one (a training run's bpe_run.json).
+    pattern: Pattern | None = None
 
     @property
     def next_id(self) -> int:
@@ -189,6 +193,32 @@ def extended_vocab(base: Base, special_tokens: Iterable[str], new_merges: Merges
     return vocab
 
 
+def run_pattern_from(base: Base | None, pattern: str | Pattern | None, like: str | None) -> str | Pattern | None:
+    """The pattern a run from `base` trains with: the one asked for, else the base's (where it records
+    one), else `like`'s or the default. A pattern asked for (or `like`'s) that is not the base's is
+    refused, naming both: the new merges would be counted on other pre-tokens than the base's."""
+    if base is None or base.pattern is None:
+        return pattern
+    recorded = base.pattern
+    if pattern is None and like is not None:
+        preset = resolve_preset(like)
+        implied = None if preset.any_pattern else resolve_pattern(preset.pattern)
+        if implied is not None and implied.regex != recorded.regex:
+            raise BPEInputError(
+                f"like={like!r} trains with the pattern {implied.label}, but {base.source} was trained with "
+                f"{pattern_label(recorded.regex)}: go on from it with its pattern, or start from another base"
+            )
+    if pattern is None:
+        return recorded
+    asked = resolve_pattern(pattern)
+    if asked.regex != recorded.regex:
+        raise BPEInputError(
+            f"pattern {pattern_label(asked.regex)} contradicts {base.source}, which was trained with the pattern "
+            f"{pattern_label(recorded.regex)}; leave the pattern out to go on with the base's"
+        )
+    return asked
+
+
 def run_special_tokens(base: Base, special_tokens: Iterable[str]) -> list[str]:
     """The special tokens of a run from `base`: the base's, then those given that it lacks; text is
     split on all of them, as the base's tokenizer splits it."""
@@ -286,12 +316,13 @@ def _load_directory(path: Path, specials: list[str]) -> Base:
 
 
 def _load_pair(vocab_path: Path, merges_path: Path, specials: list[str]) -> Base:
-    from .serialization import load_tokenizer_files
+    from .serialization import load_tokenizer_files, run_pattern
 
     vocab, merges, run = load_tokenizer_files(vocab_path, merges_path)
     recorded = list(run["special_tokens"]) if run else []
     source = str(vocab_path.parent) if run else f"{vocab_path} and {merges_path}"
-    return check_base(vocab, merges, _union(recorded, specials), source)
+    base = check_base(vocab, merges, _union(recorded, specials), source)
+    return replace(base, pattern=run_pattern(run)) if run else base
 
 
 def _union(first: list[str], second: Iterable[str]) -> list[str]:

@@ -26,6 +26,8 @@ from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .contract import (
     CS336_LAYOUT,
+    HF_FILES_LAYOUT,
+    HF_LAYOUT,
     BPEInputError,
     Merges,
     Vocab,
@@ -39,11 +41,19 @@ from .contract import (
 )
 from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
-from .pattern import Pattern, pattern_label, resolve_pattern
+from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
-from .presets import TrainingRules, refuse_by_lines, resolve_rules
+from .presets import TrainingRules, preset_special_tokens, refuse_by_lines, resolve_preset, resolve_rules
 from .progress import progress_bar
-from .start_from import Base, StartFrom, extended_vocab, load_base, num_new_merges, run_special_tokens
+from .start_from import (
+    Base,
+    StartFrom,
+    extended_vocab,
+    load_base,
+    num_new_merges,
+    run_pattern_from,
+    run_special_tokens,
+)
 from .tie_break import CS336
 from .word_counts import counted_text_bytes
 
@@ -214,13 +224,14 @@ class TrainingResult:
         run's layout. Each merge is chosen from the counts and the merges before it, so a smaller
         run's merges are this run's first ones; where this run stopped early, a larger size stops at
         the same place."""
-        vocab_size = check_vocab_size(vocab_size, len(self.special_tokens))
+        below = self.layout in (HF_LAYOUT, HF_FILES_LAYOUT)  # HF trains any size (presets.TrainingRules)
+        vocab_size = check_vocab_size(vocab_size, len(self.special_tokens), below_initial=below)
         if self.base is not None:
             first = len(self.base.merges)
             new = self.merges[first : first + num_new_merges(self.base, vocab_size, self.special_tokens)]
             return extended_vocab(self.base, self.special_tokens, new, self.layout), [*self.base.merges, *new]
         initial = 256 if self.alphabet is None else len(self.alphabet)
-        merges = self.merges[: vocab_size - initial - len(self.special_tokens)]
+        merges = self.merges[: max(0, vocab_size - initial - len(self.special_tokens))]
         return assemble_vocab(self.special_tokens, merges, self.layout, self.alphabet), merges
 
 
@@ -231,7 +242,8 @@ def check_vocab_sizes(vocab_size: int | None, vocab_sizes: Iterable[int] | None)
         sizes.append(vocab_size)
     if not sizes:
         raise BPEInputError("give vocab_size, or vocab_sizes for several vocabularies from one run")
-    return sorted({check_vocab_size(size, 0) for size in sizes})  # each checked again with its specials
+    # Each is checked again with its special tokens and rules (below_initial: positive here).
+    return sorted({check_vocab_size(size, 0, below_initial=True) for size in sizes})
 
 
 def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int, tuple[Vocab, Merges]]:
@@ -279,12 +291,13 @@ def train(
     from .formats import is_url
     from .ingest.plan import as_plan
 
-    specials = check_special_tokens(special_tokens)
+    specials = check_special_tokens(preset_special_tokens(like, special_tokens))
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:
         specials = run_special_tokens(base, specials)
-    vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
+    vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
+    counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
     source = plan.files[0]
     in_place = len(plan.files) == 1 and source.in_place and not is_url(source.path)
@@ -308,7 +321,7 @@ def train(
 
         def count() -> WordCounts:
             return count_inputs(
-                plan, specials, num_workers=count_options.num_workers, progress=progress, pattern=rules.pattern
+                plan, counted, num_workers=count_options.num_workers, progress=progress, pattern=rules.pattern
             )
 
         return train_after_counting(
@@ -322,12 +335,13 @@ def train(
             **rules_keywords(rules, like),
         )[0]
     path = check_input_file(source.path)  # an empty file refused, as every version does
-    num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
+    # Below the initial tokens (HF's presets train it): no merges.
+    num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
 
     started = time.perf_counter()
     size = path.stat().st_size
     with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
-        word_counts = version.pretokenize_and_count(path, specials, count_options, advance, pattern=rules.pattern)
+        word_counts = version.pretokenize_and_count(path, counted, count_options, advance, pattern=rules.pattern)
     # The counts are this function's own: a version that can frees them once its merge loop has them.
     release_words = REGISTRY[name].merges_native_counts
     return _merge_phase(
@@ -440,7 +454,8 @@ def _merge_phase(
     bytes the vocabulary starts from (layout hf-files), never with a base."""
     rules = rules or resolve_rules()
     num_words = len(word_counts)
-    absent = absent_special_tokens(word_counts, specials, source_bytes)
+    absent = [] if rules.specials_as_text else absent_special_tokens(word_counts, specials, source_bytes)
+    absent = [token for token in absent if token not in rules.own_special_tokens]  # nanochat's are for chats
     near_misses = looks_misspelled(absent, word_counts) if absent else []
     if near_misses:
         print(f"note: {absent_tokens_note(near_misses)}", file=sys.stderr)
@@ -613,24 +628,33 @@ def train_from_counts(
         counts = WordCounts.load(counts)
     elif isinstance(counts, Sequence):
         counts = WordCounts.load_all(counts)
+    special_tokens = preset_special_tokens(like, special_tokens)
+    as_text = resolve_preset(like).specials_as_text  # hf-raw: counted with none split out
     if isinstance(counts, WordCounts):
         if special_tokens is None:
-            special_tokens = list(counts.special_tokens)
+            special_tokens = [] if as_text else list(counts.special_tokens)
         base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
-        if base is not None and set(run_special_tokens(base, special_tokens)) != set(counts.special_tokens):
+        if as_text:
+            if counts.special_tokens:
+                raise BPEInputError(
+                    f"like={like!r} counts special tokens as text; the word counts were split on "
+                    f"{counts.special_tokens}: count again with none"
+                )
+        elif base is not None and set(run_special_tokens(base, special_tokens)) != set(counts.special_tokens):
             raise BPEInputError(
                 f"the word counts were made with special tokens {counts.special_tokens}; the run from "
                 f"{base.source} splits on {run_special_tokens(base, special_tokens)}: count again with those"
             )
-        if base is not None:
+        if base is not None and not as_text:
             special_tokens = list(counts.special_tokens)
-        elif list(special_tokens) != list(counts.special_tokens):
+        elif not as_text and list(special_tokens) != list(counts.special_tokens):
             raise BPEInputError(
                 f"the word counts were made with special tokens {counts.special_tokens}, not {list(special_tokens)}; "
                 "count again with these special tokens"
             )
+        pattern = run_pattern_from(base, pattern, like)
         if pattern is None and like is None:
-            pattern = counts.pattern
+            pattern = pattern_from_regex(counts.pattern)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(
@@ -638,20 +662,22 @@ def train_from_counts(
                 f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
             )
     else:
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+        pattern = run_pattern_from(base, pattern, like)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
-        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
     refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
     if base is not None:
         specials = run_special_tokens(base, specials)
-    vocab_size = check_vocab_size(vocab_size, len(specials))
+    vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     name = trainer or default_trainer()
     version = load_trainer(name)
     # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
     native = REGISTRY[name].merges_native_counts and counts.native is not None
     word_counts = counts.native if native else counts.counts
-    num_merges = vocab_size - 256 - len(specials) if base is None else num_new_merges(base, vocab_size, specials)
+    # Below the initial tokens (HF's presets train it): no merges.
+    num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
 
     source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
     return _merge_phase(
@@ -787,12 +813,12 @@ def train_from_iterator(
     (counting and merging threads). `pattern`, `tie_break`, `like`, `start_from` as in `train`."""
     from .counting import count_words_from_iterator
 
-    specials = check_special_tokens(special_tokens)
+    specials = check_special_tokens(preset_special_tokens(like, special_tokens))
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:  # the base's special tokens split the documents too
         specials = run_special_tokens(base, specials)
-    vocab_size = check_vocab_size(vocab_size, len(specials))
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
+    vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
@@ -801,7 +827,7 @@ def train_from_iterator(
     def count() -> WordCounts:
         counts = count_words_from_iterator(
             texts,
-            specials,
+            rules.counted_special_tokens(specials),
             num_workers=count_options.num_workers,
             progress=progress,
             length=length,

@@ -19,9 +19,10 @@ from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import assemble_vocab, count_words_in_text
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.counting import count_words, count_words_from_iterator
-from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
+from cs336_basics.pattern import NAMED_PATTERNS, Pattern, resolve_pattern
 from cs336_basics.phases import CountParallelism
 from cs336_basics.presets import resolve_rules
+from cs336_basics.serialization import run_pattern
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer, train, train_bpe_from_iterator
 from cs336_basics.word_counts import WordCounts
@@ -175,6 +176,12 @@ def test_presets_set_the_pattern_the_rule_and_the_layout() -> None:
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("rustbpe", "smallest-id", "rustbpe")
     rules = resolve_rules(like="hf")
     assert (rules.pattern.name, rules.tie_break, rules.layout) == ("gpt2", "hf", "hf")
+    rules = resolve_rules(like="nanochat")
+    assert (rules.pattern.name, rules.tie_break, rules.layout) == ("nanochat", "smallest-id", "rustbpe")
+    # rustbpe takes a pattern, as its train_from_iterator(pattern=...) does: nanochat's is one.
+    rules, nanochat = resolve_rules("nanochat", like="rustbpe"), resolve_rules(like="nanochat")
+    assert (rules.pattern, rules.tie_break, rules.layout) == (nanochat.pattern, nanochat.tie_break, nanochat.layout)
+    assert resolve_rules(CUSTOM, like="rustbpe").pattern.regex == CUSTOM
     # Saying again what the preset says is no contradiction; a regex equal to a named one is that one.
     assert resolve_rules(NAMED_PATTERNS["rustbpe"], "smallest-id", "rustbpe") == resolve_rules(like="rustbpe")
     # Without a preset the layout stays CS336's, whatever the rule.
@@ -201,7 +208,7 @@ def test_a_preset_trains_by_its_rules_into_its_layout(tmp_path: Path, like: str)
 @pytest.mark.parametrize(
     ("keywords", "named"),
     [
-        ({"like": "rustbpe", "pattern": "gpt2"}, ["gpt2", "rustbpe"]),
+        ({"like": "nanochat", "pattern": "rustbpe"}, ["rustbpe", "nanochat"]),
         ({"like": "hf", "pattern": CUSTOM}, [CUSTOM, "hf", "gpt2"]),
         ({"like": "hf", "tie_break": "cs336"}, ["cs336", "hf"]),
         ({"like": "rustbpe", "tie_break": "hf"}, ["hf", "rustbpe", "smallest-id"]),
@@ -212,8 +219,9 @@ def test_a_rule_that_contradicts_the_preset_is_refused_in_one_line(
 ) -> None:
     path = tmp_path / "corpus.txt"
     path.write_text("some text to train on\n", encoding="utf-8")
+    specials = None if keywords.get("like") == "nanochat" else SPECIALS  # nanochat's own nine
     with pytest.raises(BPEInputError, match="contradicts") as refused:
-        train_bpe(path, 300, SPECIALS, trainer="bpe_v1", **keywords)
+        train_bpe(path, 300, specials, trainer="bpe_v1", **keywords)
     message = str(refused.value)
     assert "\n" not in message and all(name in message for name in named)
 
@@ -233,6 +241,36 @@ def test_bad_rules_are_refused_naming_them(tmp_path: Path, keywords: dict[str, s
         with pytest.raises(BPEInputError) as refused:
             call()
         assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "name"),
+    [("GPT2", "gpt2"), ("Cl100K", "cl100k"), ("cl100k_base", "cl100k"), ("O200K_BASE", "o200k"),
+     ("o200k_base", "o200k"), ("r50k_base", "gpt2"), ("gpt2", "gpt2"), ("NanoChat", "nanochat")],
+)
+def test_pattern_names_take_any_case_and_tiktoken_aliases(given: str, name: str) -> None:
+    assert resolve_pattern(given) == resolve_pattern(name) == Pattern(NAMED_PATTERNS[name], name)
+
+
+@pytest.mark.parametrize("given", ["gpt4", "GPT-4", "cl100", "p50k_base", "words"])
+def test_a_name_like_pattern_that_is_no_name_is_refused_listing_the_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    with pytest.raises(BPEInputError) as refused:
+        resolve_pattern(given)
+    message = str(refused.value)
+    assert "\n" not in message and given in message
+    assert all(name in message for name in [*NAMED_PATTERNS, "cl100k_base", "o200k_base", "r50k_base"])
+    # The command refuses it before training, where it once trained on the word's matches alone.
+    path = tmp_path / "corpus.txt"
+    path.write_text(f"{given} and {given} again, words and gpt4\n" * 20, encoding="utf-8")
+    assert cli_main(["bpe_v1", str(tmp_path / "out"), "-d", str(path), "-v", "300", "-q", "--pattern", given]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "cl100k_base" in err
+    assert not (tmp_path / "out" / "bpe_run.json").exists()
+    # A regex with a metacharacter is a regex; a recorded one (a run's, a count file's) is read as written.
+    assert resolve_pattern(rf"{given}|\s+").name is None
+    assert run_pattern({"pattern": {"name": None, "regex": given}}) == Pattern(given)
 
 
 def test_count_files_record_their_pattern_and_refuse_another(tmp_path: Path, trainer: str) -> None:
@@ -302,7 +340,12 @@ def test_the_commands_take_the_rules_and_bpe_run_json_records_them(
 
 @pytest.mark.parametrize(
     "arguments",
-    [["--like", "rustbpe", "--pattern", "gpt2"], ["--pattern", "[a-"], ["--like", "hf", "--tie-break", "smallest-id"]],
+    [
+        ["--like", "nanochat", "--pattern", "gpt2"],
+        ["--like", "nanochat", "--special", "<|endoftext|>"],
+        ["--pattern", "[a-"],
+        ["--like", "hf", "--tie-break", "smallest-id"],
+    ],
 )
 def test_the_command_refuses_bad_rules_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments: list[str]

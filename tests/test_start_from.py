@@ -580,3 +580,49 @@ def test_the_timing_script_runs_both_and_gives_the_ratio(small_runs: dict) -> No
     assert lines[0].startswith("bpe_v2 on corpus.en") and "300 tokens" in lines[0]
     assert [line.split(":")[0] for line in lines[1:]] == ["round 1", "round 2", "median"]
     assert "ratio" in lines[-1] and "CPU ratio" in lines[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The base's pattern
+
+
+def test_a_base_pattern_carries_over_and_a_contradiction_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "corpus.txt"
+    text = "HeLLo WORLDs, it's 2024/25 don'T\n" * 40 + EOT + "Nouns AND Verbs 123456\n" * 30
+    corpus.write_text(text, encoding="utf-8")
+    base = tmp_path / "base"
+    assert cli_main(["auto", str(base), "-d", str(corpus), "-v", "280", "--pattern", "o200k", "-q"]) == 0
+    at_once = train_bpe(corpus, 320, SPECIALS, pattern="o200k")
+    assert at_once != train_bpe(corpus, 320, SPECIALS)  # the pattern shows in the merges
+    # Without a pattern, a run from the base trains with o200k and records it.
+    went_on = ["auto", str(tmp_path / "on"), "-d", str(corpus), "-v", "320", "-q", "--start-from", str(base)]
+    assert cli_main(went_on) == 0
+    assert read_set(tmp_path / "on") == at_once
+    assert json.loads((tmp_path / "on" / "bpe_run.json").read_text(encoding="utf-8"))["pattern"]["name"] == "o200k"
+    assert train_bpe(corpus, 320, SPECIALS, start_from=base) == at_once
+    documents = corpus.read_text(encoding="utf-8").split(EOT)
+    assert train_bpe_from_iterator(documents, 320, SPECIALS, start_from=base) == at_once
+    counts = count_words_in_text(corpus.read_text(encoding="utf-8"), SPECIALS, pattern="o200k")
+    assert train_bpe_from_counts(dict(counts), 320, SPECIALS, start_from=base) == at_once
+    # Saying it again is fine; another pattern, or a preset's, is refused naming both.
+    assert train_bpe(corpus, 320, SPECIALS, start_from=base, pattern="o200k_base") == at_once
+    for keywords in ({"pattern": "gpt2"}, {"like": "hf"}):
+        with pytest.raises(BPEInputError) as refused:
+            train_bpe(corpus, 320, SPECIALS, start_from=base, **keywords)
+        message = str(refused.value)
+        assert "o200k" in message and "gpt2" in message and str(base) in message and "\n" not in message
+    assert cli_main(["auto", str(tmp_path / "no"), "-d", str(corpus), "-v", "320", "-q", "--start-from", str(base),
+                     "--pattern", "cl100k"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "o200k" in err and "cl100k" in err
+    assert not (tmp_path / "no" / "bpe_run.json").exists()
+    # Count files made with another pattern than the base's are refused, naming both.
+    from cs336_basics.count_cli import main as count_main
+
+    assert count_main([str(corpus), "-o", str(tmp_path / "gpt2.counts"), "-q"]) == 0
+    assert cli_main(["auto", str(tmp_path / "c"), "--counts", str(tmp_path / "gpt2.counts"), "-v", "320", "-q",
+                     "--start-from", str(base)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "o200k" in err and "gpt2" in err
