@@ -49,7 +49,7 @@ from .command_line import (
 )
 from .contract import CS336_LAYOUT, ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .export import EXPORT_FORMATS, export_files, tiktoken_gap_note
+from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
 from .pattern import GPT2, pattern_label
@@ -346,9 +346,6 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 # A base's special tokens join the run's (start_from.run_special_tokens).
                 exports = export_files(args.export, vocab, merges, result.special_tokens, pattern=result.pattern)
                 sets.append((output, vocab, merges, exports))
-            note = tiktoken_gap_note(vocab, result.special_tokens) if "tiktoken" in args.export else None
-            if note is not None:
-                print(f"note: {note}", file=sys.stderr)
             # Once the first set is in place the run has succeeded: a later signal is only noted.
             written = [
                 output.save(

@@ -62,7 +62,6 @@ __all__ = [
     "save_hf_tokenizer_json",
     "save_tiktoken_ranks",
     "tiktoken_encoding",
-    "tiktoken_gap_note",
 ]
 
 EXPORT_FORMATS = ("hf", "tiktoken")
@@ -288,26 +287,17 @@ def _hf_files(
 
 
 def _tiktoken_ranks(vocab: Vocab, special_tokens: Iterable[str] | None) -> bytes:
-    regular, _ = _split_ids(vocab, check_special_tokens(special_tokens))
-    lines = (f"{base64.b64encode(token).decode('ascii')} {token_id}\n" for token, token_id in regular.items())
+    """The rank file's lines, `base64(token) id`, in id order, with no gap: a special token the layout
+    puts among the regular ids (256, ... in CS336's, 0, ... in HF's) is written at its id, so a loader
+    that numbers its own special tokens `len(ranks) + i` (nanochat's) never lands on a merged token.
+    Special tokens after the last regular id (rustbpe's and nanochat's layout) are left out, as
+    rustbpe's own ranks leave them."""
+    regular, special_ids = _split_ids(vocab, check_special_tokens(special_tokens))
+    last_regular = max(regular.values(), default=-1)
+    ranks = [(token_id, token) for token, token_id in regular.items()]
+    ranks += [(token_id, text.encode("utf-8")) for text, token_id in special_ids.items() if token_id < last_regular]
+    lines = (f"{base64.b64encode(token).decode('ascii')} {token_id}\n" for token_id, token in sorted(ranks))
     return "".join(lines).encode("ascii")
-
-
-def tiktoken_gap_note(vocab: Vocab, special_tokens: Iterable[str] | None) -> str | None:
-    """Where the rank file skips ids (the special tokens of the cs336 and hf layouts sit among the
-    ranks), the note that says so, else None: a loader that numbers special tokens `len(ranks) + i`,
-    as nanochat's does, would put them on merged tokens; `tiktoken_encoding` places them right."""
-    specials = check_special_tokens(special_tokens)
-    regular, special_ids = _split_ids(vocab, specials)
-    skipped = sorted(token_id for token_id in special_ids.values() if token_id < len(regular))
-    if not skipped:
-        return None
-    where = f"id {skipped[0]}" if len(skipped) == 1 else f"ids {skipped[0]}-{skipped[-1]}"
-    return (
-        f"tokenizer.tiktoken skips {where} (the special tokens); a loader that numbers special tokens "
-        f"len(ranks) + i (nanochat's) puts them on merged tokens: load it with export.tiktoken_encoding, "
-        "or train with --like rustbpe or --like nanochat (special tokens after the merges)"
-    )
 
 
 def export_files(
@@ -374,9 +364,9 @@ def save_hf_tokenizer(
 
 
 def save_tiktoken_ranks(path: str | os.PathLike, vocab: Vocab, special_tokens: Iterable[str] | None = None) -> Path:
-    """tiktoken's rank file: one `base64(token_bytes) id` line per regular token, in id order.
-    Special tokens are not in it (tiktoken takes them separately); pass the same list to
-    `tiktoken_encoding`."""
+    """tiktoken's rank file: one `base64(token_bytes) id` line per token, in id order, with no gap
+    (a special token among the regular ids is written at its id; tiktoken takes special tokens
+    separately, so pass the same list to `tiktoken_encoding`)."""
     target = Path(path)
     write_atomically(target, _tiktoken_ranks(vocab, special_tokens))
     return target
@@ -438,9 +428,12 @@ def tiktoken_encoding(
         run = read_run_info(Path(ranks).parent)
         if pattern is None:
             pattern = run_pattern(run)
-        taken = set(mergeable.values())
-        special_ids = _layout_special_ids(run_layout(run), mergeable, specials)
-        clashes = sorted(taken.intersection(special_ids.values()))
+        # A special token among the regular ids is written at its id (no gap); it is special here.
+        listed = {text: token_id for text in specials if (token_id := mergeable.get(text.encode("utf-8"))) is not None}
+        for text in listed:
+            del mergeable[text.encode("utf-8")]
+        special_ids = _layout_special_ids(run_layout(run), mergeable, specials) | listed
+        clashes = sorted(set(mergeable.values()).intersection(special_ids.values()))
         if clashes:
             raise BPEInputError(f"{ranks}: ids {clashes} are regular tokens; give the vocabulary to place specials")
     if overlapping := [a for a in specials for b in specials if a != b and b.startswith(a)]:

@@ -404,14 +404,16 @@ def _load_tiktoken(path: Path, specials: list[str]) -> Base:
         raise BPEInputError(f"start_from: {path}: two tokens share a rank")
     merges: Merges = []
     merge_rank: dict[tuple[bytes, bytes], int] = {}
+    # Our rank files write a special token the layout puts among the ranks at its id (export.py).
+    special_bytes = {token.encode("utf-8") for token in specials}
     for _, token in sorted(vocab.items()):
-        if len(token) < 2:
+        if len(token) < 2 or token in special_bytes:
             continue
         parts = encode_word(token, merge_rank)
         if len(parts) != 2:
             raise BPEInputError(
                 f"start_from: {path}: its ranks do not build its tokens: {token!r} is not two tokens ranked "
-                f"before it (it encodes to {len(parts)})"
+                f"before it (it encodes to {len(parts)}; a special token is named with special_tokens / --special)"
             )
         merge_rank[(parts[0], parts[1])] = len(merges)
         merges.append((parts[0], parts[1]))

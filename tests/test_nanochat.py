@@ -142,22 +142,31 @@ def test_the_export_encodes_as_nanochats_tokenizer(tmp_path: Path) -> None:
     assert base64.b64encode(merged[590]).decode() in (tmp_path / "out" / "tokenizer.tiktoken").read_text()
 
 
-def test_a_rank_file_with_a_gap_is_said_and_the_presets_leave_none(
+def test_no_rank_file_leaves_a_gap_where_a_loaders_special_token_could_land(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "documents.txt"
     path.write_text("<|endoftext|>".join(DIGITS), encoding="utf-8")
     common = ["-d", str(path), "-v", "300", "-q", "--export", "tiktoken"]
-    # CS336's layout puts <|endoftext|> at 256, inside the ranks: the note says so and names the presets.
+    # CS336's layout puts <|endoftext|> at 256, among the ranks: the file lists it there, so the ranks run
+    # 0 .. len - 1 and a loader's special token at len(ranks) + i lands on no merged token.
     rules = ["--pattern", "nanochat", "--tie-break", "smallest-id"]
-    assert cli_main(["auto", str(tmp_path / "gap"), *common, *rules]) == 0
-    err = capsys.readouterr().err
-    assert "skips id 256" in err and "--like nanochat" in err and err.count("note: tokenizer.tiktoken") == 1
-    ranks = load_tiktoken_ranks(tmp_path / "gap" / "tokenizer.tiktoken")
-    assert 256 not in ranks.values() and max(ranks.values()) == len(ranks)
+    assert cli_main(["auto", str(tmp_path / "cs336"), *common, *rules]) == 0
+    assert "tiktoken" not in capsys.readouterr().err
+    ranks = load_tiktoken_ranks(tmp_path / "cs336" / "tokenizer.tiktoken")
+    vocab = json.loads((tmp_path / "cs336" / "vocab.json").read_text(encoding="utf-8"))
+    assert sorted(ranks.values()) == list(range(len(ranks))) == list(range(len(vocab)))
+    assert ranks[b"<|endoftext|>"] == vocab["<|endoftext|>"] == 256
+    # Loaded with its special token it gives our ids; loaded as a base, the token stays special at 256.
+    encoding = tiktoken_encoding(tmp_path / "cs336" / "tokenizer.tiktoken", ["<|endoftext|>"])
+    ours = Tokenizer.from_files(tmp_path / "cs336" / "vocab.json", tmp_path / "cs336" / "merges.txt", ["<|endoftext|>"])
+    text = "<|endoftext|>".join(DIGITS[:2])
+    assert encoding.encode(text, allowed_special="all") == ours.encode(text)
+    grown, _ = train_bpe(path, 310, ["<|endoftext|>"], start_from=tmp_path / "cs336" / "tokenizer.tiktoken")
+    assert grown[256] == b"<|endoftext|>" and len(grown) == 310
     # rustbpe's rules with nanochat's pattern and any special tokens: the ranks run on, the tokens follow.
     assert cli_main(["auto", str(tmp_path / "none"), *common, "--like", "rustbpe", "--pattern", "nanochat"]) == 0
-    assert "skips" not in capsys.readouterr().err
+    assert "tiktoken" not in capsys.readouterr().err
     ranks = load_tiktoken_ranks(tmp_path / "none" / "tokenizer.tiktoken")
     assert sorted(ranks.values()) == list(range(len(ranks)))
     vocab = json.loads((tmp_path / "none" / "vocab.json").read_text(encoding="utf-8"))
