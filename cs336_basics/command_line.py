@@ -16,6 +16,7 @@ from types import FrameType
 
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
+from .merge_limits import MAX_LIMIT
 from .pattern import CL100K, GPT2, O200K, RUSTBPE
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
@@ -71,6 +72,23 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def limit_argument(least: int):
+    """`--min-frequency` / `--max-token-length`: a whole number from `least` to MAX_LIMIT, refused
+    here, before any work (a larger one would overflow the C++ loop after counting)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:  # not a number, or more digits than Python converts
+            value = -1
+        if not least <= value <= MAX_LIMIT:
+            shown = text if len(text) <= 40 else f"{text[:40]}..."
+            raise argparse.ArgumentTypeError(f"expected a whole number from {least} to 2**63 - 1, got {shown!r}")
+        return value
+
+    return parse
+
+
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     """`--pattern`, `--tie-break`, `--like`, `--min-frequency` and `--max-token-length` (see
     `presets.resolve_rules`)."""
@@ -92,7 +110,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-frequency",
-        type=int,
+        type=limit_argument(0),
         default=None,
         metavar="N",
         help="stop at the first best pair that counts fewer than N, as HF's BpeTrainer(min_frequency=N) "
@@ -100,7 +118,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-token-length",
-        type=int,
+        type=limit_argument(1),
         default=None,
         metavar="N",
         help="never merge a pair into a token of N bytes or more (two-byte tokens excepted), as HF's "

@@ -763,6 +763,83 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         )
 
 
+def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
+    """The fourth hardening round (issue 51, items 2, 4 and 6): no traceback at the new surfaces, no
+    silent or late failure, and a run's own output that always loads."""
+    root = work / "round4"
+    root.mkdir()
+    corpus = words_corpus(root / "corpus.txt", 20_000, seed=4)
+
+    def cli(out: str, *options: str, data: Path = corpus) -> list[str]:
+        return ["-c", CLI, "bpe_v7" if trainer_status()["bpe_v7"].available else "bpe_v6", str(root / out),
+                "-d", str(data), "-q", *options]  # fmt: skip
+
+    # Item 4: limits too large for the C++ loop, a base nested too deeply, signals as a cluster starts
+    for option in ("--min-frequency", "--max-token-length"):
+        yield Case(f"round4: {option} 10**23", cli(f"o-{option}", option, str(10**23)), (2,),
+                   rf"argument {option}: expected a whole number from \d to 2\*\*63 - 1")  # fmt: skip
+    nested = root / "nested.json"
+    nested.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    yield Case("round4: --start-from a tokenizer.json nested 100,000 deep", cli("o-nested", "--start-from",
+               str(nested)), (2,), r"\Aerror: start_from: cannot read .*nested\.json .*nested too deeply")  # fmt: skip
+    if importlib.util.find_spec("distributed") is not None:
+        # The run's process says "ready" (on stdout) at one moment of a local cluster's first seconds: as
+        # the first worker process is spawned, or as the cluster closes after counting, holding Dask's
+        # loop there until the signal has arrived (where Dask's exit handler used to close it for 10 s).
+        # Not held while the workers start: the main thread, waiting on Dask, sees a signal another
+        # thread received only once the start is done.
+        moment_child = root / "cluster_moment.py"
+        moment_child.write_text(textwrap.dedent(
+            """
+            import sys, threading
+            if __name__ == "__main__":
+                import distributed.deploy.spec as spec, distributed.process as process
+                from cs336_basics import command_line
+                from cs336_basics.cli import main
+
+                arrived, told = threading.Event(), []
+                real_handle = command_line.InterruptHandling._handle
+                def handle(self, signum, frame):
+                    arrived.set()
+                    return real_handle(self, signum, frame)
+                command_line.InterruptHandling._handle = handle
+
+                def ready(hold=True):
+                    if not told:
+                        told.append(True)
+                        print("ready", flush=True)
+                        if hold:
+                            arrived.wait(60)
+
+                if sys.argv[1] == "spawned":
+                    real_start = process.AsyncProcess.start
+                    def start(self):
+                        future = real_start(self)
+                        future.add_done_callback(lambda _: ready(hold=False))
+                        return future
+                    process.AsyncProcess.start = start
+                else:
+                    real_close = spec.SpecCluster._close
+                    async def close(self):
+                        ready()
+                        return await real_close(self)
+                    spec.SpecCluster._close = close
+                sys.exit(main(sys.argv[2:]))
+            """))  # fmt: skip
+        for moment in ("spawned", "closing"):
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                yield Case(
+                    f"round4: {signal.Signals(signum).name} as a local cluster's workers are {moment}",
+                    [str(moment_child), moment, "bpe_v2", str(root / f"o-cluster-{moment}-{signum}"), "-d",
+                     str(corpus), "-q", "-v", "300", "--cluster", "local:2"],  # fmt: skip
+                    (128 + signum,),
+                    r"\Ainterrupted\Z",
+                    fast=False,
+                    memory_mb=8192,
+                    interrupt=signum,
+                )
+
+
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
@@ -989,6 +1066,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     yield from round3_input_cases(work, full)
     yield from round3_tool_cases(work, full)
     yield from round3_run_cases(work, full)
+    yield from round4_surface_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:
