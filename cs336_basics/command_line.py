@@ -61,9 +61,24 @@ def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def unicode_argument(text: str) -> str:
+    """A value that must be Unicode text: one holding bytes that are not UTF-8 (a shell's `$'\\xff'`,
+    which Python passes on as lone surrogates) is refused here, not when the run writes it out."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        try:
+            shown = repr(text.encode("utf-8", "surrogateescape"))  # the bytes as given on the command line
+        except UnicodeEncodeError:
+            shown = repr(text)
+        raise argparse.ArgumentTypeError(f"not valid UTF-8 text: {shown} (at character {error.start})") from None
+    return text
+
+
 def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pattern",
+        type=unicode_argument,
         default=None,
         metavar="NAME|REGEX",
         help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
@@ -72,21 +87,18 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def limit_argument(least: int):
-    """`--min-frequency` / `--max-token-length`: a whole number from `least` to MAX_LIMIT, refused
-    here, before any work (a larger one would overflow the C++ loop after counting)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:  # not a number, or more digits than Python converts
-            value = -1
-        if not least <= value <= MAX_LIMIT:
-            shown = text if len(text) <= 40 else f"{text[:40]}..."
-            raise argparse.ArgumentTypeError(f"expected a whole number from {least} to 2**63 - 1, got {shown!r}")
-        return value
-
-    return parse
+def limit_argument(text: str) -> int:
+    """`--min-frequency` / `--max-token-length`: a whole number at most MAX_LIMIT, refused here, before
+    any work (a larger one would overflow the C++ loop after counting); the lower bounds are
+    `merge_limits.check_merge_limits`'s, as for the Python API."""
+    try:
+        value = int(text)
+    except ValueError:  # not a number, or more digits than Python converts
+        value = MAX_LIMIT + 1
+    if value > MAX_LIMIT:
+        shown = text if len(text) <= 40 else f"{text[:40]}..."
+        raise argparse.ArgumentTypeError(f"expected a whole number up to 2**63 - 1, got {shown!r}")
+    return value
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +122,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-frequency",
-        type=limit_argument(0),
+        type=limit_argument,
         default=None,
         metavar="N",
         help="stop at the first best pair that counts fewer than N, as HF's BpeTrainer(min_frequency=N) "
@@ -118,7 +130,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-token-length",
-        type=limit_argument(1),
+        type=limit_argument,
         default=None,
         metavar="N",
         help="never merge a pair into a token of N bytes or more (two-byte tokens excepted), as HF's "

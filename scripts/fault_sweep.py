@@ -777,11 +777,44 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
     # Item 4: limits too large for the C++ loop, a base nested too deeply, signals as a cluster starts
     for option in ("--min-frequency", "--max-token-length"):
         yield Case(f"round4: {option} 10**23", cli(f"o-{option}", option, str(10**23)), (2,),
-                   rf"argument {option}: expected a whole number from \d to 2\*\*63 - 1")  # fmt: skip
+                   rf"argument {option}: expected a whole number up to 2\*\*63 - 1")  # fmt: skip
     nested = root / "nested.json"
     nested.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
     yield Case("round4: --start-from a tokenizer.json nested 100,000 deep", cli("o-nested", "--start-from",
                str(nested)), (2,), r"\Aerror: start_from: cannot read .*nested\.json .*nested too deeply")  # fmt: skip
+
+    # Item 6: silent or late: an undeclared <|endoftext|>, a pattern that is not UTF-8, the real reason
+    # a minimum frequency stopped the run (for every size it cut short)
+    plain = root / "plain"
+    subprocess.run([sys.executable, "-c", CLI, "bpe_v2", str(plain), "-d", str(corpus), "-q", "-v", "300",
+                    "--special"], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
+    yield Case("round4: encoding text of <|endoftext|> it does not declare", [*ENCODE, str(corpus),
+               str(root / "ids.npy"), "--tokenizer", str(plain), "-q"], (0,),
+               r"\Anote: '<\|endoftext\|>' \(\d+ ids\) occurs in the text but is not a special token here.* "
+               r"pass --special-token '<\|endoftext\|>'")  # fmt: skip
+    yield Case("round4: --pattern $'\\xff|\\w+'", cli("o-pattern", "--pattern", os.fsdecode(b"\xff|\\w+")), (2,),
+               r"argument --pattern: not valid UTF-8 text")  # fmt: skip
+    yield Case("round4: --min-frequency above every count", cli("o-minfreq", "-v", "300", "--min-frequency",
+               "10000000"), (2,), r"error: no merge made from .*: no pair reaches the minimum frequency "
+               r"10,000,000 \(--min-frequency 10000000\)\Z")  # fmt: skip
+    # The summary (stdout) must say which size stopped short, where, and why: checked inside the child.
+    cut_short = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        from cs336_basics.cli import main
+        out = {str(root / "o-cut-short")!r}
+        summary = io.StringIO()
+        with contextlib.redirect_stdout(summary):
+            code = main(["bpe_v2", out, "-d", {str(corpus)!r}, "-q", "-v", "300,2000", "--min-frequency", "20"])
+        tokens = len(json.load(open(out + "/v2000/vocab.json")))
+        note = (f"note          v2000/ stopped at {{tokens:,}} tokens, short of 2,000: no pair left reaches the "
+                "minimum frequency 20 (--min-frequency 20)")
+        sys.exit(code if code else None if note in summary.getvalue().splitlines() else "no such note: " + note)
+        """
+    )
+    yield Case("round4: -v 300,2000 --min-frequency 20 notes v2000/ and why", ["-c", cut_short], (0,), r"\A\Z")
+
     if importlib.util.find_spec("distributed") is not None:
         # The run's process says "ready" (on stdout) at one moment of a local cluster's first seconds: as
         # the first worker process is spawned, or as the cluster closes after counting, holding Dask's

@@ -1,9 +1,10 @@
 """The command line where a newcomer meets it first: no data given, a missing file, `| head`; and its
 edges: limits too large for the merge loop, a base file nested too deeply, a signal while a local
-cluster starts or closes."""
+cluster starts, a pattern that is not UTF-8, and the reason a minimum frequency gives for stopping."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -160,3 +161,39 @@ def test_ctrl_c_while_the_local_workers_start_ends_the_run_quietly(corpus: Path,
     assert "Traceback" not in err and "never retrieved" not in err
     assert err.strip() == "interrupted", err
     assert not (tmp_path / "out" / "vocab.json").exists()
+
+
+def test_a_pattern_that_is_not_utf8_is_refused_naming_the_option(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pattern = os.fsdecode(b"\xff|\\w+|.")  # what Python makes of $'\xff|\w+|.' on the command line
+    with pytest.raises(SystemExit) as stopped:
+        cli_main(["bpe_v2", str(tmp_path / "out"), "-d", str(corpus), "-q", "--pattern", pattern])
+    assert stopped.value.code == 2
+    assert "argument --pattern: not valid UTF-8 text: b'\\xff|\\\\w+|.'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_minimum_frequency_no_pair_reaches_is_named_as_the_reason(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["bpe_v2", str(tmp_path / "out"), "-d", str(corpus), "-q", "-v", "300", "--min-frequency", "100000"]
+    assert cli_main([*argv, "--special"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no pair reaches the minimum frequency 100,000 (--min-frequency 100000)" in err
+    assert "two bytes" not in err
+
+
+def test_each_size_a_minimum_frequency_cut_short_is_noted_with_the_reason(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert cli_main(["bpe_v2", str(out), "-d", str(corpus), "-q", "-v", "258,300", "--min-frequency", "50"]) == 0
+    reached = len(json.loads((out / "v300" / "vocab.json").read_text()))
+    assert 258 < reached < 300
+    notes = [line for line in capsys.readouterr().out.splitlines() if line.startswith("note")]
+    assert notes == [
+        f"note          v300/ stopped at {reached} tokens, short of 300: no pair left reaches the minimum "
+        "frequency 50 (--min-frequency 50)"
+    ]
