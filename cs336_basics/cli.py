@@ -55,7 +55,7 @@ from .ingest.plan import plan_inputs
 from .merge_limits import MergeLimits
 from .pattern import GPT2, pattern_label
 from .presets import TrainingRules, refuse_by_lines, resolve_rules
-from .serialization import OutputDirectory, run_rules
+from .serialization import OutputDirectory, large_tokens_note, run_rules
 from .start_from import Base, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
@@ -363,6 +363,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             if start is not None:
                 kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
                 details["start_from"] = {"source": start.source, **kept}
+            note = large_tokens_note(result.vocab)
+            if note is not None:  # before the (long) writing, which this note explains
+                print(note, file=sys.stderr)
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)

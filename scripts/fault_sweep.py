@@ -783,6 +783,27 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
     yield Case("round4: --start-from a tokenizer.json nested 100,000 deep", cli("o-nested", "--start-from",
                str(nested)), (2,), r"\Aerror: start_from: cannot read .*nested\.json .*nested too deeply")  # fmt: skip
 
+    # Item 2: a run's own output loads, whatever its tokens' size (the 64 MB run of one letter, scaled
+    # down by lowering the limit a tokenizer file may hold), and the run says so before writing
+    huge_out = root / "o-huge"
+    huge_word = textwrap.dedent(
+        f"""
+        import sys
+        import cs336_basics.serialization as serialization
+        from cs336_basics import Tokenizer
+        from cs336_basics.cli import main
+        serialization.MAX_TOKENIZER_FILE_BYTES = 64 << 10
+        open({str(root / "run.txt")!r}, "wb").write(b"a" * 64_000)
+        code = main(["bpe_v2", {str(huge_out)!r}, "-d", {str(root / "run.txt")!r}, "-q", "-v", "300", "--special"])
+        for vocab, merges in (("vocab.json", "merges.txt"), ("vocab.pkl", "merges.pkl")):
+            Tokenizer.from_files({str(huge_out)!r} + "/" + vocab, {str(huge_out)!r} + "/" + merges)
+        sys.exit(code)
+        """
+    )
+    yield Case("round4: a run of one letter writes files past the limit, which load", ["-c", huge_word], (0,),
+               r"\Anote: the vocabulary's tokens total 0\.\d MB, the longest 0\.\d MB .* loads only beside the "
+               r"bpe_run\.json written with it\Z")  # fmt: skip
+
     # Item 6: silent or late: an undeclared <|endoftext|>, a pattern that is not UTF-8, the real reason
     # a minimum frequency stopped the run (for every size it cut short)
     plain = root / "plain"
