@@ -52,9 +52,10 @@ from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, export_files
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
+from .merge_limits import MergeLimits
 from .pattern import GPT2, pattern_label
 from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
-from .serialization import OutputDirectory, run_rules
+from .serialization import OutputDirectory, large_tokens_note, run_rules
 from .start_from import Base, load_base, num_new_merges, run_pattern_from, run_special_tokens
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
@@ -236,6 +237,34 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
     return rows
 
 
+def _stop_reason(limits: MergeLimits, left: str = " left") -> str:
+    """Why training made no more merges, in the terms of the options that stopped it."""
+    conditions, options = [], []
+    if limits.min_frequency > 1:
+        conditions.append(f"reaches the minimum frequency {limits.min_frequency:,}")
+        options.append(f"--min-frequency {limits.min_frequency}")
+    if limits.max_token_length is not None:
+        conditions.append(f"makes a token under {limits.max_token_length:,} bytes")
+        options.append(f"--max-token-length {limits.max_token_length}")
+    if not options:
+        return f"no pair{left} to merge"
+    return f"no pair{left} {' and '.join(conditions)} ({', '.join(options)})"
+
+
+def _stop_notes(result: TrainingResult, sizes: list[int], sets: list[tuple]) -> list[tuple[str, str]]:
+    """The summary's notes for the sizes (`-v`) a run could not reach: where it stopped, and why."""
+    reason = _stop_reason(result.limits)
+    if len(sizes) == 1:
+        if len(result.vocab) >= sizes[0]:
+            return []
+        return [("note", f"stopped early at {len(result.vocab):,} tokens ({len(result.merges):,} merges): {reason}")]
+    return [
+        ("note", f"{output.path.name}/ stopped at {len(vocab):,} tokens, short of {size:,}: {reason}")
+        for size, (output, vocab, _, _) in zip(sizes, sets)
+        if len(vocab) < size
+    ]
+
+
 def _workers_option(requested: int | None) -> dict[str, int]:
     """`--workers` as the trainers' option, checked before any work; a capped count is reported."""
     workers = check_num_workers(requested, "--workers")
@@ -303,9 +332,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
                 refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
                 sources = args.data or ([str(data)] if data else [])
-                result, described = train_from_sources(
-                    args, trainer, sources, options.get("num_workers"), rules, start
-                )
+                result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules, start)
             else:
                 largest = args.vocab_sizes[-1]
                 # Inspected once: train reads the plan, and the description below asks it what the file is.
@@ -325,6 +352,8 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                     described = f"{data} ({human_bytes(data.stat().st_size)} of {plan.files[0].describe()})"
             base = 256 + len(args.special)
             if not result.merges and args.vocab_sizes[-1] > base:
+                if result.limits.min_frequency > 1 or result.limits.max_token_length is not None:
+                    raise BPEInputError(f"no merge made from {described}: {_stop_reason(result.limits, left='')}")
                 # Text whose every pre-token is one byte (a stray 2-byte readme.md): a vocabulary of bytes alone.
                 raise BPEInputError(
                     f"nothing to train on in {described}: no pre-token has two bytes to merge "
@@ -340,6 +369,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             if start is not None:
                 kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
                 details["start_from"] = {"source": start.source, **kept}
+            note = large_tokens_note(result.vocab)
+            if note is not None:  # before the (long) writing, which this note explains
+                print(note, file=sys.stderr)
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
@@ -380,11 +412,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         ("vocab", f"{len(result.vocab):,} ({len(result.merges):,} merges)"),
         ("words", f"{result.num_words:,} distinct pre-tokens"),
         *_rules_rows(result, args.like),
-        *(
-            [("note", f"stopped early: no pair left to merge after {len(result.merges):,} merges")]
-            if len(result.vocab) < args.vocab_sizes[-1]
-            else []
-        ),
+        *_stop_notes(result, args.vocab_sizes, sets),
         *((phase, f"{seconds:,.2f} s") for phase, seconds in result.seconds.items()),
         ("peak memory", human_bytes(peak_rss_bytes())),  # now, so that saving counts too
         *(

@@ -215,13 +215,69 @@ _WORKER_IGNORES_SIGINT = "import signal\n\ndef dask_setup(worker):\n    signal.s
 def _kill_workers(cluster: Any) -> None:
     """End the local cluster's worker processes at once (SIGKILL): a run that stops has no use for
     their work, and Dask's own close waits seconds for a busy one. Each nanny is told first, so that
-    it does not start a new worker in place of the one killed."""
-    for nanny in list(getattr(cluster, "workers", {}).values()):
+    it does not start a new worker in place of the one killed. Nannies still starting count too."""
+    nannies = [*getattr(cluster, "workers", {}).values(), *getattr(cluster, "_created", ())]
+    for nanny in {id(nanny): nanny for nanny in nannies}.values():
         with contextlib.suppress(Exception):
             nanny.close_gracefully(reason="the run stopped")
             process = nanny.process.process
             if process.is_alive():
                 os.kill(process.pid, signal.SIGKILL)
+
+
+def _quiet_asyncio() -> None:
+    """Silence asyncio's log for the rest of the process: a cluster stopped while it starts leaves
+    Dask tasks whose failure nobody awaits, and asyncio reports each when it is collected ("Task
+    exception was never retrieved", a traceback) after the run has said why it ended."""
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL + 1)
+
+
+# What a spawned process runs first, put before multiprocessing's own program (see _SigintIgnoredAtSpawn).
+_SPAWN_PROGRAM = "from multiprocessing.spawn import "
+_IGNORE_SIGINT_FIRST = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+
+
+class _SigintIgnoredAtSpawn:
+    """While active, each process multiprocessing spawns ignores SIGINT from its first statement, as
+    the local workers must: Ctrl-C reaches every process of the terminal's group, and a worker still
+    starting (importing Dask, a second or more before its preload runs) would end with a traceback of
+    its own. The statement is put before the child's `-c` program; this process's own handling of
+    SIGINT is untouched, so no Ctrl-C is lost. Python's start-up before it (tens of milliseconds) is
+    the one moment left where a worker can still print one."""
+
+    def __init__(self) -> None:
+        import multiprocessing.util
+
+        self._util = multiprocessing.util
+        self._real = multiprocessing.util.spawnv_passfds
+
+    def _spawn(self, path: Any, args: Any, passfds: Any) -> int:
+        args = list(args)
+        for index, arg in enumerate(args[:-1]):
+            if arg == "-c" and str(args[index + 1]).startswith(_SPAWN_PROGRAM):
+                args[index + 1] = _IGNORE_SIGINT_FIRST + args[index + 1]
+                break
+        return self._real(path, args, passfds)
+
+    def __enter__(self) -> _SigintIgnoredAtSpawn:
+        self._util.spawnv_passfds = self._spawn
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._util.spawnv_passfds = self._real
+
+
+def _close_local_cluster(cluster: Any) -> None:
+    """Close the cluster; a signal while it closes ends the workers at once and leaves it to no one:
+    Dask's exit handler would close it again, waiting up to 10 s for the workers."""
+    try:
+        with contextlib.suppress(Exception):  # a cluster interrupted mid-run may refuse to close cleanly
+            cluster.close()
+    except BaseException:
+        _kill_workers(cluster)
+        cluster.shutdown_on_close = False
+        _quiet_asyncio()
+        raise
 
 
 @contextmanager
@@ -243,30 +299,32 @@ def _local_cluster(distributed, workers: int) -> Iterator[object]:
     known = {id(cluster) for cluster in list(SpecCluster._instances)}
     try:
         # The workers' own logs stay quiet: a failed task reaches the client as one ClusterTaskError.
-        cluster = distributed.LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=":0",
-            silence_logs=logging.CRITICAL,
-            preload=[_WORKER_IGNORES_SIGINT],
-        )
+        with _SigintIgnoredAtSpawn():
+            cluster = distributed.LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+                silence_logs=logging.CRITICAL,
+                preload=[_WORKER_IGNORES_SIGINT],
+            )
     except BaseException as error:
         logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)  # connect restores it
+        _quiet_asyncio()
         # By identity: a half-built cluster cannot even compare itself with another (it has no name yet).
         for half_started in [cluster for cluster in list(SpecCluster._instances) if id(cluster) not in known]:
+            half_started.shutdown_on_close = False  # Dask's exit handler skips it then
+            _kill_workers(half_started)  # their processes, spawned or starting, need no graceful end
             with contextlib.suppress(Exception):
                 half_started.close(timeout=5)
-            half_started.shutdown_on_close = False  # Dask's exit handler skips it then
         if isinstance(error, Exception):
             raise ClusterUnavailableError(f"the local Dask cluster could not start: {_one_line(error)}") from None
         raise
     try:
         yield cluster
     finally:
-        # A cluster interrupted mid-run may refuse to close cleanly; the run's own message stands.
-        with contextlib.suppress(Exception):
-            cluster.close()
+        # The run's own message stands, whatever the close meets.
+        _close_local_cluster(cluster)
 
 
 @contextmanager

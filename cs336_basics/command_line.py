@@ -16,6 +16,7 @@ from types import FrameType
 
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
+from .merge_limits import MAX_LIMIT
 from .pattern import CL100K, GPT2, NANOCHAT, O200K, RUSTBPE
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
@@ -60,15 +61,44 @@ def add_special_tokens_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def unicode_argument(text: str) -> str:
+    """A value that must be Unicode text: one holding bytes that are not UTF-8 (a shell's `$'\\xff'`,
+    which Python passes on as lone surrogates) is refused here, not when the run writes it out."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        try:
+            shown = repr(text.encode("utf-8", "surrogateescape"))  # the bytes as given on the command line
+        except UnicodeEncodeError:
+            shown = repr(text)
+        raise argparse.ArgumentTypeError(f"not valid UTF-8 text: {shown} (at character {error.start})") from None
+    return text
+
+
 def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pattern",
+        type=unicode_argument,
         default=None,
         metavar="NAME|REGEX",
         help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
         f"(rustbpe's GPT-4 split), {NANOCHAT} (nanochat's), tiktoken's cl100k_base, o200k_base, r50k_base, "
         f"or a regex for the regex module (counted through that module, the slower path)",
     )
+
+
+def limit_argument(text: str) -> int:
+    """`--min-frequency` / `--max-token-length`: a whole number at most MAX_LIMIT, refused here, before
+    any work (a larger one would overflow the C++ loop after counting); the lower bounds are
+    `merge_limits.check_merge_limits`'s, as for the Python API."""
+    try:
+        value = int(text)
+    except ValueError:  # not a number, or more digits than Python converts
+        value = MAX_LIMIT + 1
+    if value > MAX_LIMIT:
+        shown = text if len(text) <= 40 else f"{text[:40]}..."
+        raise argparse.ArgumentTypeError(f"expected a whole number up to 2**63 - 1, got {shown!r}")
+    return value
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +124,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-frequency",
-        type=int,
+        type=limit_argument,
         default=None,
         metavar="N",
         help="stop at the first best pair that counts fewer than N, as HF's BpeTrainer(min_frequency=N) "
@@ -102,7 +132,7 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-token-length",
-        type=int,
+        type=limit_argument,
         default=None,
         metavar="N",
         help="never merge a pair into a token of N bytes or more (two-byte tokens excepted), as HF's "

@@ -9,7 +9,9 @@ The command `cs336-encode-dataset`; also `python -m cs336_bpe.encode_cli` (insta
 `--tokenizer OUT_DIR` reads a training run's output directory (its vocab.json and merges.txt, or the
 pickles when those are missing); `--vocab` and `--merges` name the files instead. The special tokens
 are those of the training run (its `bpe_run.json` beside the vocabulary); `--special-token`
-(repeatable) chooses others, `--no-special-tokens` none. A compressed input is refused by name
+(repeatable) chooses others, `--no-special-tokens` none. Text holding `<|endoftext|>` (or another
+`<|...|>` token of the vocabulary) that is not a special token then gets a one-line note naming the
+`--special-token` to pass: it is encoded as ordinary text, GPT-2's as 7 ids. A compressed input is refused by name
 before any work: decompress it first.
 
 The array is uint16 when every id fits, else uint32; load it with `numpy.load(path, mmap_mode="r")`
@@ -28,7 +30,9 @@ signal once the array is in place is only noted: the run has succeeded, exit 0).
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .command_line import InterruptHandling, output_path_argument
-from .contract import BPEInputError, check_text_file
+from .contract import ENDOFTEXT, BPEInputError, check_text_file
 from .progress import progress_bar
 from .serialization import _signals_held, check_output_dir
 from .tokenizer import Tokenizer
@@ -99,6 +103,35 @@ def encode_file(
         Path(temporary).unlink(missing_ok=True)
         raise
     return data.stat().st_size, tokens
+
+
+# A token that reads like a special one: <|endoftext|>, <|im_start|>, <|fim_prefix|> ...
+SPECIAL_LOOKING = re.compile(rb"<\|[^\s<>|]{1,64}\|>")
+
+
+def undeclared_special_tokens(tokenizer: Tokenizer, data: Path) -> list[str]:
+    """The special-looking tokens the text holds that are not special here: <|endoftext|>, and the
+    vocabulary's tokens of its form (GPT-2's vocab.json lists it among ordinary tokens). Found with
+    one memory-mapped search per token, each stopping at its first occurrence."""
+    declared = set(tokenizer.special_tokens)
+    candidates = {ENDOFTEXT.encode()} | {
+        token for token in tokenizer.vocab.values() if SPECIAL_LOOKING.fullmatch(token)
+    }
+    candidates = {token for token in candidates if token.decode("utf-8", "replace") not in declared}
+    if not candidates or data.stat().st_size == 0:
+        return []
+    with data.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as text:
+        return sorted(token.decode() for token in candidates if text.find(token) != -1)
+
+
+def undeclared_note(tokenizer: Tokenizer, tokens: list[str]) -> str:
+    """One line: which special-looking tokens are encoded as ordinary text, and the flag to change it."""
+    shown = ", ".join(f"{token!r} ({len(tokenizer.encode(token))} ids)" for token in tokens)
+    flags = " ".join(f"--special-token '{token}'" for token in tokens)
+    return (
+        f"note: {shown} occurs in the text but is not a special token here, so it is encoded as ordinary "
+        f"text; pass {flags} to encode it as one id (--no-special-tokens silences this note)"
+    )
 
 
 def tokenizer_files(directory: Path) -> tuple[Path, Path]:
@@ -179,6 +212,9 @@ def _encode(args: argparse.Namespace, special_tokens: list[str] | None, interrup
         tokenizer = Tokenizer.from_files(vocab, merges, special_tokens, native=False if args.pure else None)
         if not args.quiet:
             print(f"special tokens: {', '.join(tokenizer.special_tokens) or 'none'}", file=sys.stderr)
+        undeclared = [] if args.no_special_tokens else undeclared_special_tokens(tokenizer, args.data)
+        if undeclared:  # shown even with -q: the ids would differ from what the user likely meant
+            print(undeclared_note(tokenizer, undeclared), file=sys.stderr)
         started = time.perf_counter()
         chunk_bytes = max(1, int(args.block_mb * 1e6)) if args.block_mb else None
         size, tokens = encode_file(

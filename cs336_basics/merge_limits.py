@@ -9,7 +9,8 @@ applies them; they are generic, so every tie-break and preset takes them, and ev
   without the limit, so two-byte tokens are made whatever the limit. A length is in bytes: HF counts
   characters, and each of ByteLevel's characters is one byte.
 
-Refused one way for every version: `check_merge_limits`. None (the default) of each: no limit.
+Refused one way for every version: `check_merge_limits`. None (the default) of each: no limit. Each is
+at most `MAX_LIMIT` (2**63 - 1, the C++ loop's integers): no count or token reaches it anyway.
 """
 
 from __future__ import annotations
@@ -39,11 +40,14 @@ class MergeLimits:
 
 
 NO_LIMITS = MergeLimits()
+MAX_LIMIT = 2**63 - 1
 
 
 def _check_integer(name: str, value: object, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise BPEInputError(f"{name} must be an integer of at least {least} (or None), got {value!r}")
+    if value > MAX_LIMIT:
+        raise BPEInputError(f"{name} must be at most 2**63 - 1, got {value!r}")
     return value
 
 

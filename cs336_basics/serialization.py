@@ -618,13 +618,36 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 # The most a vocabulary, merges or run file may hold: GPT-2's vocab.json is 1 MB, and a file of
 # millions of tokens some tens of MB; anything larger is some other file (a corpus named by mistake)
-# that parsing would turn into many times its size in memory.
+# that parsing would turn into many times its size in memory. A file its bpe_run.json records (a run's
+# own output, whose tokens may be huge: a run of one letter) may be as large as recorded.
 MAX_TOKENIZER_FILE_BYTES = 256 << 20
 
 
-def _read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_TOKENIZER_FILE_BYTES; anything else is refused before
-    it is read (a FIFO would wait for a writer, /dev/zero never ends)."""
+def recorded_size(path: Path, run: dict[str, Any] | None) -> int:
+    """The size `run` recorded for the file at `path` (0 when it records none)."""
+    expected = run["files"].get(path.name) if run is not None else None
+    size = expected.get("bytes") if isinstance(expected, dict) else None
+    return size if _is_int(size) and size > 0 else 0
+
+
+def large_tokens_note(vocab: Vocab) -> str | None:
+    """A note for a vocabulary whose tokens are so long that its files pass half of
+    MAX_TOKENIZER_FILE_BYTES each (every file holds every token's bytes at least once), or None."""
+    total = sum(map(len, vocab.values()))
+    if total <= MAX_TOKENIZER_FILE_BYTES // 2:
+        return None
+    longest = max(map(len, vocab.values()))
+    return (
+        f"note: the vocabulary's tokens total {total / 1e6:,.1f} MB, the longest {longest / 1e6:,.1f} MB (the "
+        "text holds a pre-token that long, a run of one character?); each output file holds them all, and "
+        f"one over {MAX_TOKENIZER_FILE_BYTES / 2**20:g} MiB loads only beside the bpe_run.json written with it"
+    )
+
+
+def _read_bytes(path: Path, allowed: int = 0) -> bytes:
+    """The bytes of a regular file of at most MAX_TOKENIZER_FILE_BYTES (or `allowed`, a size its run
+    recorded, when larger); anything else is refused before it is read (a FIFO would wait for a
+    writer, /dev/zero never ends)."""
     try:
         # Not blocking: opening a FIFO for reading would wait for a writer before fstat could refuse it.
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -634,8 +657,11 @@ def _read_bytes(path: Path) -> bytes:
         raise BPEInputError(f"{path} is a directory, not a file") from None
     except OSError as error:
         raise BPEInputError(f"cannot read {path}: {error.strerror or error}") from None
-    limit = MAX_TOKENIZER_FILE_BYTES
-    too_large = f"{path} is larger than a tokenizer file may be ({limit >> 20} MiB); is it the right file?"
+    limit = max(MAX_TOKENIZER_FILE_BYTES, allowed)
+    too_large = (
+        f"{path} is larger than a tokenizer file may be ({limit >> 20} MiB); is it the right file? (a larger "
+        "one loads beside the bpe_run.json of the run that wrote it)"
+    )
     try:
         status = os.fstat(descriptor)
         if stat.S_ISDIR(status.st_mode):
@@ -786,19 +812,20 @@ def _read_for_run(path: Path, run: dict[str, Any] | None) -> bytes:
     read from the run's commit directory; if the live run moved it meanwhile, from `path` again."""
     if run is None:
         return _read_bytes(path)
+    allowed = recorded_size(path, run)  # the run's own file loads at any size it wrote
     first: bytes | None = None
     with contextlib.suppress(BPEInputError):
-        first = _read_bytes(path)
+        first = _read_bytes(path, allowed)
         if _matches_run(path, first, run):
             return first
     copy = _committed_copy(path, run)
     if copy is not None:
         with contextlib.suppress(BPEInputError):
-            data = _read_bytes(copy)
+            data = _read_bytes(copy, allowed)
             if _matches_run(path, data, run):
                 return data
         first = None
-    data = _read_bytes(path) if first is None else first  # raises what is wrong with it
+    data = _read_bytes(path, allowed) if first is None else first  # raises what is wrong with it
     _check_against_run(path, data, run)
     return data
 

@@ -345,6 +345,10 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BPEInputError(f"start_from: cannot read {path} as an HF tokenizer.json: {error}") from None
+    except RecursionError:
+        raise BPEInputError(f"start_from: cannot read {path} as an HF tokenizer.json: nested too deeply") from None
+    except ValueError as error:  # e.g. an integer past Python's digit limit
+        raise BPEInputError(f"start_from: cannot read {path} as an HF tokenizer.json: {error}") from None
     model = document.get("model") if isinstance(document, dict) else None
     if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
         raise BPEInputError(f"start_from: {path} is not a BPE tokenizer.json (its model is not BPE)")

@@ -839,6 +839,137 @@ def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
                r"\Anote: special token '<\|endoftext\|>' never occurs in the training text \(a typo\?\)\Z")
 
 
+def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
+    """The fourth hardening round (issue 51, items 2, 4 and 6): no traceback at the new surfaces, no
+    silent or late failure, and a run's own output that always loads."""
+    root = work / "round4"
+    root.mkdir()
+    corpus = words_corpus(root / "corpus.txt", 20_000, seed=4)
+
+    def cli(out: str, *options: str, data: Path = corpus) -> list[str]:
+        return ["-c", CLI, "bpe_v7" if trainer_status()["bpe_v7"].available else "bpe_v6", str(root / out),
+                "-d", str(data), "-q", *options]  # fmt: skip
+
+    # Item 4: limits too large for the C++ loop, a base nested too deeply, signals as a cluster starts
+    for option in ("--min-frequency", "--max-token-length"):
+        yield Case(f"round4: {option} 10**23", cli(f"o-{option}", option, str(10**23)), (2,),
+                   rf"argument {option}: expected a whole number up to 2\*\*63 - 1")  # fmt: skip
+    nested = root / "nested.json"
+    nested.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    yield Case("round4: --start-from a tokenizer.json nested 100,000 deep", cli("o-nested", "--start-from",
+               str(nested)), (2,), r"\Aerror: start_from: cannot read .*nested\.json .*nested too deeply")  # fmt: skip
+
+    # Item 2: a run's own output loads, whatever its tokens' size (the 64 MB run of one letter, scaled
+    # down by lowering the limit a tokenizer file may hold), and the run says so before writing
+    huge_out = root / "o-huge"
+    huge_word = textwrap.dedent(
+        f"""
+        import sys
+        import cs336_basics.serialization as serialization
+        from cs336_basics import Tokenizer
+        from cs336_basics.cli import main
+        serialization.MAX_TOKENIZER_FILE_BYTES = 64 << 10
+        open({str(root / "run.txt")!r}, "wb").write(b"a" * 64_000)
+        code = main(["bpe_v2", {str(huge_out)!r}, "-d", {str(root / "run.txt")!r}, "-q", "-v", "300", "--special"])
+        for vocab, merges in (("vocab.json", "merges.txt"), ("vocab.pkl", "merges.pkl")):
+            Tokenizer.from_files({str(huge_out)!r} + "/" + vocab, {str(huge_out)!r} + "/" + merges)
+        sys.exit(code)
+        """
+    )
+    yield Case("round4: a run of one letter writes files past the limit, which load", ["-c", huge_word], (0,),
+               r"\Anote: the vocabulary's tokens total 0\.\d MB, the longest 0\.\d MB .* loads only beside the "
+               r"bpe_run\.json written with it\Z")  # fmt: skip
+
+    # Item 6: silent or late: an undeclared <|endoftext|>, a pattern that is not UTF-8, the real reason
+    # a minimum frequency stopped the run (for every size it cut short)
+    plain = root / "plain"
+    subprocess.run([sys.executable, "-c", CLI, "bpe_v2", str(plain), "-d", str(corpus), "-q", "-v", "300",
+                    "--special"], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
+    yield Case("round4: encoding text of <|endoftext|> it does not declare", [*ENCODE, str(corpus),
+               str(root / "ids.npy"), "--tokenizer", str(plain), "-q"], (0,),
+               r"\Anote: '<\|endoftext\|>' \(\d+ ids\) occurs in the text but is not a special token here.* "
+               r"pass --special-token '<\|endoftext\|>'")  # fmt: skip
+    yield Case("round4: --pattern $'\\xff|\\w+'", cli("o-pattern", "--pattern", os.fsdecode(b"\xff|\\w+")), (2,),
+               r"argument --pattern: not valid UTF-8 text")  # fmt: skip
+    yield Case("round4: --min-frequency above every count", cli("o-minfreq", "-v", "300", "--min-frequency",
+               "10000000"), (2,), r"error: no merge made from .*: no pair reaches the minimum frequency "
+               r"10,000,000 \(--min-frequency 10000000\)\Z")  # fmt: skip
+    # The summary (stdout) must say which size stopped short, where, and why: checked inside the child.
+    cut_short = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        from cs336_basics.cli import main
+        out = {str(root / "o-cut-short")!r}
+        summary = io.StringIO()
+        with contextlib.redirect_stdout(summary):
+            code = main(["bpe_v2", out, "-d", {str(corpus)!r}, "-q", "-v", "300,2000", "--min-frequency", "20"])
+        tokens = len(json.load(open(out + "/v2000/vocab.json")))
+        note = (f"note          v2000/ stopped at {{tokens:,}} tokens, short of 2,000: no pair left reaches the "
+                "minimum frequency 20 (--min-frequency 20)")
+        sys.exit(code if code else None if note in summary.getvalue().splitlines() else "no such note: " + note)
+        """
+    )
+    yield Case("round4: -v 300,2000 --min-frequency 20 notes v2000/ and why", ["-c", cut_short], (0,), r"\A\Z")
+
+    if importlib.util.find_spec("distributed") is not None:
+        # The run's process says "ready" (on stdout) at one moment of a local cluster's first seconds: as
+        # the first worker process is spawned, or as the cluster closes after counting, holding Dask's
+        # loop there until the signal has arrived (where Dask's exit handler used to close it for 10 s).
+        # Not held while the workers start: the main thread, waiting on Dask, sees a signal another
+        # thread received only once the start is done.
+        moment_child = root / "cluster_moment.py"
+        moment_child.write_text(textwrap.dedent(
+            """
+            import sys, threading
+            if __name__ == "__main__":
+                import distributed.deploy.spec as spec, distributed.process as process
+                from cs336_basics import command_line
+                from cs336_basics.cli import main
+
+                arrived, told = threading.Event(), []
+                real_handle = command_line.InterruptHandling._handle
+                def handle(self, signum, frame):
+                    arrived.set()
+                    return real_handle(self, signum, frame)
+                command_line.InterruptHandling._handle = handle
+
+                def ready(hold=True):
+                    if not told:
+                        told.append(True)
+                        print("ready", flush=True)
+                        if hold:
+                            arrived.wait(60)
+
+                if sys.argv[1] == "spawned":
+                    real_start = process.AsyncProcess.start
+                    def start(self):
+                        future = real_start(self)
+                        future.add_done_callback(lambda _: ready(hold=False))
+                        return future
+                    process.AsyncProcess.start = start
+                else:
+                    real_close = spec.SpecCluster._close
+                    async def close(self):
+                        ready()
+                        return await real_close(self)
+                    spec.SpecCluster._close = close
+                sys.exit(main(sys.argv[2:]))
+            """))  # fmt: skip
+        for moment in ("spawned", "closing"):
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                yield Case(
+                    f"round4: {signal.Signals(signum).name} as a local cluster's workers are {moment}",
+                    [str(moment_child), moment, "bpe_v2", str(root / f"o-cluster-{moment}-{signum}"), "-d",
+                     str(corpus), "-q", "-v", "300", "--cluster", "local:2"],  # fmt: skip
+                    (128 + signum,),
+                    r"\Ainterrupted\Z",
+                    fast=False,
+                    memory_mb=8192,
+                    interrupt=signum,
+                )
+
+
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
@@ -1066,6 +1197,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     yield from round3_tool_cases(work, full)
     yield from round3_run_cases(work, full)
     yield from round4_base_cases(work, full)
+    yield from round4_surface_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -131,3 +131,31 @@ def test_runs_as_a_module(tmp_path: Path, data: Path, package: str) -> None:
     assert "bytes/token" in result.stdout and f"special tokens: {ENDOFTEXT}" in result.stderr
     assert "B/s" in result.stderr, "the progress bar counts input bytes"
     assert numpy.load(out).tolist() == expected
+
+
+def gpt2_like_files(directory: Path) -> tuple[Path, Path]:
+    """GPT-2's shape of files: <|endoftext|> an ordinary entry of vocab.json, and no bpe_run.json."""
+    vocab = byte_vocab() | {256: b"ab", 257: ENDOFTEXT.encode()}
+    save_tokenizer(directory, vocab, [(b"a", b"b")], [])
+    (directory / "bpe_run.json").unlink()
+    return directory / "vocab.json", directory / "merges.txt"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_undeclared_endoftext_in_the_text_is_noted_with_the_flag_to_pass(
+    tmp_path: Path, data: Path, backend: str, capsys
+) -> None:
+    vocab, merges = gpt2_like_files(tmp_path)
+    out = tmp_path / "ids.npy"
+    assert main([str(data), str(out), "--vocab", str(vocab), "--merges", str(merges), "-q", backend]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"'{ENDOFTEXT}' (13 ids) occurs in the text but is not a special token here" in err
+    assert f"pass --special-token '{ENDOFTEXT}'" in err
+    declared = ["--special-token", ENDOFTEXT]
+    assert main([str(data), str(out), "--vocab", str(vocab), "--merges", str(merges), "-q", *declared]) == 0
+    assert main([str(data), str(out), "--vocab", str(vocab), "--merges", str(merges), "-q", "--no-special-tokens"]) == 0
+    plain = tmp_path / "plain.txt"  # no note where no token of that form occurs
+    plain.write_text("ab abc <| not one |> <|endof text|> cab\n" * 20, encoding="utf-8")
+    assert main([str(plain), str(out), "--vocab", str(vocab), "--merges", str(merges), "-q"]) == 0
+    assert capsys.readouterr().err == ""

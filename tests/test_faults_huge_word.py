@@ -118,3 +118,31 @@ def test_whitespace_cuts_are_the_reference_patterns_matches(data: bytes, start: 
     expected = [match.end() for match in _REFERENCE_CUT.finditer(data, max(start - 1, 0), end)]
     assert list(whitespace_cuts(data, start, end)) == expected
     assert list(whitespace_cuts(data, start, end, backward=True)) == expected[::-1]
+
+
+def test_a_runs_output_of_tokens_past_the_file_limit_loads_and_is_noted_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 64 MB run of one letter, scaled down: the limit a tokenizer file may hold is lowered to
+    64 KiB, and a run of 64 KB of `a` writes files past it, which must load all the same."""
+    import cs336_basics.serialization as serialization
+    from cs336_basics import BPEInputError, Tokenizer
+    from cs336_basics.cli import main as cli_main
+
+    monkeypatch.setattr(serialization, "MAX_TOKENIZER_FILE_BYTES", 64 << 10)
+    run = tmp_path / "run.txt"
+    run.write_bytes(b"a" * (64 << 10))
+    out = tmp_path / "out"
+    assert cli_main(["bpe_v2", str(out), "-d", str(run), "-q", "-v", "300", "--special"]) == 0
+    err = capsys.readouterr().err
+    assert "note: the vocabulary's tokens total 0.1 MB, the longest 0.1 MB" in err
+    assert "one over 0.0625 MiB loads only beside the bpe_run.json" in err
+    assert (out / "vocab.json").stat().st_size > 64 << 10
+    from_text = Tokenizer.from_files(out / "vocab.json", out / "merges.txt")
+    from_pickles = Tokenizer.from_files(out / "vocab.pkl", out / "merges.pkl")
+    assert from_text.vocab == from_pickles.vocab and from_text.merges == from_pickles.merges
+    assert max(map(len, from_text.vocab.values())) == 64 << 10
+    # Without the bpe_run.json that records it, a file past the limit is still some other file.
+    (out / "bpe_run.json").unlink()
+    with pytest.raises(BPEInputError, match="larger than a tokenizer file may be"):
+        Tokenizer.from_files(out / "vocab.json", out / "merges.txt")
