@@ -49,7 +49,7 @@ from .command_line import (
 )
 from .contract import CS336_LAYOUT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .export import EXPORT_FORMATS, export_files
+from .export import EXPORT_FORMATS, check_exportable, export_files
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
 from .pattern import GPT2, pattern_label
@@ -266,6 +266,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
     try:
         options = _workers_option(args.workers)
         rules = resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
+        check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
         start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), args.special)
         for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
             num_new_merges(start, size, run_special_tokens(start, args.special))
@@ -334,6 +335,15 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             if start is not None:
                 kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
                 details["start_from"] = {"source": start.source, **kept}
+            if result.unmatched_bytes:  # a custom pattern's: noted on stderr as training ended
+                details["unmatched_text"] = {"bytes": result.unmatched_bytes, "of_bytes": result.matchable_bytes}
+                if "tiktoken" in args.export:
+                    print(
+                        f"note: --export tiktoken: tiktoken leaves out the text {pattern_label(result.pattern.regex)} "
+                        "does not match, so its ids are Tokenizer(drop_unmatched=True)'s; tokenizer.json and "
+                        "Tokenizer keep that text (docs/EXPORT.md)",
+                        file=sys.stderr,
+                    )
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
@@ -373,6 +383,11 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         *([("start from", f"{start.source} ({len(start.vocab):,} tokens kept)")] if start is not None else []),
         ("vocab", f"{len(result.vocab):,} ({len(result.merges):,} merges)"),
         ("words", f"{result.num_words:,} distinct pre-tokens"),
+        *(
+            [("unmatched", f"{human_bytes(result.unmatched_bytes)} of the text in no pre-token (see the note)")]
+            if result.unmatched_bytes
+            else []
+        ),
         *_rules_rows(result, args.like),
         *(
             [("note", f"stopped early: no pair left to merge after {len(result.merges):,} merges")]
