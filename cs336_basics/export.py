@@ -227,7 +227,7 @@ def hf_split_regex(expression: str) -> str:
             at_start = kind == ")"
             line_anchors = line_anchors or (at_start and "m" in on)
             on_hf = _flags(expression, on, at_start, "HF tokenizers")
-            off_hf = _flags(expression, off, False, "HF tokenizers")
+            off_hf = _flags(expression, off.replace("x", ""), False, "HF tokenizers")  # never on: (?x) is refused
             written = on_hf + (f"-{off_hf}" if off_hf else "")
             if kind == ":":
                 groups.append(len(out))
@@ -292,6 +292,8 @@ def tiktoken_pattern_problem(expression: str) -> str | None:
         position = _escape_end(expression, found)
         if expression[found : found + 2] == "\\X":
             return "the grapheme cluster \\X"
+        if expression.startswith("\\g<", found):  # fancy-regex reads it as a subroutine call, as Oniguruma does
+            return f"the back-reference {expression[found:position]} (write (?P=name) or \\1)"
     for flags in _FLAG_GROUP.finditer(expression):
         for letter in re.findall(r"V[01]|.", (flags.group(1) or "") + (flags.group(2) or "")):
             if letter not in "imsux":
