@@ -10,6 +10,8 @@ Environment variables (any value but "", "0", "false", "no" switches a flag on):
   CS336_ALLOW_NO_OPENMP    tests: accept a build without OpenMP
   CS336_SCALAR_SCANNER     the native pre-tokenizer of `_count_cpp` takes its character-by-character path
                            (read when `_count_cpp` is imported; tests run it on every path anyway)
+  CS336_REGEX_TIMEOUT      seconds a custom pattern (`pattern.py`) may take per MiB of text it matches, and at
+                           least per call, before it is stopped as runaway backtracking (default 60; a number)
 
 `setup.py` cannot import the package (it is not built yet), so it loads this file on its own: this
 module imports nothing of the package at import time.
@@ -28,6 +30,9 @@ NO_OPENMP_ENV = "CS336_NO_OPENMP"
 REQUIRE_OPENMP_ENV = "CS336_REQUIRE_OPENMP"
 EXPECT_COMPILED_ENV = "CS336_EXPECT_COMPILED"
 ALLOW_NO_OPENMP_ENV = "CS336_ALLOW_NO_OPENMP"
+REGEX_TIMEOUT_ENV = "CS336_REGEX_TIMEOUT"
+# A sane regex matches megabytes a second in `regex`; one that needs a minute for a MiB backtracks without end.
+DEFAULT_REGEX_TIMEOUT = 60.0
 
 # The compiled modules, each a binding of the one C++ library in cpp/ (see setup.py).
 NATIVE_MODULES = {
@@ -50,6 +55,21 @@ def pure_python_forced() -> bool:
 def chosen_trainer() -> str | None:
     """The trainer named by $CS336_TRAINER, or None."""
     return os.environ.get(TRAINER_ENV, "").strip() or None
+
+
+def regex_timeout() -> float:
+    """$CS336_REGEX_TIMEOUT as seconds (DEFAULT_REGEX_TIMEOUT when unset); ValueError for a value that
+    is not a positive number."""
+    text = os.environ.get(REGEX_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_REGEX_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise ValueError(f"{REGEX_TIMEOUT_ENV} must be a positive number of seconds, got {text!r}")
+    return seconds
 
 
 class NativeUnavailable(ImportError):

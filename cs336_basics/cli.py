@@ -49,7 +49,7 @@ from .command_line import (
 )
 from .contract import CS336_LAYOUT, ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .export import EXPORT_FORMATS, export_files
+from .export import EXPORT_FORMATS, check_exportable, export_files
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
 from .merge_limits import MergeLimits
@@ -302,6 +302,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         # A base's recorded pattern carries over unless --pattern says otherwise (start_from.run_pattern_from).
         pattern = run_pattern_from(start, args.pattern, args.like)
         rules = resolve_rules(pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
+        check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
         for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
             num_new_merges(start, size, run_special_tokens(start, args.special))
         with contextlib.ExitStack() as held:
@@ -372,6 +373,15 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             note = large_tokens_note(result.vocab)
             if note is not None:  # before the (long) writing, which this note explains
                 print(note, file=sys.stderr)
+            if result.unmatched_bytes:  # a custom pattern's: noted on stderr as training ended
+                details["unmatched_text"] = {"bytes": result.unmatched_bytes, "of_bytes": result.matchable_bytes}
+                if "tiktoken" in args.export:
+                    print(
+                        f"note: --export tiktoken: tiktoken leaves out the text {pattern_label(result.pattern.regex)} "
+                        "does not match, so its ids are Tokenizer(drop_unmatched=True)'s; tokenizer.json and "
+                        "Tokenizer keep that text (docs/EXPORT.md)",
+                        file=sys.stderr,
+                    )
             sets = []
             for size, output in zip(args.vocab_sizes, outputs):
                 vocab, merges = result.for_vocab_size(size)
@@ -411,6 +421,11 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         *([("start from", f"{start.source} ({len(start.vocab):,} tokens kept)")] if start is not None else []),
         ("vocab", f"{len(result.vocab):,} ({len(result.merges):,} merges)"),
         ("words", f"{result.num_words:,} distinct pre-tokens"),
+        *(
+            [("unmatched", f"{human_bytes(result.unmatched_bytes)} of the text in no pre-token (see the note)")]
+            if result.unmatched_bytes
+            else []
+        ),
         *_rules_rows(result, args.like),
         *_stop_notes(result, args.vocab_sizes, sets),
         *((phase, f"{seconds:,.2f} s") for phase, seconds in result.seconds.items()),

@@ -212,16 +212,34 @@ def count_words_in_text(
     text: str, special_tokens: Iterable[str], pattern: str | Pattern | None = None
 ) -> Counter[bytes]:
     """How often each pre-token (a match of `pattern`, default GPT-2's) occurs, as UTF-8 bytes;
-    special tokens split and are not counted. Empty matches, which some regexes allow, count as nothing."""
-    compiled = GPT2_REGEX if pattern is None else resolve_pattern(pattern).compiled
+    special tokens split and are not counted. Empty matches, which some regexes allow, count as nothing,
+    and so does text a custom regex leaves unmatched; one that runs away is stopped (`Pattern.pretokens`)."""
+    resolved = None if pattern is None else resolve_pattern(pattern)
     counts: Counter[bytes] = Counter()
     for piece in split_on_special_tokens(text, special_tokens):
-        if compiled.groups:  # findall would give the groups, not the matches
-            matches: Iterable[str] = (match.group() for match in compiled.finditer(piece))
+        if resolved is None or resolved.name is not None:
+            matches: Iterable[str] = (GPT2_REGEX if resolved is None else resolved.compiled).findall(piece)
         else:
-            matches = compiled.findall(piece)
+            matches = resolved.pretokens(piece, keep_gaps=False)
         counts.update(match.encode("utf-8") for match in matches if match)
     return counts
+
+
+def special_token_bytes_in_files(paths: Iterable[str | os.PathLike], special_tokens: Iterable[str]) -> int:
+    """The bytes of every special token in the files, found as counting splits on them (the longest
+    first where they overlap): what lies in no pre-token for a pattern that matches all other text."""
+    tokens = sorted((token.encode("utf-8") for token in special_tokens), key=len, reverse=True)
+    if not tokens:
+        return 0
+    splitter = regex.compile(b"|".join(regex.escape(token) for token in tokens))
+    total = 0
+    for path in paths:
+        with open(path, "rb") as file:
+            if os.fstat(file.fileno()).st_size == 0:
+                continue
+            with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                total += sum(match.end() - match.start() for match in splitter.finditer(data))
+    return total
 
 
 def count_words_in_lines(text: str, pattern: str | Pattern | None = None) -> Counter[bytes]:

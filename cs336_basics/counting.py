@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from .backend import effective_num_threads, usable_cores
-from .contract import BPEInputError, check_special_tokens
+from .contract import BPEInputError, check_special_tokens, special_token_bytes_in_files
 from .document_batches import _document_items, _documents_in, _feed
 from .formats import (
     BLOCK_BYTES,
@@ -36,6 +36,7 @@ from .formats import (
     BadRecords,
     InputFile,
     documents_of,
+    is_url,
     iter_document_bytes,
     read_blocks,
 )
@@ -167,7 +168,11 @@ def count_plan(
             table = _count_on_processes(tasks, specials, workers, storage_options, pattern, advance)
         else:
             table = count_tasks(tasks, specials, num_workers, storage_options, progress=advance, pattern=pattern)
-    return WordCounts(table, specials, pattern.regex, source_bytes)
+    counts = WordCounts(table, specials, pattern.regex, source_bytes)
+    if pattern.name is None and not any(map(is_url, path_list)):
+        # A custom pattern may leave text unmatched; the note on it needs the special tokens' bytes.
+        counts.special_token_bytes = special_token_bytes_in_files(path_list, specials)
+    return counts
 
 
 # Counting with `regex` (a pattern the native scanner does not run) uses worker processes from this

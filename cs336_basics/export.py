@@ -46,12 +46,13 @@ from .contract import (
     check_special_tokens,
     special_token_ids,
 )
-from .pattern import Pattern, resolve_pattern
+from .pattern import Pattern, pattern_label, resolve_pattern
 from .serialization import encode_token, read_run_info, run_layout, run_pattern, write_atomically
 
 __all__ = [
     "DEFAULT_MODEL_MAX_LENGTH",
     "EXPORT_FORMATS",
+    "check_exportable",
     "export_files",
     "hf_special_tokens_map",
     "hf_split_regex",
@@ -62,6 +63,7 @@ __all__ = [
     "save_hf_tokenizer_json",
     "save_tiktoken_ranks",
     "tiktoken_encoding",
+    "tiktoken_pattern_problem",
 ]
 
 EXPORT_FORMATS = ("hf", "tiktoken")
@@ -94,10 +96,13 @@ def _split_ids(vocab: Vocab, special_tokens: list[str]) -> tuple[dict[bytes, int
 
 
 def _escape_end(expression: str, start: int) -> int:
-    """Where the escape at `start` (a backslash) ends: `\\p{..}`, `\\x{..}`, `\\xhh`, `\\uhhhh`, else one character."""
+    """Where the escape at `start` (a backslash) ends: `\\p{..}`, `\\x{..}`, `\\g<..>`, `\\xhh`, `\\uhhhh`,
+    else one character."""
     kind = expression[start + 1 : start + 2]
     if kind in ("p", "P", "N", "x") and expression.startswith("{", start + 2):
         return expression.index("}", start + 2) + 1
+    if kind == "g" and expression.startswith("<", start + 2) and ">" in expression[start + 3 :]:
+        return expression.index(">", start + 2) + 1
     return start + {"p": 3, "P": 3, "x": 4, "u": 6, "U": 10}.get(kind, 2)
 
 
@@ -119,33 +124,139 @@ def _class_end(expression: str, start: int) -> int:
 
 
 _BOUNDED_REPEAT = re.compile(r"\{(?:\d+(?:,\d*)?|,\d+)\}")
+# `(?P<name>`, `(?<name>` (not a lookbehind), `(?P=name)`; a flag group `(?flags)`, `(?flags-flags:`.
+_NAMED_GROUP = re.compile(r"\(\?P?<(?![=!])(\w+)>")
+_NAMED_REFERENCE = re.compile(r"\(\?P=(\w+)\)")
+_FLAG_GROUP = re.compile(r"\(\?([a-zA-Z]*(?:V[01])?[a-zA-Z]*)(?:-([a-zA-Z]*))?([:)])")
+# What `regex` has and neither Oniguruma nor tiktoken's fancy-regex reads as `regex` does.
+_RECURSION = re.compile(r"\(\?(?:R|[+-]?\d+|&\w+|P>\w+)\)")
+_FUZZY = re.compile(r"\{(?:\d+<=?)?\d*[eisd](?:[+,<][^{}]*)?\}")
+# Inline flags: regex's letter -> Oniguruma's (Ruby syntax: `m` is what regex calls `s`, and `^`,
+# `$` always see lines). `m` is taken only at the start, where it keeps `^` and `$` as Ruby reads them.
+_HF_FLAGS = {"i": "i", "s": "m", "u": "", "V0": ""}
+_FLAG_NAMES = {
+    "a": "ASCII (?a)",
+    "b": "BESTMATCH (?b)",
+    "e": "ENHANCEMATCH (?e)",
+    "f": "FULLCASE (?f)",
+    "L": "LOCALE (?L)",
+    "m": "MULTILINE (?m) inside a group",
+    "p": "POSIX (?p)",
+    "r": "REVERSE (?r)",
+    "V1": "VERSION1 (?V1)",
+    "w": "WORD (?w)",
+    "x": "VERBOSE (?x)",
+}
+
+
+def _unexportable(expression: str, construct: str, target: str) -> BPEInputError:
+    return BPEInputError(
+        f"cannot export pattern {pattern_label(expression)} to {target}: it has {construct}, which {target} "
+        "reads differently or not at all; rewrite the pattern without it (docs/EXPORT.md)"
+    )
+
+
+def _regex_only_construct(expression: str) -> str | None:
+    """A construct of `regex` that no export can carry: recursion, fuzzy matching, branch reset."""
+    if found := _RECURSION.search(expression):
+        return f"a recursive call {found.group()}"
+    if found := _FUZZY.search(expression):
+        return f"fuzzy matching {found.group()}"
+    if "(?|" in expression:
+        return "a branch reset (?|...)"
+    return None
+
+
+def _flags(expression: str, letters: str, at_start: bool, target: str) -> str:
+    """regex's inline flag letters as Oniguruma's; refuses those it has not, naming them."""
+    out = []
+    for letter in re.findall(r"V[01]|.", letters):
+        if letter == "m" and at_start:
+            continue  # Ruby's ^ and $ are line anchors already (hf_split_regex leaves them)
+        if letter not in _HF_FLAGS:
+            raise _unexportable(expression, f"the inline flag {_FLAG_NAMES.get(letter, '(?' + letter + ')')}", target)
+        out.append(_HF_FLAGS[letter])
+    return "".join(out)
 
 
 def hf_split_regex(expression: str) -> str:
     """`expression` (a `regex` pattern) written for HF tokenizers' Oniguruma, which reads Ruby's syntax:
     there a possessive bounded repeat `X{1,3}+` is a repeat of a repeat (cl100k's numbers would run on),
-    so it becomes the atomic group `(?>X{1,3})`; and `^` and `$` mean a line's start and end, so they
-    become `\\A` and `\\Z` (the text's, as in `regex`), and `regex`'s `\\Z` becomes `\\z`."""
+    so it becomes the atomic group `(?>X{1,3})`; `^` and `$` mean a line's start and end, so they
+    become `\\A` and `\\Z` (the text's, as in `regex`; kept under a leading `(?m)`), and `regex`'s
+    `\\Z` becomes `\\z`. Named groups become plain ones (a match's groups play no part in a Split) and
+    named back-references numbered ones; inline flags become Oniguruma's (`s` is Ruby's `m`), and only
+    at the start of the pattern where they apply to all of it. What cannot be written so (recursion,
+    fuzzy matching, flags Oniguruma lacks, a flag group after the start) is refused with a
+    BPEInputError naming it."""
+    if construct := _regex_only_construct(expression):
+        raise _unexportable(expression, construct, "HF tokenizers")
     out: list[str] = []
     groups: list[int] = []  # where each open group starts in `out`
+    numbers: dict[str, int] = {}  # a named group's number
+    captured = 0
     atom: int | None = None  # where the last atom (what a repeat applies to) starts in `out`
+    line_anchors = False  # a leading (?m): ^ and $ stay Ruby's
+    leading = True  # nothing but flag groups so far
     position = 0
     while position < len(expression):
         char = expression[position]
         repeat = _BOUNDED_REPEAT.match(expression, position) if char == "{" else None
+        flags = _FLAG_GROUP.match(expression, position) if expression.startswith("(?", position) else None
         if char == "\\":
             end = _escape_end(expression, position)
+            escape = expression[position:end]
             atom = len(out)
-            out.append("\\z" if expression[position:end] == "\\Z" else expression[position:end])
+            if escape.startswith("\\g<"):
+                name = escape[3:-1]
+                if not name.isdigit() and name not in numbers:
+                    raise _unexportable(expression, f"a reference {escape} to no group before it", "HF tokenizers")
+                out.append(f"\\k<{name if name.isdigit() else numbers[name]}>")
+            else:
+                out.append("\\z" if escape == "\\Z" else escape)
         elif char == "[":
             end = _class_end(expression, position)
             atom = len(out)
             out.append(expression[position:end])
+        elif flags is not None and (flags.group(1) or flags.group(2)):
+            end = flags.end()
+            on, off, kind = flags.group(1), flags.group(2) or "", flags.group(3)
+            if kind == ")" and not leading:
+                construct = f"the inline flag group {flags.group()} after the start"
+                raise _unexportable(expression, construct, "HF tokenizers")
+            at_start = kind == ")"
+            line_anchors = line_anchors or (at_start and "m" in on)
+            on_hf = _flags(expression, on, at_start, "HF tokenizers")
+            off_hf = _flags(expression, off.replace("x", ""), False, "HF tokenizers")  # never on: (?x) is refused
+            written = on_hf + (f"-{off_hf}" if off_hf else "")
+            if kind == ":":
+                groups.append(len(out))
+                atom = None
+                out.append(f"(?{written}:")
+            elif written:
+                out.append(f"(?{written})")
         elif char == "(":
-            end = position + 1
-            groups.append(len(out))
-            atom = None
-            out.append(char)
+            named = _NAMED_GROUP.match(expression, position)
+            reference = _NAMED_REFERENCE.match(expression, position)
+            if reference is not None:
+                end = reference.end()
+                if reference.group(1) not in numbers:
+                    raise _unexportable(
+                        expression, f"a reference {reference.group()} to no group before it", "HF tokenizers"
+                    )
+                atom = len(out)
+                out.append(f"\\k<{numbers[reference.group(1)]}>")
+            elif expression.startswith("(?#", position):
+                end = expression.index(")", position) + 1 if ")" in expression[position:] else len(expression)
+            else:
+                if named is not None or not expression.startswith("(?", position):
+                    captured += 1
+                    if named is not None:
+                        numbers[named.group(1)] = captured
+                end = position + 1 if named is None else named.end()
+                groups.append(len(out))
+                atom = None
+                out.append("(" if named is not None else char)
         elif char == ")":
             end = position + 1
             atom = groups.pop() if groups else None
@@ -161,13 +272,62 @@ def hf_split_regex(expression: str) -> str:
         elif char in "^$":
             end = position + 1
             atom = None
-            out.append("\\A" if char == "^" else "\\Z")
+            out.append(char if line_anchors else "\\A" if char == "^" else "\\Z")
         else:
             end = position + 1
             atom = None if char in "|*+?" else len(out)
             out.append(char)
+        leading = leading and flags is not None and flags.group(3) == ")"
         position = end
     return "".join(out)
+
+
+def tiktoken_pattern_problem(expression: str) -> str | None:
+    """What in `expression` tiktoken (Rust's fancy-regex) cannot read as `regex` does, in words; None
+    when nothing is known to stop it (its pat_str is the pattern as written)."""
+    if construct := _regex_only_construct(expression):
+        return construct
+    position = 0
+    while (found := expression.find("\\", position)) >= 0:
+        position = _escape_end(expression, found)
+        if expression[found : found + 2] == "\\X":
+            return "the grapheme cluster \\X"
+        if expression.startswith("\\g<", found):  # fancy-regex reads it as a subroutine call, as Oniguruma does
+            return f"the back-reference {expression[found:position]} (write (?P=name) or \\1)"
+    for flags in _FLAG_GROUP.finditer(expression):
+        for letter in re.findall(r"V[01]|.", (flags.group(1) or "") + (flags.group(2) or "")):
+            if letter not in "imsux":
+                return f"the inline flag {_FLAG_NAMES.get(letter, '(?' + letter + ')')}"
+    return None
+
+
+def _loads_in_hf(expression: str, translated: str) -> None:
+    """Where HF tokenizers is installed, Oniguruma compiles the translation or the export is refused."""
+    try:
+        import tokenizers
+    except ImportError:
+        return
+    try:
+        tokenizers.Regex(translated)
+    except Exception as error:  # tokenizers raises its own Exception subclass
+        raise BPEInputError(
+            f"cannot export pattern {pattern_label(expression)} to HF tokenizers: Oniguruma rejects it as "
+            f"{translated!r} ({error}); rewrite the pattern without that construct"
+        ) from None
+
+
+def check_exportable(formats: Iterable[str], pattern: str | Pattern | None) -> None:
+    """Refuses, before anything is trained or written, a pattern an export in `formats` cannot carry:
+    one HF's Oniguruma cannot read after `hf_split_regex` ("hf"), one tiktoken cannot ("tiktoken"),
+    naming the construct."""
+    resolved = resolve_pattern(pattern)
+    if resolved.name is not None:
+        return
+    formats = list(formats)
+    if "hf" in formats:
+        _loads_in_hf(resolved.regex, hf_split_regex(resolved.regex))
+    if "tiktoken" in formats and (problem := tiktoken_pattern_problem(resolved.regex)):
+        raise _unexportable(resolved.regex, problem, "tiktoken")
 
 
 def hf_tokenizer_json(
@@ -178,8 +338,12 @@ def hf_tokenizer_json(
     pattern: str | Pattern | None = None,
 ) -> dict:
     """The `tokenizer.json` document of a byte-level BPE tokenizer equal to ours, pre-tokenizing with
-    `pattern` (`pattern.resolve_pattern`; GPT-2's by default) as `hf_split_regex` writes it."""
-    split_regex = hf_split_regex(resolve_pattern(pattern).regex)
+    `pattern` (`pattern.resolve_pattern`; GPT-2's by default) as `hf_split_regex` writes it (a
+    pattern it cannot write, or that HF's Oniguruma then rejects, is refused: `check_exportable`)."""
+    resolved = resolve_pattern(pattern)
+    split_regex = hf_split_regex(resolved.regex)
+    if resolved.name is None:
+        _loads_in_hf(resolved.regex, split_regex)
     specials = check_special_tokens(special_tokens)
     regular, special_ids = _split_ids(vocab, specials)
     model_vocab = {
@@ -318,6 +482,7 @@ def export_files(
     unknown = sorted(set(formats) - set(EXPORT_FORMATS))
     if unknown:
         raise BPEInputError(f"unknown export format(s) {unknown}; choose from {', '.join(EXPORT_FORMATS)}")
+    check_exportable(formats, pattern)
     files: dict[str, bytes] = {}
     if "hf" in formats:
         files.update(_hf_files(vocab, merges, special_tokens, model_max_length, pattern))
@@ -439,5 +604,8 @@ def tiktoken_encoding(
     if overlapping := [a for a in specials for b in specials if a != b and b.startswith(a)]:
         # tiktoken's special-token regex takes them in hash-map order, not longest first.
         raise BPEInputError(f"tiktoken cannot split overlapping special tokens exactly: {overlapping}")
-    pat_str = resolve_pattern(pattern).regex
+    resolved = resolve_pattern(pattern)
+    if resolved.name is None and (problem := tiktoken_pattern_problem(resolved.regex)):
+        raise _unexportable(resolved.regex, problem, "tiktoken")
+    pat_str = resolved.regex
     return tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=mergeable, special_tokens=special_ids)

@@ -17,7 +17,14 @@ Names are case-insensitive, and tiktoken's encoding names are aliases: `cl100k_b
 digits, `_` and `-` alone: no regex would pre-tokenize with it) but is none is refused, listing them.
 
 The native scanners count and encode `gpt2` (`cpp/scan/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
-(`cpp/scan/pretokenize_gpt4.hpp`); `nanochat` and any other regex count and encode through `regex`.
+(`cpp/scan/pretokenize_gpt4.hpp`); `nanochat` and any other regex count and encode through `regex`,
+under a time bound ($CS336_REGEX_TIMEOUT, `backend.regex_timeout`) so that runaway backtracking stops
+with an error.
+
+The named patterns match every character of any text. A custom regex may not: encoding then makes
+each stretch of text between two matches a pre-token of its own (`Pattern.pretokens`), as HF
+tokenizers' `Split` pre-tokenizer does, so that no text is lost; training counts the matches only
+and notes how much of the text they leave out.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from functools import cached_property
 
 import regex
 
+from .backend import REGEX_TIMEOUT_ENV, regex_timeout
 from .errors import BPEInputError
 
 GPT2 = "gpt2"
@@ -122,6 +130,31 @@ class Pattern:
         """How messages and files name it: its name, else the expression itself."""
         return self.name or self.regex
 
+    def pretokens(self, text: str, *, keep_gaps: bool = True) -> list[str]:
+        """The pre-tokens of `text`: the pattern's matches, whole where a custom regex has groups (an
+        empty match is no token), and with `keep_gaps` each stretch of text between two matches that
+        none covers, as a pre-token of its own (HF tokenizers' `Split`, behavior Isolated), so that
+        they join into `text` again. A named pattern covers all text and runs unbounded; a custom
+        regex stops after `match_seconds(len(text))` with a BPEInputError naming it."""
+        if self.name is not None:
+            return self.compiled.findall(text)
+        seconds = match_seconds(len(text))
+        pieces: list[str] = []
+        position = 0
+        try:
+            for match in self.compiled.finditer(text, timeout=seconds):
+                start, end = match.span()
+                if keep_gaps and start > position:
+                    pieces.append(text[position:start])
+                if end > start:
+                    pieces.append(text[start:end])
+                position = end
+        except TimeoutError:  # regex's; an OSError, so it is worded here, before anything can mistake it
+            raise runaway_error(self, len(text), seconds) from None
+        if keep_gaps and position < len(text):
+            pieces.append(text[position:])
+        return pieces
+
 
 def known_pattern_names() -> str:
     """The names `resolve_pattern` takes, for messages."""
@@ -162,6 +195,28 @@ def pattern_from_regex(pattern: str) -> Pattern:
     except regex.error as error:
         raise BPEInputError(f"pattern {pattern!r} is not a valid regular expression: {error}") from None
     return Pattern(pattern)
+
+
+# A custom regex gets regex_timeout() seconds per this many characters of the text it matches at once.
+_TIMEOUT_CHARS = 1_000_000
+
+
+def match_seconds(num_chars: int) -> float:
+    """How long a custom regex may take over `num_chars` characters: $CS336_REGEX_TIMEOUT seconds
+    (default 60) per million characters, and at least that for any text."""
+    try:
+        seconds = regex_timeout()
+    except ValueError as error:
+        raise BPEInputError(str(error)) from None
+    return seconds * max(1.0, num_chars / _TIMEOUT_CHARS)
+
+
+def runaway_error(pattern: Pattern, num_chars: int, seconds: float) -> BPEInputError:
+    return BPEInputError(
+        f"pattern {pattern_label(pattern.regex)} ran past its time bound ({seconds:,.6g} s for {num_chars:,} "
+        "characters of text): runaway backtracking, as nested repeats like (a+)+ cause? Simplify the pattern, "
+        f"or raise {REGEX_TIMEOUT_ENV} (seconds per million characters, default 60)"
+    )
 
 
 def pattern_label(expression: str) -> str:

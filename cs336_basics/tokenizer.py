@@ -160,6 +160,13 @@ class Tokenizer:
     regex encodes on the pure-Python path (`native=True` is refused with it). There,
     `encode_iterable` and `encode_file` cut the text where the named patterns cannot span; a custom
     regex is cut only after special tokens, so text between two of them is held whole.
+
+    Text a custom regex does not match is not lost: each stretch between two matches is a
+    pre-token of its own, encoded with the same merges, as the exported tokenizer.json's `Split`
+    does in HF tokenizers, so `decode(encode(text)) == text` for every pattern. `drop_unmatched=True`
+    leaves that text out instead, as tiktoken does with a `pat_str` that skips characters. A custom
+    regex that runs away (catastrophic backtracking) is stopped with a BPEInputError after
+    $CS336_REGEX_TIMEOUT seconds per million characters (`pattern.match_seconds`).
     """
 
     def __init__(
@@ -172,8 +179,13 @@ class Tokenizer:
         cache_size: int = DEFAULT_CACHE_SIZE,
         native_cache_slots: int = DEFAULT_NATIVE_CACHE_SLOTS,
         pattern: str | Pattern | None = None,
+        drop_unmatched: bool = False,
     ) -> None:
         self.pattern: Pattern = resolve_pattern(pattern)
+        if not isinstance(drop_unmatched, bool):
+            raise BPEInputError(f"drop_unmatched must be True or False, got {drop_unmatched!r}")
+        # What the pattern leaves unmatched is left out (tiktoken's behaviour) rather than encoded (HF's).
+        self.drop_unmatched = drop_unmatched
         if isinstance(special_tokens, str):
             raise BPEInputError(f"special_tokens must be a list of strings; wrap {special_tokens!r} in a list")
         specials = check_special_tokens(special_tokens)
@@ -239,6 +251,7 @@ class Tokenizer:
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("pattern", resolve_pattern(None))  # pickled before tokenizers had a pattern
+        state.setdefault("drop_unmatched", False)
         self.__dict__.update(state)
         self._native = self._make_native(self._native_option, self._native_cache_slots)
 
@@ -553,14 +566,11 @@ class Tokenizer:
             ids.extend(word_ids)
 
     def _words(self, text: str) -> Iterable[str]:
-        """The pre-tokens of `text`: the pattern's matches (whole, where a custom regex has groups;
-        empty ones, which some regexes allow, are no token)."""
-        compiled = self.pattern.compiled
-        if compiled.groups:
-            return [word for match in compiled.finditer(text) if (word := match.group())]
-        if self.pattern.name is None:
-            return [word for word in compiled.findall(text) if word]
-        return compiled.findall(text)  # a named pattern never matches empty text
+        """The pre-tokens of `text` (`Pattern.pretokens`): a named pattern's matches, which cover all
+        text; a custom regex's matches and the text between them, unless `drop_unmatched`."""
+        if self.pattern.name is not None:
+            return self.pattern.compiled.findall(text)  # a named pattern never matches empty text
+        return self.pattern.pretokens(text, keep_gaps=not self.drop_unmatched)
 
     def _bpe(self, word: bytes) -> list[int]:
         """GPT-2's merge loop: merge every occurrence of the adjacent pair ranked first, repeat."""

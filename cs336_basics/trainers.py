@@ -38,6 +38,7 @@ from .contract import (
     check_vocab_size,
     count_words_in_lines,
     read_corpus,
+    special_token_bytes_in_files,
 )
 from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
@@ -218,6 +219,10 @@ class TrainingResult:
     alphabet: bytes | None = None
     # The tokenizer it started from (start_from.py); its merges begin `merges`.
     base: Base | None = None
+    # Bytes of the training text a custom pattern matched nowhere (counted in no pre-token), where known.
+    unmatched_bytes: int = 0
+    # The bytes of text they are a share of: the training text less its special tokens.
+    matchable_bytes: int = 0
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
@@ -358,6 +363,7 @@ def train(
         count_options.num_workers,
         rules,
         base,
+        special_bytes=lambda: special_token_bytes_in_files([path], specials),
     )
 
 
@@ -443,6 +449,7 @@ def _merge_phase(
     rules: TrainingRules | None = None,
     base: Base | None = None,
     alphabet: bytes | None = None,
+    special_bytes: Callable[[], int | None] | None = None,
 ) -> TrainingResult:
     """The merge phase and the result, shared by training from text and from counts; `first_phase`
     names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
@@ -451,7 +458,8 @@ def _merge_phase(
     `num_workers`: the threads of a version whose merge loop has threads (checked already). `rules`:
     the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's).
     `base`: the tokenizer the merges go on from (`num_merges` counts the new ones). `alphabet`: the
-    bytes the vocabulary starts from (layout hf-files), never with a base."""
+    bytes the vocabulary starts from (layout hf-files), never with a base. `special_bytes`: measures the
+    bytes of the special tokens in that text (None: not known), for a custom pattern's unmatched text."""
     rules = rules or resolve_rules()
     num_words = len(word_counts)
     absent = [] if rules.specials_as_text else absent_special_tokens(word_counts, specials, source_bytes)
@@ -459,6 +467,9 @@ def _merge_phase(
     near_misses = looks_misspelled(absent, word_counts) if absent else []
     if near_misses:
         print(f"note: {absent_tokens_note(near_misses)}", file=sys.stderr)
+    unmatched, matchable = unmatched_text_bytes(word_counts, specials, source_bytes, rules.pattern, special_bytes)
+    if unmatched:
+        print(f"note: {unmatched_note(rules.pattern, unmatched, matchable)}", file=sys.stderr)
     merging = time.perf_counter()
     options: dict[str, object] = {}
     if release_words:
@@ -494,6 +505,44 @@ def _merge_phase(
         limits=rules.limits,
         alphabet=alphabet,
         base=base,
+        unmatched_bytes=unmatched,
+        matchable_bytes=matchable,
+    )
+
+
+def unmatched_text_bytes(
+    word_counts: Sized,
+    special_tokens: Sequence[str],
+    source_bytes: int,
+    pattern: Pattern,
+    special_bytes: Callable[[], int | None] | None = None,
+) -> tuple[int, int]:
+    """The bytes of the text of `source_bytes` bytes that a custom `pattern` matched nowhere, and the
+    bytes of that text less its special tokens; (0, 0) where nothing is left out or it is not known
+    (a named pattern matches all text; with special tokens, `special_bytes` must measure theirs). The
+    counts' bytes are every match's, so the rest is special tokens and unmatched text."""
+    if pattern.name is not None or source_bytes <= 0:
+        return 0, 0
+    outside = source_bytes - counted_text_bytes(word_counts)
+    if outside <= 0:  # none left out, or counts not of that text (a table made by hand)
+        return 0, 0
+    specials = 0
+    if special_tokens:
+        measured = special_bytes() if special_bytes is not None else None
+        if measured is None:
+            return 0, 0
+        specials = measured
+    unmatched = max(0, outside - specials)
+    return unmatched, source_bytes - specials
+
+
+def unmatched_note(pattern: Pattern, unmatched: int, matchable: int) -> str:
+    """The one-line note for text a custom pattern leaves unmatched: training counted it nowhere."""
+    share = unmatched / matchable if matchable else 1.0
+    return (
+        f"pattern {pattern_label(pattern.regex)} matches no part of {unmatched:,} bytes ({share:.1%}) of the "
+        "training text: they are in no pre-token here; encoding makes each such stretch a pre-token of its own "
+        "(as HF's Split; Tokenizer(drop_unmatched=True) leaves them out, as tiktoken does)"
     )
 
 
@@ -680,6 +729,7 @@ def train_from_counts(
     num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
 
     source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
+    measured = counts.special_token_bytes
     return _merge_phase(
         name,
         version,
@@ -694,6 +744,7 @@ def train_from_counts(
         num_workers=num_workers,
         rules=rules,
         base=base,
+        special_bytes=lambda: measured,
     )
 
 

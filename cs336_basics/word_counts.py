@@ -197,6 +197,9 @@ class WordCounts:
         self.source_bytes = source_bytes
         # Bad JSON-lines records left out by `skip_bad_records` (not saved: a count file holds counts).
         self.skipped_records = 0
+        # The bytes of the special tokens in the text, where counting measured them (a custom pattern's
+        # note on the text it leaves unmatched needs them); None: not known. Not saved.
+        self.special_token_bytes: int | None = None
 
     def _hold(self, table: Mapping[bytes, int] | CountTable) -> None:
         if isinstance(table, Mapping):

@@ -970,6 +970,89 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
                 )
 
 
+def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Fourth hardening round, custom patterns (issue 51 items 1, 3, 5): text a pattern leaves unmatched
+    is noted at training and kept by encoding; an export that HF or tiktoken could not read is refused
+    before training, naming the construct, and one that can be translated loads; a runaway regex is
+    bounded with a message naming it, and Ctrl-C still stops it."""
+    root = work / "round4-pattern"
+    root.mkdir()
+    corpus = root / "corpus.txt"
+    corpus.write_text("hello, World 42! the cat sat on the mat<|endoftext|>low lower lowest\n" * 200)
+
+    def cli(out: str, pattern: str, *options: str) -> list[str]:
+        return ["-c", CLI, "bpe_v2", str(root / out), "-d", str(corpus), "-v", "300", "-q", "--pattern", pattern,
+                "--special", "<|endoftext|>", *options]  # fmt: skip
+
+    def script(code: str) -> list[str]:
+        return ["-c", textwrap.dedent(code)]
+
+    def nothing_written(out: str) -> Callable[[], str | None]:
+        return lambda: "wrote an output set" if (root / out / "vocab.json").exists() else None
+
+    # Item 1: unmatched text noted, then encoded and decoded whole (the dataset encoder too)
+    yield Case("round4: --pattern '[a-z]+' notes the text it leaves unmatched", cli("p1", "[a-z]+"), (0,),
+               r"(\A|\n)note: pattern '\[a-z\]\+' matches no part of [\d,]+ bytes \(\d+\.\d%\)")  # fmt: skip
+    yield Case("round4: a '[a-z]+' run encodes and decodes every character", script(
+        f"""
+        import subprocess, sys, numpy
+        from cs336_basics import Tokenizer
+        run, data, ids = {str(root / "p2")!r}, {str(corpus)!r}, {str(root / "p2.npy")!r}
+        subprocess.run([sys.executable, "-c", {CLI!r}, "bpe_v2", run, "-d", data, "-v", "300", "-q",
+                        "--pattern", "[a-z]+", "--special", "<|endoftext|>"], check=True, capture_output=True)
+        tokenizer = Tokenizer.from_files(run + "/vocab.json", run + "/merges.txt")
+        text = "hello, World 42! <|endoftext|> ünï 😀"
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+        subprocess.run([sys.executable, "-m", "cs336_basics.encode_cli", data, ids, "--tokenizer", run, "-q"],
+                       check=True)
+        assert tokenizer.decode(numpy.load(ids).tolist()) == open(data, encoding="utf-8").read()
+        """), (0,))  # fmt: skip
+
+    # Item 3: exports HF or tiktoken cannot read are refused before training; named groups and (?s) load
+    yield Case("round4: \\X at --export tiktoken", cli("p3", r"\X", "--export", "tiktoken"), (2,),
+               r"\Aerror: cannot export pattern '\\X' to tiktoken: it has the grapheme cluster \\X",
+               check=nothing_written("p3"))  # fmt: skip
+    yield Case("round4: (?x) at --export hf", cli("p4", r"(?x) \w+ | .", "--export", "hf"), (2,),
+               r"\Aerror: cannot export pattern .* to HF tokenizers: it has the inline flag VERBOSE \(\?x\)",
+               check=nothing_written("p4"))  # fmt: skip
+    if importlib.util.find_spec("tokenizers") is not None:
+        yield Case("round4: named groups and (?s) export for HF", script(
+            f"""
+            import subprocess, sys, tokenizers
+            from cs336_basics import Tokenizer
+            run = {str(root / "p5")!r}
+            subprocess.run([sys.executable, "-c", {CLI!r}, "bpe_v2", run, "-d", {str(corpus)!r}, "-v", "300", "-q",
+                            "--pattern", r"(?s)(?P<w>\\p{{L}}+)|(?P<n>\\p{{N}})|.", "--export", "hf"], check=True)
+            text = "hello, World 42!\\n\\n ok"
+            ours = Tokenizer.from_files(run + "/vocab.json", run + "/merges.txt").encode(text)
+            assert tokenizers.Tokenizer.from_file(run + "/tokenizer.json").encode(text).ids == ours
+            """), (0,))  # fmt: skip
+
+    # Item 5: a runaway regex is bounded, named, and interruptible
+    runaway = root / "runaway.txt"
+    runaway.write_text("a" * 40_000 + "!")
+    bounded = "import os; os.environ['CS336_REGEX_TIMEOUT'] = '0.01'; "
+    yield Case("round4: runaway regex in Tokenizer.encode", python_api(
+        bounded + "from cs336_basics import Tokenizer; "
+        "Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern='(a+)+$|.').encode('a' * 40_000 + '!')"),
+        (1,), r"\Apattern '\(a\+\)\+\$\|\.' ran past its time bound")  # fmt: skip
+    yield Case("round4: runaway regex in training", ["-c", bounded + CLI, "bpe_v1", str(root / "p6"), "-d",
+               str(runaway), "-v", "260", "-q", "--pattern", "(a+)+$|."], (2,),
+               r"\Aerror: pattern '\(a\+\)\+\$\|\.' ran past its time bound")  # fmt: skip
+    yield Case("round4: Ctrl-C during a runaway encode", script(
+        """
+        import sys
+        from cs336_basics import Tokenizer
+        tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern="(a+)+$|.")
+        print("ready", flush=True)
+        try:
+            tokenizer.encode("a" * 40_000 + "!")
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            sys.exit(130)
+        """), (130,), r"\Ainterrupted\Z", interrupt=signal.SIGINT)  # fmt: skip
+
+
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
@@ -1198,6 +1281,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     yield from round3_run_cases(work, full)
     yield from round4_base_cases(work, full)
     yield from round4_surface_cases(work, full)
+    yield from round4_pattern_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:
