@@ -266,6 +266,7 @@ def train(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -275,6 +276,8 @@ def train(
     `regex` package (`pattern.py`); `tie_break`: `cs336` (the default), `smallest-id` or `hf`
     (`tie_break.py`); `like`: `cs336`, `rustbpe` or `hf` sets both and the vocabulary's layout to
     give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
+    `unicode`: the Unicode version of the pattern's character classes, one of `pattern.UNICODE_VERSIONS`
+    (default: `like`'s, 16.0 for the tools' presets, else the installed `regex`'s); recorded in the run.
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `ingest.plan.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
@@ -295,7 +298,9 @@ def train(
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:
         specials = run_special_tokens(base, specials)
-    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(
+        run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length, unicode
+    )
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
@@ -387,7 +392,16 @@ def _train_by_lines(
         if native is not None:
             threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
             chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_words(path, [], threads, chunk_bytes, advance, rules.pattern.name, by_lines=True)
+            word_counts = native.count_words(
+                path,
+                [],
+                threads,
+                chunk_bytes,
+                advance,
+                rules.pattern.name,
+                by_lines=True,
+                unicode=rules.pattern.unicode_version,
+            )
             alphabet = present_bytes(word_counts.to_arrays()[0])
             if not REGISTRY[name].merges_native_counts:
                 word_counts = word_counts.to_dict()
@@ -425,6 +439,7 @@ def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = T
         "like": like,
         "min_frequency": rules.limits.min_frequency,
         "max_token_length": rules.limits.max_token_length,
+        "unicode": rules.pattern.unicode,
     }
 
 
@@ -567,6 +582,7 @@ def train_bpe(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
@@ -582,6 +598,7 @@ def train_bpe(
         "start_from": start_from,
         "min_frequency": min_frequency,
         "max_token_length": max_token_length,
+        "unicode": unicode,
     }
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
@@ -609,6 +626,7 @@ def train_from_counts(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
@@ -655,7 +673,7 @@ def train_from_counts(
         pattern = run_pattern_from(base, pattern, like)
         if pattern is None and like is None:
             pattern = pattern_from_regex(counts.pattern)
-        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(
                 f"the word counts were made with the pattern {counts.pattern_label}, not "
@@ -664,7 +682,7 @@ def train_from_counts(
     else:
         base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
         pattern = run_pattern_from(base, pattern, like)
-        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
     refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
@@ -711,6 +729,7 @@ def train_bpe_from_counts(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
@@ -722,6 +741,7 @@ def train_bpe_from_counts(
         "start_from": start_from,
         "min_frequency": min_frequency,
         "max_token_length": max_token_length,
+        "unicode": unicode,
     }
     if vocab_sizes is None:
         result = train_from_counts(
@@ -759,6 +779,7 @@ def train_after_counting(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
@@ -779,6 +800,7 @@ def train_after_counting(
         start_from=start_from,
         min_frequency=min_frequency,
         max_token_length=max_token_length,
+        unicode=unicode,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -803,6 +825,7 @@ def train_from_iterator(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -817,7 +840,9 @@ def train_from_iterator(
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:  # the base's special tokens split the documents too
         specials = run_special_tokens(base, specials)
-    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(
+        run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length, unicode
+    )
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
@@ -862,6 +887,7 @@ def train_bpe_from_iterator(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
@@ -877,6 +903,7 @@ def train_bpe_from_iterator(
         start_from=start_from,
         min_frequency=min_frequency,
         max_token_length=max_token_length,
+        unicode=unicode,
         **options,
     )
     return result.vocab, result.merges
