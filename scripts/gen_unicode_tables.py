@@ -1,4 +1,6 @@
-"""Generate cpp/scan/unicode_tables.hpp: the character classes of the native pre-tokenizers' patterns.
+"""Generate cpp/scan/unicode_tables.hpp: the character classes of the native pre-tokenizers' patterns,
+one table per Unicode version the references use; and cs336_basics/unicode_classes.py, each table's
+classes where the versions differ, for the pure-Python path (`pattern.classes_as`).
 
 The native pre-tokenizer must agree with `regex.finditer` on every input, so the classes `\\p{L}`,
 `\\p{N}` and `\\s` (every pattern's), and o200k's upper- and lower-case letter classes (marks in both),
@@ -8,15 +10,22 @@ upgrading `regex`; CI runs `--check`, which fails when the checked-in tables no 
 versions named in the file's header may differ: Python's `unicodedata` changes with Python, not
 with `regex`).
 
-Layout: two tables, each a two-level lookup. Code points are grouped into blocks of 128;
+The installed `regex`'s table comes from testing it; the other versions' (18.0 down to 15.0, those of
+rustbpe, tiktoken, HF tokenizers and the `regex` releases `regex>=2023.0` allows) are it with the
+differences scripts/unicode_versions.json records: `scripts/probe_unicode_classes.py --write` probed
+them from each tool and release itself (docs/REFERENCES.md). The script stops with one line when the
+installed `regex` is not the release that data was probed against (`.ci/constraints.txt` pins it).
+
+Layout: two tables per version, each a two-level lookup (the versions share the distinct blocks and
+differ in their block indexes). Code points are grouped into blocks of 128;
 `kClassBlockIndex[cp >> 7]` names one of the distinct blocks, stored 2 bits per code point in
 `kClassBlocks`. Code points past the last block that has a letter, number or space are all "other" and
 need no table. o200k's table (`kClassCaseBlockIndex`, `kClassCaseBlocks`) is built the same way with
 4 bits per code point, the class and o200k's two letter classes together (bit 2 in the upper-case
 one, bit 3 in the lower-case one): its scanner reads both with one lookup.
 
-    python scripts/gen_unicode_tables.py           # rewrite cpp/scan/unicode_tables.hpp
-    python scripts/gen_unicode_tables.py --check   # exit 1 if the checked-in tables are stale
+    python scripts/gen_unicode_tables.py           # rewrite both files
+    python scripts/gen_unicode_tables.py --check   # exit 1 if either checked-in file is stale
 """
 
 from __future__ import annotations

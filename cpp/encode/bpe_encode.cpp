@@ -640,8 +640,8 @@ size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& c
 uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out) const {
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
     const size_t invalid = for_each_pretoken_of(
-        pattern_, text.data(), text.size(), [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); },
-        *unicode_);
+        pattern_, text.data(), text.size(),
+        [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); }, *unicode_);
     if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
     return out;
 }

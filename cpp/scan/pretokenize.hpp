@@ -103,7 +103,8 @@ BPE_ALWAYS_INLINE unsigned decode_multibyte(const unsigned char* p, const unsign
 }
 
 // decode_multibyte giving the character's class: its length and `cls`, or 0 if invalid.
-inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end, uint8_t& cls, const unicode_tables::Table& unicode) {
+inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end, uint8_t& cls,
+                               const unicode_tables::Table& unicode) {
     uint32_t code_point;
     const unsigned length = decode_multibyte(p, end, code_point);
     if (length != 0) cls = unicode_tables::classify(code_point, unicode);
@@ -111,7 +112,8 @@ inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end,
 }
 
 // Length of the character at `p` (p < end) and its class, or 0 if invalid.
-inline unsigned read_char(const unsigned char* p, const unsigned char* end, uint8_t& cls, const unicode_tables::Table& unicode) {
+inline unsigned read_char(const unsigned char* p, const unsigned char* end, uint8_t& cls,
+                          const unicode_tables::Table& unicode) {
     cls = kAscii.classes[*p];
     if (cls != kLeadByte) return 1;
     return read_multibyte(p, end, cls, unicode);
@@ -190,7 +192,8 @@ inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
 // Advances `p` over characters of class `cls` (not kSpace); returns false (with `p` at the bad
 // byte) on invalid UTF-8. `kSimd`: skip ASCII runs 16 bytes at a time where SSE2 or NEON is available.
 template <bool kSimd>
-inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t cls, const unicode_tables::Table& unicode) {
+inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t cls,
+                     const unicode_tables::Table& unicode) {
     for (;;) {
 #if defined(BPE_SSE2) || defined(BPE_NEON)
         if (kSimd) {
@@ -512,7 +515,8 @@ inline void pad_last_block(const unsigned char* p, size_t count, size_t readable
 
 // `readable` >= `size`: bytes of `data` up to it may be read (never past `size` as text).
 template <ScannerPath kPath, typename OnPretoken, typename OnBlock>
-size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken, OnBlock& on_block, const unicode_tables::Table& unicode) {
+size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken, OnBlock& on_block,
+                      const unicode_tables::Table& unicode) {
     constexpr uint8_t kSpace = unicode_tables::kSpace;
     constexpr bool kSimd = kPath == ScannerPath::kFast;
     const auto* const base = reinterpret_cast<const unsigned char*>(data);

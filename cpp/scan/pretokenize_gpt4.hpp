@@ -68,7 +68,8 @@ inline unsigned contraction_suffix_ci(const unsigned char* p, const unsigned cha
 // `\s+`. nullptr on invalid UTF-8, with `p` at the bad byte.
 template <bool kEndRun>
 inline const unsigned char* whitespace_pretoken_end(const unsigned char* start, const unsigned char*& p,
-                                                    const unsigned char* end, unsigned next_length, uint8_t next_cls, const unicode_tables::Table& unicode) {
+                                                    const unsigned char* end, unsigned next_length, uint8_t next_cls,
+                                                    const unicode_tables::Table& unicode) {
     // Where the run ends, where its last character starts and where its last newline ends.
     const unsigned char* last = start;
     const unsigned char* after_newline = is_newline(*start) ? p : nullptr;
@@ -108,7 +109,8 @@ struct Gpt4Masks {
 // whose runs are cut every three characters (the block rules count ASCII digits, a byte each), and
 // it marks the continuation bytes of what it classified, so that a multi-byte "other" character
 // counts as one where one character matters (`[^\r\n\p{L}\p{N}]?+` before letters).
-inline void classify_multibyte_gpt4(const unsigned char* p, BlockMasks& m, uint64_t& continuation, const unicode_tables::Table& unicode) {
+inline void classify_multibyte_gpt4(const unsigned char* p, BlockMasks& m, uint64_t& continuation,
+                                    const unicode_tables::Table& unicode) {
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
@@ -151,7 +153,8 @@ BPE_ALWAYS_INLINE BlockMasks block_masks_gpt4(const unsigned char* p, NewlineAnd
     return m;
 }
 
-inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m, uint64_t newline, const unicode_tables::Table& unicode) {
+inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m, uint64_t newline,
+                            const unicode_tables::Table& unicode) {
     Gpt4Masks g{};
     g.newline = newline;
     if (m.non_ascii != 0) classify_multibyte_gpt4(p, m, g.continuation, unicode);
@@ -360,7 +363,8 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
 
 // read_multibyte (pretokenize.hpp) under o200k: the character's class and case from one lookup
 // (unicode_tables::class_and_case), or 0 if invalid.
-inline unsigned read_multibyte_o200k(const unsigned char* p, const unsigned char* end, uint8_t& class_and_case, const unicode_tables::Table& unicode) {
+inline unsigned read_multibyte_o200k(const unsigned char* p, const unsigned char* end, uint8_t& class_and_case,
+                                     const unicode_tables::Table& unicode) {
     uint32_t code_point;
     const unsigned length = decode_multibyte(p, end, code_point);
     if (length != 0) class_and_case = unicode_tables::class_and_case(code_point, unicode);
@@ -368,7 +372,8 @@ inline unsigned read_multibyte_o200k(const unsigned char* p, const unsigned char
 }
 
 // read_char (pretokenize.hpp) that also gives o200k's case of the character (unicode_tables::LetterCase).
-inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end, uint8_t& cls, uint8_t& letter_case, const unicode_tables::Table& unicode) {
+inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end, uint8_t& cls, uint8_t& letter_case,
+                                const unicode_tables::Table& unicode) {
     if (*p < 0x80) {
         cls = kAscii.classes[*p];
         letter_case = cls != unicode_tables::kLetter ? unicode_tables::kNoCase
@@ -388,7 +393,8 @@ inline bool is_ascii_lower(unsigned char byte) { return byte >= 'a' && byte <= '
 
 // The end of the word `UP*LO+` (else `UP+LO*`) from `t`, a character with a case; nullptr on invalid
 // UTF-8, with `t` at the bad byte.
-inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsigned char* end, const unicode_tables::Table& unicode) {
+inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsigned char* end,
+                                           const unicode_tables::Table& unicode) {
     using unicode_tables::kEitherCase;
     using unicode_tables::kLower;
     using unicode_tables::kUpper;
@@ -689,8 +695,8 @@ size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, siz
     }
     const size_t readable = readable_size < size ? size : readable_size;
     const auto scan = [&](auto end_run, auto path) {
-        return detail::scan_gpt4_pretokens<decltype(end_run)::value, decltype(path)::value>(data, size, readable,
-                                                                                           on_pretoken, on_block, unicode);
+        return detail::scan_gpt4_pretokens<decltype(end_run)::value, decltype(path)::value>(
+            data, size, readable, on_pretoken, on_block, unicode);
     };
     using EndRun = std::true_type;
     using NoEndRun = std::false_type;
@@ -700,11 +706,14 @@ size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, siz
     if (pattern == PretokenPattern::kO200k) {
         switch (scanner_path()) {
             case ScannerPath::kSwar:
-                return detail::scan_o200k_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block, unicode);
+                return detail::scan_o200k_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block,
+                                                                       unicode);
             case ScannerPath::kScalar:
-                return detail::scan_o200k_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block, unicode);
+                return detail::scan_o200k_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block,
+                                                                       unicode);
             default:
-                return detail::scan_o200k_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block, unicode);
+                return detail::scan_o200k_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block,
+                                                                       unicode);
         }
     }
     const bool end_run = pattern == PretokenPattern::kCl100k;
