@@ -81,9 +81,13 @@ def native_or_skip():
 
 @pytest.mark.parametrize("unicode", UNICODE_VERSIONS)
 @pytest.mark.parametrize("name", NATIVE_PATTERNS)
-def test_regex_path_classes_as_the_native_table(unicode: str, name: str) -> None:
+@pytest.mark.parametrize("spelled", ["named", "custom"])
+def test_regex_path_classes_as_the_native_table(unicode: str, name: str, spelled: str) -> None:
     native = native_or_skip()
-    compiled = regex.compile(classes_as(NAMED_PATTERNS[name], unicode))
+    # A named pattern's classes become version 1 sets; any other regex's (here the same one with an
+    # alternative that never matches) lookaheads and alternatives.
+    expression = NAMED_PATTERNS[name] + ("" if spelled == "named" else "|(?!)")
+    compiled = regex.compile(classes_as(expression, unicode))
     rng = random.Random(f"{unicode} {name}")
     pool = sorted({char for other in UNICODE_VERSIONS for char in code_points_where(unicode, other)})
     for _ in range(150):
