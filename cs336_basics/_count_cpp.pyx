@@ -80,24 +80,81 @@ cdef lib.PretokenPattern pattern_code(object name) except *:
     return <lib.PretokenPattern><int>NATIVE_PATTERNS.index(name)
 
 
-def pretoken_ends(const unsigned char[::1] data not None, pattern: str = "gpt2") -> list:
+# The Unicode versions of the native tables (unicode_tables.hpp), the installed regex's first when current.
+UNICODE_VERSIONS = tuple(lib.kUnicodeVersions[index].decode() for index in range(lib.kTableCount))
+# The classes the tables hold, as `regex` spells them (pattern.py's o200k letter classes among them).
+_TABLE_CLASSES = ((1, r"\p{L}"), (2, r"\p{N}"), (3, r"\s"))
+_TABLE_CASES = ((4, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (8, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"))
+_regex_unicode = None
+
+
+def regex_unicode_version() -> str:
+    """The Unicode version of the native table whose classes the installed `regex` has, told apart on
+    every code point where two tables differ (once per process). A `regex` that matches none (one
+    newer than the tables) gets the newest table, with a RuntimeWarning: the native scanners may then
+    split characters assigned since differently from bpe_v1."""
+    global _regex_unicode
+    if _regex_unicode is not None:
+        return _regex_unicode
+    import regex
+
+    code_points = []
+    for index in range(lib.kDifferingRangeCount):
+        code_points.extend(range(lib.kDifferingRanges[2 * index], lib.kDifferingRanges[2 * index + 1] + 1))
+    text = "".join(map(chr, code_points))
+    values = bytearray(len(code_points))
+    for value, expression in _TABLE_CLASSES + _TABLE_CASES:
+        for match in regex.finditer(expression + "+", text):
+            for position in range(match.start(), match.end()):
+                values[position] |= value
+    for table in range(lib.kTableCount):
+        if all(lib.class_and_case(code_point, lib.kTables[table]) == value
+               for code_point, value in zip(code_points, values)):
+            _regex_unicode = UNICODE_VERSIONS[table]
+            return _regex_unicode
+    import warnings
+
+    warnings.warn(f"the installed regex {regex.__version__} classes characters as none of the native tables "
+                  f"(Unicode {', '.join(UNICODE_VERSIONS)}): the native scanners use "
+                  f"Unicode {UNICODE_VERSIONS[0]}'s",
+                  RuntimeWarning, stacklevel=2)
+    _regex_unicode = UNICODE_VERSIONS[0]
+    return _regex_unicode
+
+
+def unicode_table_index(unicode: str | None) -> int:
+    """The index of a Unicode version's native table: one of UNICODE_VERSIONS, or None for the
+    installed `regex`'s (regex_unicode_version)."""
+    if unicode is None:
+        unicode = regex_unicode_version()
+    if unicode not in UNICODE_VERSIONS:
+        raise ValueError(f"the native scanners have the Unicode tables {', '.join(UNICODE_VERSIONS)}, not {unicode!r}")
+    return UNICODE_VERSIONS.index(unicode)
+
+
+def pretoken_ends(const unsigned char[::1] data not None, pattern: str = "gpt2", unicode: str | None = None) -> list:
     """End offsets of the pre-tokens of UTF-8 `data` (bytes-like) under one of NATIVE_PATTERNS:
-    pre-token i is `data[ends[i - 1]:ends[i]]`, the first starting at 0; they tile the input."""
+    pre-token i is `data[ends[i - 1]:ends[i]]`, the first starting at 0; they tile the input.
+    `unicode`: whose character classes (unicode_table_index)."""
     cdef string_view text = view_of(data)
     cdef vector[size_t] ends
     cdef lib.PretokenPattern code = pattern_code(pattern)
+    cdef unsigned table = unicode_table_index(unicode)
     with nogil:
-        ends = lib.pretoken_ends(text, code)
+        ends = lib.pretoken_ends(text, code, table)
     return ends
 
 
-def pretokenize_bytes(const unsigned char[::1] data not None, pattern: str = "gpt2") -> list:
+def pretokenize_bytes(
+    const unsigned char[::1] data not None, pattern: str = "gpt2", unicode: str | None = None
+) -> list:
     """The pre-tokens of UTF-8 `data` (bytes-like) under one of NATIVE_PATTERNS, as bytes."""
     cdef string_view text = view_of(data)
     cdef vector[size_t] ends
     cdef lib.PretokenPattern code = pattern_code(pattern)
+    cdef unsigned table = unicode_table_index(unicode)
     with nogil:
-        ends = lib.pretoken_ends(text, code)
+        ends = lib.pretoken_ends(text, code, table)
     cdef const char* base = text.data()
     cdef size_t start = 0
     result = []
@@ -107,9 +164,10 @@ def pretokenize_bytes(const unsigned char[::1] data not None, pattern: str = "gp
     return result
 
 
-def pretokenize(str text not None, pattern: str = "gpt2") -> list:
-    """The pre-tokens of `text`, exactly as `regex.findall` with the named pattern gives them."""
-    return [piece.decode("utf-8") for piece in pretokenize_bytes(text.encode("utf-8"), pattern)]
+def pretokenize(str text not None, pattern: str = "gpt2", unicode: str | None = None) -> list:
+    """The pre-tokens of `text`, exactly as `regex.findall` with the named pattern gives them (with
+    `unicode` given, as a regex engine with that Unicode version's classes would)."""
+    return [piece.decode("utf-8") for piece in pretokenize_bytes(text.encode("utf-8"), pattern, unicode)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,10 +188,11 @@ cdef int checked_threads(object num_threads) except -1:
     return num_threads
 
 
-cdef lib.CountOptions make_options(object num_threads, object chunk_bytes, object pattern) except *:
+cdef lib.CountOptions make_options(object num_threads, object chunk_bytes, object pattern, object unicode) except *:
     cdef lib.CountOptions options
     options.num_threads = checked_threads(num_threads)
     options.pattern = pattern_code(pattern)
+    options.unicode_table = unicode_table_index(unicode)
     if chunk_bytes is None:
         options.chunk_bytes = 0  # chosen from the input size and thread count
     elif isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, int) or chunk_bytes <= 0:
@@ -177,6 +236,7 @@ def count_words(
     progress: Callable[[int], object] | None = None,
     pattern: str = "gpt2",
     bint by_lines=False,
+    unicode: str | None = None,
 ) -> NativeWordCounts:
     """Count the pre-tokens (one of NATIVE_PATTERNS') of a UTF-8 file, split on `special_tokens` (which are not counted;
     overlapping ones resolve to the longest), on `num_threads` threads (None: OpenMP's default;
@@ -184,10 +244,10 @@ def count_words(
     `chunk_bytes` (None: automatic); the result does not depend on either setting. `progress`, if
     given, is called now and then with the bytes counted since its previous call (so `tqdm.update`
     fits); they add up to the file size. `by_lines`: each line (with its "\n") is pre-tokenized alone, as
-    HF tokenizers' `train(files)` reads a file."""
+    HF tokenizers' `train(files)` reads a file. `unicode`: whose character classes (unicode_table_index)."""
     cdef string path = os.fsencode(input_path)
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
-    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
+    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern, unicode)
     options.by_lines = by_lines
     cdef lib.CountedWords counted
     cdef lib.CountStats stats
@@ -210,10 +270,11 @@ def count_words_in_buffer(
     num_threads: int | None = None,
     chunk_bytes: int | None = None,
     pattern: str = "gpt2",
+    unicode: str | None = None,
 ) -> NativeWordCounts:
     """`count_words` for UTF-8 bytes in memory (bytes-like)."""
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
-    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern)
+    cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern, unicode)
     cdef string_view text = view_of(data)
     cdef lib.CountedWords counted
     cdef lib.CountStats stats
@@ -243,12 +304,13 @@ cdef class WordCounter:
         num_threads: int | None = None,
         expected_bytes: int = 0,
         pattern: str = "gpt2",
+        unicode: str | None = None,
     ):
         """`expected_bytes`: how much text is coming in all, when known (0: not known), so that the
         tables are sized once, from the first piece, rather than grown as the pieces come. `pattern`:
-        one of NATIVE_PATTERNS."""
+        one of NATIVE_PATTERNS; `unicode`: whose character classes (unicode_table_index)."""
         cdef vector[string] tokens = encode_special_tokens(special_tokens)
-        cdef lib.CountOptions options = make_options(num_threads, None, pattern)
+        cdef lib.CountOptions options = make_options(num_threads, None, pattern, unicode)
         if expected_bytes < 0:
             raise ValueError(f"expected_bytes must not be negative, got {expected_bytes!r}")
         options.expected_bytes = expected_bytes

@@ -159,7 +159,8 @@ cdef class NativeEncoder:
     cdef bint all_ids_shared  # every id has its int in `ints`
     cdef vector[Py_ssize_t] uses  # encode_list's references per shared int, zero between calls
 
-    def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots, str pattern="gpt2"):
+    def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots, str pattern="gpt2",
+                  unsigned unicode_table=0):
         if pattern not in NATIVE_PATTERNS:
             raise ValueError(f"the compiled encoder runs the patterns {NATIVE_PATTERNS}, not {pattern!r}")
         largest = max(max(byte_ids), max([merged for _, _, merged in merges], default=0),
@@ -175,7 +176,7 @@ cdef class NativeEncoder:
             c_merges.push_back(rule)
         cdef vector[pair[string, uint32_t]] c_specials = special_tokens
         cdef lib.PretokenPattern code = <lib.PretokenPattern><int>NATIVE_PATTERNS.index(pattern)
-        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots, code)
+        self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots, code, unicode_table)
 
     def __dealloc__(self):
         del self.encoder

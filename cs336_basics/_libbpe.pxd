@@ -4,7 +4,7 @@
 # Everything runs without the GIL; C++ exceptions become Python ones through `except +`
 # (std::bad_alloc -> MemoryError; std::invalid_argument, and so InvalidUtf8Error -> ValueError;
 # std::ios_base::failure -> OSError).
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libcpp cimport bool as cbool
 from libcpp.pair cimport pair
 from libcpp.string cimport string
@@ -67,7 +67,19 @@ cdef extern from "scan/pretokenize.hpp" namespace "bpe" nogil:
 cdef extern from "scan/pretokenize_gpt4.hpp" namespace "bpe" nogil:
     enum class PretokenPattern:
         pass
-    vector[size_t] pretoken_ends(string_view text, PretokenPattern pattern) except +
+    vector[size_t] pretoken_ends(string_view text, PretokenPattern pattern, unsigned unicode_table) except +
+
+
+# unicode_tables.hpp: the character classes of each Unicode version the references use.
+cdef extern from "scan/unicode_tables.hpp" namespace "bpe::unicode_tables" nogil:
+    cdef cppclass Table:
+        pass
+    const unsigned kTableCount
+    const char* kUnicodeVersions[]
+    const Table kTables[]
+    const unsigned kDifferingRangeCount
+    const uint32_t kDifferingRanges[]
+    uint8_t class_and_case(uint32_t code_point, const Table& table)
 
 
 # word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).
@@ -81,6 +93,7 @@ cdef extern from "count/word_count.hpp" namespace "bpe" nogil:
         CountProgress progress
         void* progress_context
         PretokenPattern pattern
+        unsigned unicode_table
         cbool by_lines
 
     cdef cppclass CountStats:
@@ -156,6 +169,7 @@ cdef extern from "encode/bpe_encode.hpp" namespace "bpe" nogil:
             const vector[pair[string, uint32_t]]& special_tokens,
             size_t cache_slots,
             PretokenPattern pattern,
+            unsigned unicode_table,
         ) except +
         size_t encode(string_view text, uint32_t* out) except +
         vector[size_t] pieces(string_view text, size_t piece_bytes) except +

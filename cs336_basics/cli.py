@@ -53,7 +53,7 @@ from .export import EXPORT_FORMATS, check_exportable, export_files
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
 from .merge_limits import MergeLimits
-from .pattern import GPT2, pattern_label
+from .pattern import GPT2, installed_unicode, pattern_label
 from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, large_tokens_note, run_rules
 from .start_from import Base, load_base, num_new_merges, run_pattern_from, run_special_tokens
@@ -226,6 +226,8 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
     rows = []
     if result.pattern.name != GPT2:
         rows.append(("pattern", pattern_label(result.pattern.regex)))
+    if like is not None or result.pattern.unicode != installed_unicode():
+        rows.append(("unicode", f"{result.pattern.unicode}'s character classes"))
     if result.tie_break != CS336:
         rows.append(("tie-break", result.tie_break))
     if result.layout != CS336_LAYOUT:
@@ -301,7 +303,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
         # A base's recorded pattern carries over unless --pattern says otherwise (start_from.run_pattern_from).
         pattern = run_pattern_from(start, args.pattern, args.like)
-        rules = resolve_rules(pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length)
+        rules = resolve_rules(
+            pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode
+        )
         check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
         for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
             num_new_merges(start, size, run_special_tokens(start, args.special))

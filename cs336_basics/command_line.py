@@ -17,7 +17,7 @@ from types import FrameType
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
 from .merge_limits import MAX_LIMIT
-from .pattern import CL100K, GPT2, NANOCHAT, O200K, RUSTBPE
+from .pattern import CL100K, GPT2, NANOCHAT, O200K, RUSTBPE, TOOLS_UNICODE, UNICODE_VERSIONS
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
 
@@ -102,7 +102,7 @@ def limit_argument(text: str) -> int:
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--pattern`, `--tie-break`, `--like`, `--min-frequency` and `--max-token-length` (see
+    """`--pattern`, `--tie-break`, `--like`, `--unicode`, `--min-frequency` and `--max-token-length` (see
     `presets.resolve_rules`)."""
     add_pattern_argument(parser)
     parser.add_argument(
@@ -121,6 +121,14 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         "special tokens), hf (HF tokenizers' BpeTrainer.train_from_iterator on the text split on the special "
         "tokens), hf-raw (the same on raw documents: special tokens counted as text), hf-files (HF's "
         "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
+    )
+    parser.add_argument(
+        "--unicode",
+        choices=UNICODE_VERSIONS,
+        default=None,
+        metavar="VERSION",
+        help=f"the Unicode version the pattern classes characters by: {', '.join(UNICODE_VERSIONS)} (default: "
+        f"--like's, {TOOLS_UNICODE} for rustbpe, nanochat and hf*, as the tools do; else the installed regex's)",
     )
     parser.add_argument(
         "--min-frequency",

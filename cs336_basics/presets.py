@@ -19,17 +19,29 @@
   pre-tokenized alone, special tokens counted as text, and the alphabet the bytes the text holds
   (layout `hf-files`). Only for one text file (`train`, `train_bpe`, the command with one `-d`).
 
+Each tool's preset classes characters as the tool does, by Unicode 16.0's tables (`pattern.TOOLS_UNICODE`:
+rustbpe's Rust regex crate, HF's Oniguruma; probed, docs/REFERENCES.md); `cs336` by the installed `regex`'s.
 HF's `min_frequency` and `max_token_length` go with any preset (`merge_limits.py`). Under the HF
 presets a `vocab_size` below the initial tokens (special tokens and bytes) trains, as HF does: no merges.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .pattern import GPT2, NANOCHAT, RUSTBPE, Pattern, pattern_label, resolve_pattern
+from .pattern import (
+    GPT2,
+    NANOCHAT,
+    RUSTBPE,
+    TOOLS_UNICODE,
+    Pattern,
+    check_unicode,
+    installed_unicode,
+    pattern_label,
+    resolve_pattern,
+)
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 
 # nanochat's SPECIAL_TOKENS (nanochat/tokenizer.py), in its order: the ids after the merges.
@@ -59,15 +71,19 @@ class Preset:
     special_tokens: tuple[str, ...] | None = None
     # HF's train_from_iterator on raw documents: special tokens counted as text, not split out.
     specials_as_text: bool = False
+    # The Unicode version of the tool's character classes (None: the installed regex's).
+    unicode: str | None = None
 
 
 PRESETS: dict[str, Preset] = {
     "cs336": Preset(GPT2, CS336, CS336_LAYOUT),
-    "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT, any_pattern=True),
-    "nanochat": Preset(NANOCHAT, SMALLEST_ID, RUSTBPE_LAYOUT, special_tokens=NANOCHAT_SPECIAL_TOKENS),
-    "hf": Preset(GPT2, HF, HF_LAYOUT),
-    "hf-raw": Preset(GPT2, HF, HF_LAYOUT, specials_as_text=True),
-    "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True),
+    "rustbpe": Preset(RUSTBPE, SMALLEST_ID, RUSTBPE_LAYOUT, any_pattern=True, unicode=TOOLS_UNICODE),
+    "nanochat": Preset(
+        NANOCHAT, SMALLEST_ID, RUSTBPE_LAYOUT, special_tokens=NANOCHAT_SPECIAL_TOKENS, unicode=TOOLS_UNICODE
+    ),
+    "hf": Preset(GPT2, HF, HF_LAYOUT, unicode=TOOLS_UNICODE),
+    "hf-raw": Preset(GPT2, HF, HF_LAYOUT, specials_as_text=True, unicode=TOOLS_UNICODE),
+    "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True, unicode=TOOLS_UNICODE),
 }
 
 
@@ -81,8 +97,9 @@ def resolve_preset(like: object) -> Preset:
 
 @dataclass(frozen=True)
 class TrainingRules:
-    """What a run trains by: its pre-tokenizer, its tie-break, how its vocabulary numbers tokens, and
-    HF's limits on merging (`merge_limits.py`; they apply under every preset and tie-break)."""
+    """What a run trains by: its pre-tokenizer (with the Unicode version of its classes,
+    `Pattern.unicode`), its tie-break, how its vocabulary numbers tokens, and HF's limits on merging
+    (`merge_limits.py`; they apply under every preset and tie-break)."""
 
     pattern: Pattern
     tie_break: str
@@ -109,14 +126,26 @@ def resolve_rules(
     like: str | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> TrainingRules:
-    """The rules of a run: `like` sets the first three; `pattern` and `tie_break` may repeat what it
-    sets but not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule
-    (cs336) and CS336's layout. `min_frequency` and `max_token_length` go with any of them."""
+    """The rules of a run: `like` sets the first three and the Unicode version of the pattern's classes;
+    `pattern`, `tie_break` and `unicode` (one of `pattern.UNICODE_VERSIONS`) may repeat what it sets but
+    not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule (cs336),
+    CS336's layout and the Unicode of a Pattern that carries one (a base's record), else the installed
+    `regex`'s; the rules' pattern always names its version. `min_frequency` and
+    `max_token_length` go with any of them."""
     limits = check_merge_limits(min_frequency, max_token_length)
     preset = resolve_preset(like)
     chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
+    asked = check_unicode(unicode)
+    if like is not None and asked is not None and preset.unicode is not None and asked != preset.unicode:
+        raise BPEInputError(
+            f"unicode={asked!r} contradicts like={like!r}, which classes characters by Unicode {preset.unicode}'s "
+            "tables, as the tool does; give one or the other"
+        )
+    # Asked for, else like's, else the pattern's own (a base's record), else the installed regex's.
+    chosen = replace(chosen, unicode=asked or preset.unicode or chosen.unicode or installed_unicode())
     if like is not None:
         implied = resolve_pattern(preset.pattern)
         if chosen.regex != implied.regex and not preset.any_pattern:

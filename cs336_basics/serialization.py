@@ -46,6 +46,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -53,7 +54,7 @@ from typing import Any, BinaryIO
 from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
 from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .pattern import GPT2, NAMED_PATTERNS, Pattern, pattern_from_regex
+from .pattern import GPT2, NAMED_PATTERNS, Pattern, check_unicode, pattern_from_regex
 from .tie_break import CS336
 
 try:
@@ -87,10 +88,10 @@ class OutputBusyError(BPEInputError):
 
 def run_rules(pattern: Pattern, tie_break: str, layout: str, limits: MergeLimits = NO_LIMITS) -> dict[str, Any]:
     """bpe_run.json's fields for what a run trained by (`presets.TrainingRules`): `pattern` as its
-    name (null for a regex of no name) and its regex, `tie_break`, `layout`, HF's `min_frequency`
-    and `max_token_length` (null: none); pass as `details`."""
+    name (null for a regex of no name), its regex and the Unicode version of its classes, `tie_break`,
+    `layout`, HF's `min_frequency` and `max_token_length` (null: none); pass as `details`."""
     return {
-        "pattern": {"name": pattern.name, "regex": pattern.regex},
+        "pattern": {"name": pattern.name, "regex": pattern.regex, "unicode": pattern.unicode_version},
         "tie_break": tie_break,
         "layout": layout,
         "min_frequency": limits.min_frequency,
@@ -751,6 +752,7 @@ def _run_problem(run: object) -> str | None:
             return "pattern.name must be a string or null"
         try:
             pattern_from_regex(pattern["regex"])
+            check_unicode(pattern.get("unicode"))
         except BPEInputError as error:
             return str(error)
     for name in ("tie_break", "layout"):
@@ -765,8 +767,10 @@ def _run_problem(run: object) -> str | None:
 
 def run_pattern(run: dict[str, Any] | None) -> Pattern:
     """The pattern a run trained with (read_run_info's metadata, `recorded_rules`): its recorded regex,
-    which is a named pattern when it is that pattern's text."""
-    return pattern_from_regex(recorded_rules(run or {})["pattern"]["regex"])
+    which is a named pattern when it is that pattern's text, with the Unicode version it records (a
+    file older than that: None, the installed `regex`'s)."""
+    recorded = recorded_rules(run or {})["pattern"]
+    return replace(pattern_from_regex(recorded["regex"]), unicode=recorded.get("unicode"))
 
 
 def run_layout(run: dict[str, Any] | None) -> str:

@@ -81,7 +81,13 @@ class _StreamCounter:
         self.source_bytes = 0  # bytes of the equivalent text (DOCUMENT_SEPARATOR not included)
         native = _native_module() if self.pattern.native else None
         self._counter = (
-            native.WordCounter(self.tokens, num_threads, expected_bytes, pattern=self.pattern.name)
+            native.WordCounter(
+                self.tokens,
+                num_threads,
+                expected_bytes,
+                pattern=self.pattern.name,
+                unicode=self.pattern.unicode_version,
+            )
             if native is not None
             else None
         )

@@ -16,7 +16,8 @@ where they overlap; each one becomes its own id), pre-tokenize every piece with 
 as GPT-2 does: repeatedly merge every occurrence of the adjacent pair whose merge came first.
 Pre-tokens never interact, so their ids are cached. With `pattern="cl100k"` (or "o200k") and a
 vocabulary trained with it, the ids are tiktoken's for `Encoding(pat_str=<that pattern>,
-mergeable_ranks=<the vocabulary>)`.
+mergeable_ranks=<the vocabulary>)`, characters classed as tiktoken classes them (Unicode 16.0's tables,
+unless the pattern or the run says another version: `pattern.Pattern.unicode`).
 
 This module is the readable reference. When the compiled `cs336_basics._encode` is built (and
 `CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/encode/bpe_encode.cpp`)
@@ -35,6 +36,7 @@ import stat
 import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,7 +56,17 @@ from .contract import (
     special_token_ids,
     special_token_regex,
 )
-from .pattern import CL100K, GPT2, NATIVE_PATTERNS, O200K, RUSTBPE, Pattern, resolve_pattern
+from .pattern import (
+    CL100K,
+    GPT2,
+    NATIVE_PATTERNS,
+    O200K,
+    RUSTBPE,
+    TOOLS_UNICODE,
+    UNICODE_VERSIONS,
+    Pattern,
+    resolve_pattern,
+)
 from .serialization import _current_umask, load_tokenizer_files, run_pattern
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
@@ -159,7 +171,9 @@ class Tokenizer:
     or "gpt2", "cl100k", "o200k", or any regex). The compiled encoder runs the named ones: a custom
     regex encodes on the pure-Python path (`native=True` is refused with it). There,
     `encode_iterable` and `encode_file` cut the text where the named patterns cannot span; a custom
-    regex is cut only after special tokens, so text between two of them is held whole.
+    regex is cut only after special tokens, so text between two of them is held whole. Characters are
+    classed by the Unicode version the pattern carries (a run's records it); "cl100k" and "o200k"
+    without one by tiktoken's (`pattern.TOOLS_UNICODE`), the others by the installed `regex`'s.
 
     Text a custom regex does not match is not lost: each stretch between two matches is a
     pre-token of its own, encoded with the same merges, as the exported tokenizer.json's `Split`
@@ -186,6 +200,8 @@ class Tokenizer:
             raise BPEInputError(f"drop_unmatched must be True or False, got {drop_unmatched!r}")
         # What the pattern leaves unmatched is left out (tiktoken's behaviour) rather than encoded (HF's).
         self.drop_unmatched = drop_unmatched
+        if self.pattern.unicode is None and self.pattern.name in (CL100K, O200K):
+            self.pattern = replace(self.pattern, unicode=TOOLS_UNICODE)  # tiktoken's encodings, as tiktoken
         if isinstance(special_tokens, str):
             raise BPEInputError(f"special_tokens must be a list of strings; wrap {special_tokens!r} in a list")
         specials = check_special_tokens(special_tokens)
@@ -325,7 +341,8 @@ class Tokenizer:
             return None
         merges = [(left, right, merged) for (left, right), (_, merged) in self._ranked_merges()]
         specials = [(token.encode("utf-8"), token_id) for token, token_id in self._special_ids.items()]
-        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots, self.pattern.name)
+        table = UNICODE_VERSIONS.index(self.pattern.unicode_version)
+        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots, self.pattern.name, table)
 
     def _ranked_merges(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
         return sorted(self._merge_ranks.items(), key=lambda item: item[1][0])

@@ -271,6 +271,7 @@ def train(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -280,6 +281,8 @@ def train(
     `regex` package (`pattern.py`); `tie_break`: `cs336` (the default), `smallest-id` or `hf`
     (`tie_break.py`); `like`: `cs336`, `rustbpe` or `hf` sets both and the vocabulary's layout to
     give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
+    `unicode`: the Unicode version of the pattern's character classes, one of `pattern.UNICODE_VERSIONS`
+    (default: `like`'s, 16.0 for the tools' presets, else the installed `regex`'s); recorded in the run.
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `ingest.plan.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
@@ -300,7 +303,9 @@ def train(
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:
         specials = run_special_tokens(base, specials)
-    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(
+        run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length, unicode
+    )
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
@@ -393,7 +398,16 @@ def _train_by_lines(
         if native is not None:
             threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
             chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_words(path, [], threads, chunk_bytes, advance, rules.pattern.name, by_lines=True)
+            word_counts = native.count_words(
+                path,
+                [],
+                threads,
+                chunk_bytes,
+                advance,
+                rules.pattern.name,
+                by_lines=True,
+                unicode=rules.pattern.unicode_version,
+            )
             alphabet = present_bytes(word_counts.to_arrays()[0])
             if not REGISTRY[name].merges_native_counts:
                 word_counts = word_counts.to_dict()
@@ -431,6 +445,7 @@ def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = T
         "like": like,
         "min_frequency": rules.limits.min_frequency,
         "max_token_length": rules.limits.max_token_length,
+        "unicode": rules.pattern.unicode,
     }
 
 
@@ -616,6 +631,7 @@ def train_bpe(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
@@ -631,6 +647,7 @@ def train_bpe(
         "start_from": start_from,
         "min_frequency": min_frequency,
         "max_token_length": max_token_length,
+        "unicode": unicode,
     }
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
@@ -658,6 +675,7 @@ def train_from_counts(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
@@ -704,7 +722,7 @@ def train_from_counts(
         pattern = run_pattern_from(base, pattern, like)
         if pattern is None and like is None:
             pattern = pattern_from_regex(counts.pattern)
-        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(
                 f"the word counts were made with the pattern {counts.pattern_label}, not "
@@ -713,7 +731,7 @@ def train_from_counts(
     else:
         base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
         pattern = run_pattern_from(base, pattern, like)
-        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length)
+        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
         counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
     refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
@@ -762,6 +780,7 @@ def train_bpe_from_counts(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
@@ -773,6 +792,7 @@ def train_bpe_from_counts(
         "start_from": start_from,
         "min_frequency": min_frequency,
         "max_token_length": max_token_length,
+        "unicode": unicode,
     }
     if vocab_sizes is None:
         result = train_from_counts(
@@ -810,6 +830,7 @@ def train_after_counting(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
@@ -830,6 +851,7 @@ def train_after_counting(
         start_from=start_from,
         min_frequency=min_frequency,
         max_token_length=max_token_length,
+        unicode=unicode,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -854,6 +876,7 @@ def train_from_iterator(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -868,7 +891,9 @@ def train_from_iterator(
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:  # the base's special tokens split the documents too
         specials = run_special_tokens(base, specials)
-    rules = resolve_rules(run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length)
+    rules = resolve_rules(
+        run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length, unicode
+    )
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
@@ -913,6 +938,7 @@ def train_bpe_from_iterator(
     start_from: StartFrom | None = None,
     min_frequency: int | None = None,
     max_token_length: int | None = None,
+    unicode: str | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
@@ -928,6 +954,7 @@ def train_bpe_from_iterator(
         start_from=start_from,
         min_frequency=min_frequency,
         max_token_length=max_token_length,
+        unicode=unicode,
         **options,
     )
     return result.vocab, result.merges

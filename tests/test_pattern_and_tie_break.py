@@ -19,7 +19,7 @@ from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import assemble_vocab, count_words_in_text
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.counting import count_words, count_words_from_iterator
-from cs336_basics.pattern import NAMED_PATTERNS, Pattern, resolve_pattern
+from cs336_basics.pattern import NAMED_PATTERNS, Pattern, installed_unicode, resolve_pattern
 from cs336_basics.phases import CountParallelism
 from cs336_basics.presets import resolve_rules
 from cs336_basics.serialization import run_pattern
@@ -307,7 +307,7 @@ def test_the_commands_take_the_rules_and_bpe_run_json_records_them(
     out = capsys.readouterr().out
     assert "pattern" not in out and "tie-break" not in out  # the defaults go unsaid
     run = read_run(tmp_path / "plain")
-    assert run["pattern"] == {"name": "gpt2", "regex": NAMED_PATTERNS["gpt2"]}
+    assert run["pattern"] == {"name": "gpt2", "regex": NAMED_PATTERNS["gpt2"], "unicode": installed_unicode()}
     assert (run["tie_break"], run["layout"]) == ("cs336", "cs336")
 
     assert cli_main(["bpe_v1", str(tmp_path / "hf"), "-d", str(path), "-v", "290,300", "--like", "hf", "-q"]) == 0
@@ -324,7 +324,7 @@ def test_the_commands_take_the_rules_and_bpe_run_json_records_them(
 
     assert cli_main(["bpe_v1", str(tmp_path / "re"), "-d", str(path), "-v", "300", "--pattern", CUSTOM, "-q"]) == 0
     assert f"pattern       '{CUSTOM}'" in capsys.readouterr().out
-    assert read_run(tmp_path / "re")["pattern"] == {"name": None, "regex": CUSTOM}
+    assert read_run(tmp_path / "re")["pattern"] == {"name": None, "regex": CUSTOM, "unicode": installed_unicode()}
 
     # A count file made with cl100k trains with cl100k, and is refused for gpt2, naming both.
     assert count_main([str(path), "-o", str(tmp_path / "c.bin"), "--pattern", "cl100k", "-q"]) == 0

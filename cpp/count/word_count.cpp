@@ -57,7 +57,7 @@ struct Tables {
 // read; kValidUtf8, or the offset of the first invalid byte in `text`. The caller flushes `counts`.
 // `by_lines`: each line (up to and with its '\n') is pre-tokenized alone, as HF's train(files) reads.
 size_t count_pieces(std::string_view text, const SpecialTokens& special, PretokenPattern pattern,
-                    ThreadCounts& counts, bool by_lines = false) {
+                    const unicode_tables::Table& unicode, ThreadCounts& counts, bool by_lines = false) {
     size_t invalid = kValidUtf8;
     const auto count_text = [&](size_t begin, size_t end) {
         if (invalid != kValidUtf8) return;
@@ -67,7 +67,8 @@ size_t count_pieces(std::string_view text, const SpecialTokens& special, Pretoke
             [&](size_t word_begin, size_t word_end) { counts.add(piece + word_begin, word_end - word_begin); },
             [&](const unsigned char* block, size_t offset, uint64_t boundaries) {
                 counts.add_block(block, piece + offset, boundaries);
-            });
+            },
+            unicode);
         if (bad != kValidUtf8) invalid = begin + bad;
     };
     special.for_each_piece(text, [&](size_t begin, size_t end) {
@@ -89,9 +90,10 @@ void note_invalid(size_t invalid, std::atomic<size_t>& first_invalid) {
 }
 
 void count_chunk(std::string_view chunk, size_t chunk_offset, const SpecialTokens& special, PretokenPattern pattern,
-                 ThreadCounts& counts, std::atomic<size_t>& first_invalid, bool by_lines = false) {
+                 const unicode_tables::Table& unicode, ThreadCounts& counts, std::atomic<size_t>& first_invalid,
+                 bool by_lines = false) {
     counts.readable_end = chunk.data() + chunk.size();
-    const size_t invalid = count_pieces(chunk, special, pattern, counts, by_lines);
+    const size_t invalid = count_pieces(chunk, special, pattern, unicode, counts, by_lines);
     counts.flush();
     if (invalid != kValidUtf8) note_invalid(chunk_offset + invalid, first_invalid);
 }
@@ -255,6 +257,7 @@ bool count_into(Tables& tables, std::string_view text, const SpecialTokens& spec
                                : fold               ? default_chunk_bytes(text.size(), threads)
                                                     : piece_chunk_bytes(text.size(), threads);
     const std::vector<size_t> boundaries = chunk_boundaries(text, special, chunk_bytes, threads, file, options.pattern);
+    const unicode_tables::Table& unicode = unicode_table(options.unicode_table);  // throws here, not in a thread
     const size_t num_chunks = boundaries.size() - 1;
 
     std::vector<char> worked(per_thread.size(), 0);  // one byte per thread: no shared counter
@@ -272,7 +275,7 @@ bool count_into(Tables& tables, std::string_view text, const SpecialTokens& spec
         worked[thread] = 1;
         const std::string_view piece = text.substr(begin, boundaries[chunk + 1] - begin);
         ThreadCounts& counts = per_thread[thread];
-        count_chunk(piece, begin, special, options.pattern, counts, first_invalid, options.by_lines);
+        count_chunk(piece, begin, special, options.pattern, unicode, counts, first_invalid, options.by_lines);
         counts.after_chunk(piece.size(), std::max(text.size(), options.expected_bytes) / size_t(threads),
                            per_thread.size());
         if (file != nullptr) file->release(piece.data(), piece.size());
@@ -490,6 +493,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
     const size_t total = ends[count] - ends[0];
     const size_t chunk_bytes = options.chunk_bytes > 0 ? options.chunk_bytes : piece_chunk_bytes(total, threads);
     const size_t expected = std::max(total, options.expected_bytes) / size_t(threads);  // for after_chunk
+    const unicode_tables::Table& unicode = unicode_table(options.unicode_table);  // throws here, not in a thread
 
     // Runs of whole documents of about chunk_bytes; a document of more than two chunks is cut into chunks
     // of its own (its ends are safe cuts: the separator keeps documents apart).
@@ -519,7 +523,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
         if (task.end > task.begin) {  // a chunk of one large document
             const std::string_view chunk = layout.at(task.first).substr(task.begin - ends[task.first], task.end - task.begin);
             if (!refused.empty() && chunk.find(refused) != std::string_view::npos) holds_refused = true;
-            count_chunk(chunk, task.begin, special, options.pattern, counts, first_invalid, options.by_lines);
+            count_chunk(chunk, task.begin, special, options.pattern, unicode, counts, first_invalid, options.by_lines);
             counts.after_chunk(chunk.size(), expected, per_thread.size());
             return;
         }
@@ -527,7 +531,7 @@ bool count_apart(std::vector<ThreadCounts>& per_thread, const SpecialTokens& spe
             const std::string_view document = layout.at(index);
             counts.readable_end = layout.readable_end(index, task.last);
             if (!refused.empty() && document.find(refused) != std::string_view::npos) holds_refused = true;
-            const size_t invalid = count_pieces(document, special, options.pattern, counts, options.by_lines);
+            const size_t invalid = count_pieces(document, special, options.pattern, unicode, counts, options.by_lines);
             if (invalid != kValidUtf8) {
                 note_invalid(ends[index] + invalid, first_invalid);
                 break;

@@ -42,6 +42,8 @@ struct CountOptions {
     // The pre-tokenizer. A text (a piece between special tokens, cut where chunking.hpp cuts) ends
     // where cl100k's `\s++$` sees an end only where the piece ends: a cut has no whitespace before it.
     PretokenPattern pattern = PretokenPattern::kGpt2;
+    // Whose Unicode classes the pattern's \p{L}, \p{N} and \s use: an index into unicode_tables::kTables.
+    unsigned unicode_table = 0;
     // Each line (up to and with its '\n') pre-tokenized alone, as HF tokenizers' train(files) reads a
     // file: a whitespace run never spans a line end. Chunks are cut where no word crosses, so also
     // where no line-bound word does.

@@ -315,13 +315,14 @@ private:
 
 Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
                  const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots,
-                 PretokenPattern pattern)
+                 PretokenPattern pattern, unsigned unicode_table_index)
     : specials_([&] {
           std::vector<std::string> tokens;
           for (const auto& special : special_tokens) tokens.push_back(special.first);
           return tokens;
       }()),
-      pattern_(pattern) {
+      pattern_(pattern),
+      unicode_(&unicode_table(unicode_table_index)) {
     if (byte_ids.size() != 256) throw std::invalid_argument("byte_ids must have 256 entries");
     const auto check_id = [](uint32_t id) {
         if (id == std::numeric_limits<uint32_t>::max()) throw std::invalid_argument("token ids must be below 2**32 - 1");
@@ -624,7 +625,8 @@ size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& c
                 [&](size_t, size_t word_end) { lookup.add(begin + word_end); },
                 [&](const unsigned char*, size_t offset, uint64_t boundaries) {
                     lookup.add_block(begin + offset, boundaries);
-                });
+                },
+                *unicode_);
             if (bad != kValidUtf8) invalid = begin + bad;
         },
         [&](size_t token) {
@@ -638,7 +640,8 @@ size_t Encoder::encode_cached(std::string_view text, uint32_t* out, WordCache& c
 uint32_t* Encoder::encode_ordinary(std::string_view text, size_t offset, uint32_t* out) const {
     const auto* const base = reinterpret_cast<const unsigned char*>(text.data());
     const size_t invalid = for_each_pretoken_of(
-        pattern_, text.data(), text.size(), [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); });
+        pattern_, text.data(), text.size(),
+        [&](size_t begin, size_t stop) { out = merge(base + begin, stop - begin, out); }, *unicode_);
     if (invalid != kValidUtf8) throw InvalidUtf8Error(offset + invalid);
     return out;
 }

@@ -73,12 +73,13 @@ public:
     // `byte_ids[b]` is the id of the single byte b (256 entries); `merges` in rank order (a pair that
     // repeats keeps its first rank); `special_tokens` as (UTF-8 bytes, id), any order, none empty;
     // `cache_slots` is rounded up to a power of two, at least four (0 disables the caches); `pattern`
-    // is the pre-tokenizer the vocabulary was trained with.
+    // is the pre-tokenizer the vocabulary was trained with, `unicode_table` the index of its character
+    // classes in unicode_tables::kTables.
     // Throws std::invalid_argument on malformed arguments, std::bad_alloc if the cache cannot be
     // reserved.
     Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeRule>& merges,
             const std::vector<std::pair<std::string, uint32_t>>& special_tokens, size_t cache_slots,
-            PretokenPattern pattern = PretokenPattern::kGpt2);
+            PretokenPattern pattern = PretokenPattern::kGpt2, unsigned unicode_table = 0);
     ~Encoder();
     Encoder(const Encoder&) = delete;
     Encoder& operator=(const Encoder&) = delete;
@@ -140,6 +141,7 @@ private:
     SpecialTokens specials_;
     std::vector<uint32_t> special_ids_;  // the id of each of specials_.tokens()
     PretokenPattern pattern_;
+    const unicode_tables::Table* unicode_;  // the pattern's character classes (unicode_tables::kTables)
 
     size_t cache_slots_ = 0;
     bool narrow_ids_ = false;  // every id is below 2^16: the caches keep up to kNarrowInlineIds inline

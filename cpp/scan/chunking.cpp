@@ -21,7 +21,9 @@ bool non_space_ends_before(std::string_view text, size_t p) {
     size_t lead = p - 1;
     while (lead > 0 && p - lead < 4 && detail::is_continuation(bytes[lead])) --lead;
     uint8_t cls;
-    return detail::read_multibyte(bytes + lead, bytes + p, cls) == p - lead && cls != unicode_tables::kSpace;
+    // \s is the same in every Unicode table (scripts/probe_unicode_classes.py): the first serves all.
+    return detail::read_multibyte(bytes + lead, bytes + p, cls, unicode_tables::kTables[0]) == p - lead &&
+           cls != unicode_tables::kSpace;
 }
 
 // First start of a special token in [from, limit) that no other occurrence spans.

@@ -103,18 +103,20 @@ BPE_ALWAYS_INLINE unsigned decode_multibyte(const unsigned char* p, const unsign
 }
 
 // decode_multibyte giving the character's class: its length and `cls`, or 0 if invalid.
-inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end, uint8_t& cls) {
+inline unsigned read_multibyte(const unsigned char* p, const unsigned char* end, uint8_t& cls,
+                               const unicode_tables::Table& unicode) {
     uint32_t code_point;
     const unsigned length = decode_multibyte(p, end, code_point);
-    if (length != 0) cls = unicode_tables::classify(code_point);
+    if (length != 0) cls = unicode_tables::classify(code_point, unicode);
     return length;
 }
 
 // Length of the character at `p` (p < end) and its class, or 0 if invalid.
-inline unsigned read_char(const unsigned char* p, const unsigned char* end, uint8_t& cls) {
+inline unsigned read_char(const unsigned char* p, const unsigned char* end, uint8_t& cls,
+                          const unicode_tables::Table& unicode) {
     cls = kAscii.classes[*p];
     if (cls != kLeadByte) return 1;
-    return read_multibyte(p, end, cls);
+    return read_multibyte(p, end, cls, unicode);
 }
 
 // The fast paths hard-code the ASCII classes; check that the tables agree.
@@ -190,7 +192,8 @@ inline unsigned ascii_run_length(const unsigned char* p, uint8_t cls) {
 // Advances `p` over characters of class `cls` (not kSpace); returns false (with `p` at the bad
 // byte) on invalid UTF-8. `kSimd`: skip ASCII runs 16 bytes at a time where SSE2 or NEON is available.
 template <bool kSimd>
-inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t cls) {
+inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t cls,
+                     const unicode_tables::Table& unicode) {
     for (;;) {
 #if defined(BPE_SSE2) || defined(BPE_NEON)
         if (kSimd) {
@@ -209,7 +212,7 @@ inline bool skip_run(const unsigned char*& p, const unsigned char* end, uint8_t 
         }
         if (ascii != kLeadByte) return true;
         uint8_t next_cls;
-        const unsigned length = read_multibyte(p, end, next_cls);
+        const unsigned length = read_multibyte(p, end, next_cls, unicode);
         if (length == 0) return false;
         if (next_cls != cls) return true;
         p += length;
@@ -368,14 +371,14 @@ inline BlockMasks block_masks_fast(const unsigned char* p) {
 // that is not valid UTF-8, runs past the block, or is a space (the block rules take a space as one
 // byte: `\s+(?!\S)` gives back the run's last character). Always inlined, decoding in line: in the
 // counter's loop, which holds every pattern's scanner, GCC had left read_multibyte a call here.
-BPE_ALWAYS_INLINE void classify_multibyte(const unsigned char* p, BlockMasks& m) {
+BPE_ALWAYS_INLINE void classify_multibyte(const unsigned char* p, BlockMasks& m, const unicode_tables::Table& unicode) {
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
         uint32_t code_point;
         const unsigned length = decode_multibyte(p + at, p + kBlockBytes, code_point);
         if (length == 0) return;
-        const uint8_t cls = unicode_tables::classify(code_point);
+        const uint8_t cls = unicode_tables::classify(code_point, unicode);
         if (cls == unicode_tables::kSpace) return;
         const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;  // length <= 4 and at + length <= 64
         if (cls == unicode_tables::kLetter) m.letter |= bytes;
@@ -512,7 +515,8 @@ inline void pad_last_block(const unsigned char* p, size_t count, size_t readable
 
 // `readable` >= `size`: bytes of `data` up to it may be read (never past `size` as text).
 template <ScannerPath kPath, typename OnPretoken, typename OnBlock>
-size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken, OnBlock& on_block) {
+size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken, OnBlock& on_block,
+                      const unicode_tables::Table& unicode) {
     constexpr uint8_t kSpace = unicode_tables::kSpace;
     constexpr bool kSimd = kPath == ScannerPath::kFast;
     const auto* const base = reinterpret_cast<const unsigned char*>(data);
@@ -530,7 +534,7 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
         }
         if (kPath != ScannerPath::kScalar) {
             BlockMasks masks = kSimd ? block_masks_fast(block) : block_masks_swar(block);
-            if (masks.non_ascii != 0) classify_multibyte(block, masks);
+            if (masks.non_ascii != 0) classify_multibyte(block, masks, unicode);
             const uint64_t boundaries = block_boundaries(block, masks);
             if (boundaries > 1) {  // 0: the block starts with what it cannot decide
                 on_block(block, size_t(p - base), boundaries);
@@ -542,7 +546,7 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
         // One pre-token, character by character.
         const unsigned char* const start = p;
         uint8_t cls;
-        unsigned length = read_char(p, end, cls);
+        unsigned length = read_char(p, end, cls, unicode);
         if (length == 0) return size_t(p - base);
         p += length;
 
@@ -557,18 +561,18 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
             // ` ?\p{L}+` and friends: a single space joins the run of letters, digits or other
             // symbols right after it (the apostrophe counts as other; no contraction after a space).
             uint8_t next_cls;
-            length = read_char(p, end, next_cls);
+            length = read_char(p, end, next_cls, unicode);
             if (length == 0) return size_t(p - base);
             if (next_cls != kSpace) {
                 p += length;
-                if (!skip_run<kSimd>(p, end, next_cls)) return size_t(p - base);
+                if (!skip_run<kSimd>(p, end, next_cls, unicode)) return size_t(p - base);
                 on_pretoken(size_t(start - base), size_t(p - base));
                 continue;
             }
         }
 
         if (cls != kSpace) {
-            if (!skip_run<kSimd>(p, end, cls)) return size_t(p - base);
+            if (!skip_run<kSimd>(p, end, cls, unicode)) return size_t(p - base);
             on_pretoken(size_t(start - base), size_t(p - base));
             continue;
         }
@@ -578,7 +582,7 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
         // next pre-token takes as its ` ?` prefix.
         const unsigned char* last = start;
         while (p < end) {
-            length = read_char(p, end, cls);
+            length = read_char(p, end, cls, unicode);
             if (length == 0) return size_t(p - base);
             if (cls != kSpace) break;
             last = p;
@@ -610,24 +614,25 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
 // up to it may be read, which makes the padded copy cheaper; they are never scanned.
 template <typename OnPretoken, typename OnBlock>
 size_t for_each_pretoken_block(const char* data, size_t size, size_t readable_size, OnPretoken&& on_pretoken,
-                               OnBlock&& on_block) {
+                               OnBlock&& on_block, const unicode_tables::Table& unicode = unicode_tables::kTables[0]) {
     const size_t readable = readable_size < size ? size : readable_size;
     switch (scanner_path()) {
         case ScannerPath::kSwar:
-            return detail::scan_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block);
+            return detail::scan_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block, unicode);
         case ScannerPath::kScalar:
-            return detail::scan_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block);
+            return detail::scan_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block, unicode);
         default:
-            return detail::scan_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block);
+            return detail::scan_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block, unicode);
     }
 }
 
 // Calls `on_pretoken(begin, end)` (byte offsets into `data`) for each pre-token in order. Returns
 // kValidUtf8, or the offset of the first invalid byte; the pre-tokens before it have been visited.
 template <typename OnPretoken>
-size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken) {
+size_t for_each_pretoken(const char* data, size_t size, OnPretoken&& on_pretoken,
+                         const unicode_tables::Table& unicode = unicode_tables::kTables[0]) {
     detail::EachPretokenOfBlock<OnPretoken> on_block{on_pretoken};
-    return for_each_pretoken_block(data, size, size, on_pretoken, on_block);
+    return for_each_pretoken_block(data, size, size, on_pretoken, on_block, unicode);
 }
 
 // End offsets of the pre-tokens of `text` (each starts where the previous ended, the first at 0).

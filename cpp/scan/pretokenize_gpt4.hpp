@@ -36,6 +36,13 @@ enum class PretokenPattern : int {
     kO200k = 3,
 };
 
+// The Unicode table at `index` of unicode_tables::kTables (the bindings pass the index); throws
+// std::invalid_argument past the last.
+inline const unicode_tables::Table& unicode_table(unsigned index) {
+    if (index >= unicode_tables::kTableCount) throw std::invalid_argument("no such Unicode table");
+    return unicode_tables::kTables[index];
+}
+
 namespace detail {
 
 inline bool is_newline(unsigned char byte) { return byte == '\r' || byte == '\n'; }
@@ -61,7 +68,8 @@ inline unsigned contraction_suffix_ci(const unsigned char* p, const unsigned cha
 // `\s+`. nullptr on invalid UTF-8, with `p` at the bad byte.
 template <bool kEndRun>
 inline const unsigned char* whitespace_pretoken_end(const unsigned char* start, const unsigned char*& p,
-                                                    const unsigned char* end, unsigned next_length, uint8_t next_cls) {
+                                                    const unsigned char* end, unsigned next_length, uint8_t next_cls,
+                                                    const unicode_tables::Table& unicode) {
     // Where the run ends, where its last character starts and where its last newline ends.
     const unsigned char* last = start;
     const unsigned char* after_newline = is_newline(*start) ? p : nullptr;
@@ -71,7 +79,7 @@ inline const unsigned char* whitespace_pretoken_end(const unsigned char* start, 
         if (is_newline(*last)) after_newline = p;
         while (p < end) {
             uint8_t cls;
-            const unsigned length = read_char(p, end, cls);
+            const unsigned length = read_char(p, end, cls, unicode);
             if (length == 0) return nullptr;
             if (cls != unicode_tables::kSpace) break;
             last = p;
@@ -101,12 +109,13 @@ struct Gpt4Masks {
 // whose runs are cut every three characters (the block rules count ASCII digits, a byte each), and
 // it marks the continuation bytes of what it classified, so that a multi-byte "other" character
 // counts as one where one character matters (`[^\r\n\p{L}\p{N}]?+` before letters).
-inline void classify_multibyte_gpt4(const unsigned char* p, BlockMasks& m, uint64_t& continuation) {
+inline void classify_multibyte_gpt4(const unsigned char* p, BlockMasks& m, uint64_t& continuation,
+                                    const unicode_tables::Table& unicode) {
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
         uint8_t cls;
-        const unsigned length = read_multibyte(p + at, p + kBlockBytes, cls);
+        const unsigned length = read_multibyte(p + at, p + kBlockBytes, cls, unicode);
         if (length == 0 || cls == unicode_tables::kSpace || cls == unicode_tables::kNumber) return;
         const uint64_t bytes = ((uint64_t(1) << length) - 1) << at;
         if (cls == unicode_tables::kLetter) m.letter |= bytes;
@@ -144,10 +153,11 @@ BPE_ALWAYS_INLINE BlockMasks block_masks_gpt4(const unsigned char* p, NewlineAnd
     return m;
 }
 
-inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m, uint64_t newline) {
+inline Gpt4Masks gpt4_masks(const unsigned char* p, BlockMasks& m, uint64_t newline,
+                            const unicode_tables::Table& unicode) {
     Gpt4Masks g{};
     g.newline = newline;
-    if (m.non_ascii != 0) classify_multibyte_gpt4(p, m, g.continuation);
+    if (m.non_ascii != 0) classify_multibyte_gpt4(p, m, g.continuation, unicode);
     g.undecided = m.non_ascii;
     return g;
 }
@@ -239,7 +249,7 @@ inline uint64_t gpt4_block_boundaries(const unsigned char* p, const BlockMasks& 
 // instructions than before o200k, 1.4% with these two out of line).
 template <bool kEndRun, ScannerPath kPath, typename OnPretoken, typename OnBlock>
 BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken,
-                           OnBlock& on_block) {
+                           OnBlock& on_block, const unicode_tables::Table& unicode) {
     using unicode_tables::kLetter;
     using unicode_tables::kNumber;
     using unicode_tables::kOther;
@@ -262,7 +272,7 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
             }
             NewlineAndCaseMasks extra;
             BlockMasks masks = block_masks_gpt4<kPath, false>(block, extra);
-            const Gpt4Masks more = gpt4_masks(block, masks, extra.newline);
+            const Gpt4Masks more = gpt4_masks(block, masks, extra.newline, unicode);
             const uint64_t boundaries = gpt4_block_boundaries(block, masks, more);
             if (boundaries > 1) {
                 on_block(block, size_t(p - base), boundaries);
@@ -273,7 +283,7 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
 
         const unsigned char* const start = p;
         uint8_t cls;
-        unsigned length = read_char(p, end, cls);
+        unsigned length = read_char(p, end, cls, unicode);
         if (length == 0) return size_t(p - base);
         p += length;
 
@@ -286,14 +296,14 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
             }
         }
         if (cls == kLetter) {
-            if (!skip_run<true>(p, end, kLetter)) return size_t(p - base);
+            if (!skip_run<true>(p, end, kLetter, unicode)) return size_t(p - base);
             emit(start, p);
             continue;
         }
         if (cls == kNumber) {  // \p{N}{1,3}: a run is cut every three characters
             for (int more = 0; more < 2 && p < end; ++more) {
                 uint8_t next_cls;
-                length = read_char(p, end, next_cls);
+                length = read_char(p, end, next_cls, unicode);
                 if (length == 0) return size_t(p - base);
                 if (next_cls != kNumber) break;
                 p += length;
@@ -307,25 +317,25 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
         uint8_t next_cls = kSpace;
         unsigned next_length = 0;
         if (p < end) {
-            next_length = read_char(p, end, next_cls);
+            next_length = read_char(p, end, next_cls, unicode);
             if (next_length == 0) return size_t(p - base);
         }
         if (next_length != 0 && next_cls == kLetter && !is_newline(*start)) {
             p += next_length;
-            if (!skip_run<true>(p, end, kLetter)) return size_t(p - base);
+            if (!skip_run<true>(p, end, kLetter, unicode)) return size_t(p - base);
             emit(start, p);
             continue;
         }
         if (cls == kOther || (*start == ' ' && next_length != 0 && next_cls == kOther)) {
             // ` ?[^\s\p{L}\p{N}]++[\r\n]*`
             if (cls != kOther) p += next_length;
-            if (!skip_run<true>(p, end, kOther)) return size_t(p - base);
+            if (!skip_run<true>(p, end, kOther, unicode)) return size_t(p - base);
             while (p < end && is_newline(*p)) ++p;
             emit(start, p);
             continue;
         }
 
-        const unsigned char* const to = whitespace_pretoken_end<kEndRun>(start, p, end, next_length, next_cls);
+        const unsigned char* const to = whitespace_pretoken_end<kEndRun>(start, p, end, next_length, next_cls, unicode);
         if (to == nullptr) return size_t(p - base);
         emit(start, to);
         p = to;
@@ -353,15 +363,17 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
 
 // read_multibyte (pretokenize.hpp) under o200k: the character's class and case from one lookup
 // (unicode_tables::class_and_case), or 0 if invalid.
-inline unsigned read_multibyte_o200k(const unsigned char* p, const unsigned char* end, uint8_t& class_and_case) {
+inline unsigned read_multibyte_o200k(const unsigned char* p, const unsigned char* end, uint8_t& class_and_case,
+                                     const unicode_tables::Table& unicode) {
     uint32_t code_point;
     const unsigned length = decode_multibyte(p, end, code_point);
-    if (length != 0) class_and_case = unicode_tables::class_and_case(code_point);
+    if (length != 0) class_and_case = unicode_tables::class_and_case(code_point, unicode);
     return length;
 }
 
 // read_char (pretokenize.hpp) that also gives o200k's case of the character (unicode_tables::LetterCase).
-inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end, uint8_t& cls, uint8_t& letter_case) {
+inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end, uint8_t& cls, uint8_t& letter_case,
+                                const unicode_tables::Table& unicode) {
     if (*p < 0x80) {
         cls = kAscii.classes[*p];
         letter_case = cls != unicode_tables::kLetter ? unicode_tables::kNoCase
@@ -370,7 +382,7 @@ inline unsigned read_char_o200k(const unsigned char* p, const unsigned char* end
         return 1;
     }
     uint8_t class_and_case;
-    const unsigned length = read_multibyte_o200k(p, end, class_and_case);
+    const unsigned length = read_multibyte_o200k(p, end, class_and_case, unicode);
     if (length == 0) return 0;
     cls = class_and_case & ((1u << unicode_tables::kCaseShift) - 1);
     letter_case = class_and_case >> unicode_tables::kCaseShift;
@@ -381,7 +393,8 @@ inline bool is_ascii_lower(unsigned char byte) { return byte >= 'a' && byte <= '
 
 // The end of the word `UP*LO+` (else `UP+LO*`) from `t`, a character with a case; nullptr on invalid
 // UTF-8, with `t` at the bad byte.
-inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsigned char* end) {
+inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsigned char* end,
+                                           const unicode_tables::Table& unicode) {
     using unicode_tables::kEitherCase;
     using unicode_tables::kLower;
     using unicode_tables::kUpper;
@@ -390,7 +403,7 @@ inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsign
     uint8_t cls, letter_case = unicode_tables::kNoCase;
     unsigned length = 0;
     while (p < end) {
-        length = read_char_o200k(p, end, cls, letter_case);
+        length = read_char_o200k(p, end, cls, letter_case, unicode);
         if (length == 0) return nullptr;
         if ((letter_case & kUpper) == 0) break;
         p += length;
@@ -402,7 +415,7 @@ inline const unsigned char* o200k_word_end(const unsigned char*& t, const unsign
     for (;;) {
         while (p < end && is_ascii_lower(*p)) ++p;
         if (p >= end) return p;
-        length = read_char_o200k(p, end, cls, letter_case);
+        length = read_char_o200k(p, end, cls, letter_case, unicode);
         if (length == 0) return nullptr;
         if ((letter_case & kLower) == 0) return p;
         p += length;
@@ -440,14 +453,15 @@ constexpr uint16_t undecided_o200k_classes() {
 }
 
 // classify_multibyte_gpt4 for o200k: it also stops at a mark, and marks the letters of each case.
-inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint64_t& continuation, O200kMasks& o) {
+inline void classify_multibyte_o200k(const unsigned char* p, BlockMasks& m, uint64_t& continuation, O200kMasks& o,
+                                     const unicode_tables::Table& unicode) {
     using unicode_tables::kCaseShift;
     constexpr uint16_t kUndecided = undecided_o200k_classes();
     uint64_t pending = m.non_ascii;
     while (pending != 0) {
         const unsigned at = count_trailing_zeros(pending);
         uint8_t class_and_case;
-        const unsigned length = read_multibyte_o200k(p + at, p + kBlockBytes, class_and_case);
+        const unsigned length = read_multibyte_o200k(p + at, p + kBlockBytes, class_and_case, unicode);
         if (length == 0 || ((kUndecided >> class_and_case) & 1) != 0) return;
         const unsigned cls = class_and_case & ((1u << kCaseShift) - 1);
         const unsigned letter_case = class_and_case >> kCaseShift;
@@ -484,12 +498,12 @@ inline uint64_t slash_mask(const unsigned char* p) {
 }
 
 BPE_ALWAYS_INLINE Gpt4Masks o200k_masks(const unsigned char* p, BlockMasks& m, const NewlineAndCaseMasks& extra,
-                                        O200kMasks& o) {
+                                        O200kMasks& o, const unicode_tables::Table& unicode) {
     Gpt4Masks g{};
     g.newline = extra.newline;
     o.upper = m.letter & ~extra.case_bit;  // ASCII letters so far
     o.both = 0;
-    if (m.non_ascii != 0) classify_multibyte_o200k(p, m, g.continuation, o);
+    if (m.non_ascii != 0) classify_multibyte_o200k(p, m, g.continuation, o, unicode);
     g.undecided = m.non_ascii;
     return g;
 }
@@ -577,7 +591,7 @@ BPE_ALWAYS_INLINE uint64_t o200k_block_boundaries(const unsigned char* p, const 
 // As scan_gpt4_pretokens, under o200k.
 template <ScannerPath kPath, typename OnPretoken, typename OnBlock>
 BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken,
-                            OnBlock& on_block) {
+                            OnBlock& on_block, const unicode_tables::Table& unicode) {
     using unicode_tables::kNumber;
     using unicode_tables::kOther;
     const auto* const base = reinterpret_cast<const unsigned char*>(data);
@@ -597,7 +611,7 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
             NewlineAndCaseMasks extra;
             BlockMasks masks = block_masks_gpt4<kPath, true>(block, extra);
             O200kMasks cases;
-            const Gpt4Masks more = o200k_masks(block, masks, extra, cases);
+            const Gpt4Masks more = o200k_masks(block, masks, extra, cases, unicode);
             const uint64_t boundaries = o200k_block_boundaries<kPath == ScannerPath::kFast>(block, masks, more, cases);
             if (boundaries > 1) {
                 on_block(block, size_t(p - base), boundaries);
@@ -608,7 +622,7 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
 
         const unsigned char* const start = p;
         uint8_t cls, letter_case;
-        unsigned length = read_char_o200k(p, end, cls, letter_case);
+        unsigned length = read_char_o200k(p, end, cls, letter_case, unicode);
         if (length == 0) return size_t(p - base);
 
         // A word: from here, or after a prefix (anything but \r \n, letters and numbers).
@@ -621,14 +635,14 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
             p += length;
             if (p < end) {
                 uint8_t next_case;
-                next_length = read_char_o200k(p, end, next_cls, next_case);
+                next_length = read_char_o200k(p, end, next_cls, next_case, unicode);
                 if (next_length == 0) return size_t(p - base);
                 if (next_case != 0) word = p;
             }
             p = start;
         }
         if (word != nullptr) {
-            const unsigned char* to = o200k_word_end(word, end);
+            const unsigned char* to = o200k_word_end(word, end, unicode);
             if (to == nullptr) return size_t(word - base);
             to += o200k_contraction(to, end);
             emit(start, to);
@@ -639,7 +653,7 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
 
         if (cls == kNumber) {  // \p{N}{1,3}
             for (int more = 0; more < 2 && p < end; ++more) {
-                length = read_char(p, end, next_cls);
+                length = read_char(p, end, next_cls, unicode);
                 if (length == 0) return size_t(p - base);
                 if (next_cls != kNumber) break;
                 p += length;
@@ -648,18 +662,18 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
             continue;
         }
         if (is_newline(*start) && p < end) {  // the prefix's look at the next character was skipped
-            next_length = read_char(p, end, next_cls);
+            next_length = read_char(p, end, next_cls, unicode);
             if (next_length == 0) return size_t(p - base);
         }
         if (cls == kOther || (*start == ' ' && next_length != 0 && next_cls == kOther)) {
             // ` ?[^\s\p{L}\p{N}]+[\r\n/]*`, marks in the run
             if (cls != kOther) p += next_length;
-            if (!skip_run<true>(p, end, kOther)) return size_t(p - base);
+            if (!skip_run<true>(p, end, kOther, unicode)) return size_t(p - base);
             while (p < end && (is_newline(*p) || *p == '/')) ++p;
             emit(start, p);
             continue;
         }
-        const unsigned char* const to = whitespace_pretoken_end<false>(start, p, end, next_length, next_cls);
+        const unsigned char* const to = whitespace_pretoken_end<false>(start, p, end, next_length, next_cls, unicode);
         if (to == nullptr) return size_t(p - base);
         emit(start, to);
         p = to;
@@ -674,12 +688,15 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
 // As for_each_pretoken_block (pretokenize.hpp), under any of the native patterns.
 template <typename OnPretoken, typename OnBlock>
 size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, size_t size, size_t readable_size,
-                                  OnPretoken&& on_pretoken, OnBlock&& on_block) {
-    if (pattern == PretokenPattern::kGpt2) return for_each_pretoken_block(data, size, readable_size, on_pretoken, on_block);
+                                  OnPretoken&& on_pretoken, OnBlock&& on_block,
+                                  const unicode_tables::Table& unicode = unicode_tables::kTables[0]) {
+    if (pattern == PretokenPattern::kGpt2) {
+        return for_each_pretoken_block(data, size, readable_size, on_pretoken, on_block, unicode);
+    }
     const size_t readable = readable_size < size ? size : readable_size;
     const auto scan = [&](auto end_run, auto path) {
-        return detail::scan_gpt4_pretokens<decltype(end_run)::value, decltype(path)::value>(data, size, readable,
-                                                                                           on_pretoken, on_block);
+        return detail::scan_gpt4_pretokens<decltype(end_run)::value, decltype(path)::value>(
+            data, size, readable, on_pretoken, on_block, unicode);
     };
     using EndRun = std::true_type;
     using NoEndRun = std::false_type;
@@ -689,11 +706,14 @@ size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, siz
     if (pattern == PretokenPattern::kO200k) {
         switch (scanner_path()) {
             case ScannerPath::kSwar:
-                return detail::scan_o200k_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block);
+                return detail::scan_o200k_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken, on_block,
+                                                                       unicode);
             case ScannerPath::kScalar:
-                return detail::scan_o200k_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block);
+                return detail::scan_o200k_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken, on_block,
+                                                                       unicode);
             default:
-                return detail::scan_o200k_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block);
+                return detail::scan_o200k_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken, on_block,
+                                                                       unicode);
         }
     }
     const bool end_run = pattern == PretokenPattern::kCl100k;
@@ -708,12 +728,14 @@ size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, siz
 }
 
 template <typename OnPretoken>
-size_t for_each_pretoken_of(PretokenPattern pattern, const char* data, size_t size, OnPretoken&& on_pretoken) {
+size_t for_each_pretoken_of(PretokenPattern pattern, const char* data, size_t size, OnPretoken&& on_pretoken,
+                            const unicode_tables::Table& unicode = unicode_tables::kTables[0]) {
     detail::EachPretokenOfBlock<OnPretoken> on_block{on_pretoken};
-    return for_each_pretoken_block_of(pattern, data, size, size, on_pretoken, on_block);
+    return for_each_pretoken_block_of(pattern, data, size, size, on_pretoken, on_block, unicode);
 }
 
 // pretoken_ends (pretokenize.hpp) under `pattern`. Throws InvalidUtf8Error.
-std::vector<size_t> pretoken_ends(std::string_view text, PretokenPattern pattern);
+// `unicode_table`: an index into unicode_tables::kTables.
+std::vector<size_t> pretoken_ends(std::string_view text, PretokenPattern pattern, unsigned unicode_table = 0);
 
 }  // namespace bpe
