@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <time.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -33,6 +34,17 @@ inline int omp_default_threads() {
     return omp_get_max_threads();
 #else
     return 1;
+#endif
+}
+
+// CPU seconds of every thread of this process so far; negative where the platform cannot say.
+inline double process_cpu_seconds() {
+#ifdef CLOCK_PROCESS_CPUTIME_ID
+    timespec now{};
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now) != 0) return -1;
+    return double(now.tv_sec) + 1e-9 * double(now.tv_nsec);
+#else
+    return -1;
 #endif
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -139,6 +140,9 @@ inline void Trainer<Symbol>::count_initial_pairs(int num_threads) {
     static_assert(sizeof(Tally) == 16, "a tally in one cache line");
     std::vector<std::vector<Tally>> tallies(threads);
     const auto first_word = [&](size_t share) { return num_words * share / threads; };
+    // Its threads' share of the cores, for the merges' choice of threads (ParallelChoice).
+    const double cpu_before = process_cpu_seconds();
+    const auto wall_before = std::chrono::steady_clock::now();
     parallel_for(threads, num_threads, [&](size_t share) {
         tallies[share].assign(kBytePairs, Tally{{0}, -1, 0});
         Tally* const tally = tallies[share].data();
@@ -152,6 +156,10 @@ inline void Trainer<Symbol>::count_initial_pairs(int num_threads) {
                           }
                       });
     });
+    if (!clock_.simulated() && cpu_before >= 0) {
+        const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - wall_before;
+        parallel_choice_.observe_team(process_cpu_seconds() - cpu_before, wall.count(), threads, clock_.now());
+    }
     // The tallies summed over the threads, each thread a slice of the byte pairs; then the
     // pairs created in byte-pair order on one thread (at most 65,536).
     std::vector<int64_t> counts(kBytePairs);

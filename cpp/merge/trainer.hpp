@@ -28,11 +28,14 @@ using namespace merge_tables;
 template <typename Symbol>
 class Trainer {
 public:
-    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break, MergeLimits limits)
+    // simulated_stalls: 0, or the choice's clock simulated (MergeClock) for tests.
+    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break, MergeLimits limits,
+            size_t simulated_stalls)
         : limits_(limits),
           tokens_(tie_break),
           workers_(size_t(std::max(1, num_threads))),
           parallel_choice_(workers_.size(), parallel_words),
+          clock_(simulated_stalls),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {
         for (Worker& worker : workers_) worker.pool.share(&spare_blocks_);
@@ -40,6 +43,10 @@ public:
     }
 
     int64_t count_of(PairId pair) const { return pairs_[pair].count; }
+    MergeThreadUse thread_use() const {
+        const ParallelChoice::Use& use = parallel_choice_.use();
+        return {use.parallel_merges, use.starved, use.resumed};
+    }
 
     // Building the words and their pairs (merge/load_words.hpp).
     void load_words(const CountedWords& words, int num_threads);
@@ -244,6 +251,7 @@ private:
     int64_t bar_ = INT64_MAX;  // pairs counting more are in the heap; the first pop lowers it
     size_t heap_size_after_build_ = 0;
     ParallelChoice parallel_choice_;
+    MergeClock clock_;
 
     // Pairs born below the birth floor are not tracked (see kBirthFloorDivisor); the pairs are
     // pruned when more than prune_at_ are tracked.
