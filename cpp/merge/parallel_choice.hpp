@@ -36,10 +36,14 @@ public:
           clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
 
     // The team's process CPU seconds over `wall_seconds` of a phase that kept its `team` threads
-    // busy: a share of the cores below kGotCores starts the merges on one thread.
+    // busy: a share of the cores below kGotCores starts the merges on one thread, and the smaller
+    // the share, the later the first probe (a probe's stall is longer on a busier machine).
     void observe_team(double cpu_seconds, double wall_seconds, size_t team, double now) {
         if (threads_ <= 1 || min_words_ == 0 || team <= 1 || cpu_seconds < 0 || wall_seconds < kLeastObserved) return;
-        if (cpu_seconds < kGotCores * double(team) * wall_seconds) starve(now, 0);
+        const double share = cpu_seconds / (double(team) * wall_seconds);
+        if (share >= kGotCores) return;
+        starve(now, 0);
+        resume_at_ = now + std::min(kCooldown / std::max(share, 0.01), kLongestCooldown);
     }
 
     // Whether a merge of `num_words` runs on the threads; `now` in seconds, any origin.
