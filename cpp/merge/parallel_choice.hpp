@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kit/omp_shim.hpp"
+
 namespace bpe {
 namespace {
 
@@ -30,10 +32,12 @@ namespace {
 // watch acts on the first one (docs/PERFORMANCE.md).
 class ParallelChoice {
 public:
-    ParallelChoice(size_t threads, size_t min_words)
+    // glance: before a probe, ask the kernel whether the machine has idle cores (idle_cores_for).
+    ParallelChoice(size_t threads, size_t min_words, bool glance = true)
         : threads_(threads),
           min_words_(min_words),
-          clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
+          clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))),
+          glance_(glance) {}
 
     // The team's process CPU seconds over `wall_seconds` of a phase that kept its `team` threads
     // busy: a share of the cores below kGotCores starts the merges on one thread, and the smaller
@@ -46,6 +50,9 @@ public:
         resume_at_ = now + std::min(kCooldown / std::max(share, 0.01), kLongestCooldown);
     }
 
+    // Whether every merge goes to one thread for now.
+    bool starved() const { return starved_; }
+
     // Whether a merge of `num_words` runs on the threads; `now` in seconds, any origin.
     bool parallel(size_t num_words, double now) {
         if (threads_ <= 1) return false;
@@ -56,6 +63,13 @@ public:
             // One thread, timed as in use, so that the probe is judged against today's cost.
             bands_[index].timing = Timing::kInUse;
             if (now < resume_at_) return false;
+            // While no core is idle a probe would stall: it waits longer instead, unpaid, until
+            // the cooldown is at its longest (the count is the whole machine's, and of an instant).
+            if (glance_ && cooldown_ < kLongestCooldown && idle_cores_for(threads_ - 1) == 0) {
+                cooldown_ = std::min(2 * cooldown_, kLongestCooldown);
+                resume_at_ = now + cooldown_;
+                return false;
+            }
             probing_ = true;
             return true;
         }
@@ -231,6 +245,7 @@ private:
     bool probing_ = false;  // the merge now running probes the threads
     double resume_at_ = 0;
     double cooldown_ = kCooldown;
+    bool glance_;
     Use use_;
 };
 

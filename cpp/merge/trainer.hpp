@@ -10,6 +10,7 @@
 
 #include "kit/bits.hpp"
 #include "kit/huge_pages.hpp"
+#include "kit/omp_shim.hpp"
 #include "merge/bpe_merge.hpp"
 #include "merge/merge_tables.hpp"
 #include "merge/parallel_choice.hpp"
@@ -34,7 +35,7 @@ public:
         : limits_(limits),
           tokens_(tie_break),
           workers_(size_t(std::max(1, num_threads))),
-          parallel_choice_(workers_.size(), parallel_words),
+          parallel_choice_(workers_.size(), parallel_words, /*glance=*/simulated_stalls == 0),
           clock_(simulated_stalls),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {
@@ -46,6 +47,18 @@ public:
     MergeThreadUse thread_use() const {
         const ParallelChoice::Use& use = parallel_choice_.use();
         return {use.parallel_merges, use.starved, use.resumed};
+    }
+
+    // Runs `phase`, a parallel_for that keeps `team` threads busy on equal shares, and tells the
+    // choice of threads what share of the cores they got (ParallelChoice::observe_team).
+    template <typename Phase>
+    void observed(size_t team, Phase&& phase) {
+        const double cpu_before = clock_.simulated() ? -1 : process_cpu_seconds();
+        const auto wall_before = std::chrono::steady_clock::now();
+        phase();
+        if (cpu_before < 0) return;
+        const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - wall_before;
+        parallel_choice_.observe_team(process_cpu_seconds() - cpu_before, wall.count(), team, clock_.now());
     }
 
     // Building the words and their pairs (merge/load_words.hpp).
