@@ -42,6 +42,12 @@ cdef extern from "merge/bpe_merge.hpp" namespace "bpe" nogil:
         int64_t min_frequency
         size_t max_token_length
 
+    cdef struct MergeThreadUse:  # how the last train_merges on this thread used its threads
+        size_t parallel_merges
+        size_t starved
+        size_t resumed
+    MergeThreadUse last_merge_thread_use() noexcept
+    size_t simulate_busy_machine(size_t stalled_merges) noexcept  # a test hook; returns the previous value
     vector[Merge] train_merges(
         const CountedWords& words, size_t num_merges, MergeProgress progress, void* context,
         int num_threads, size_t prune_pairs, size_t parallel_words, TieBreak tie_break,

@@ -72,6 +72,24 @@ def merge(
     )
 
 
+def last_thread_use() -> dict[str, int]:
+    """How the last merge loop run on the calling thread used its threads (`bpe::last_merge_thread_use`):
+    `parallel_merges` on the threads (counted only with `parallel_words` above 0), the times it fell back to
+    one thread because its threads were not getting their cores (`starved`), and the times a probe found them
+    back (`resumed`)."""
+    use = lib.last_merge_thread_use()
+    return {"parallel_merges": use.parallel_merges, "starved": use.starved, "resumed": use.resumed}
+
+
+def simulate_busy_machine(stalled_merges: int) -> int:
+    """A test hook (`bpe::simulate_busy_machine`): above 0, later merge loops time their merges on a simulated
+    clock on which the first `stalled_merges` parallel merges stall as beside a job holding a core; 0 (the
+    default) times them for real. The merges do not change. Returns the previous value."""
+    if isinstance(stalled_merges, bool) or not isinstance(stalled_merges, int) or stalled_merges < 0:
+        raise ValueError(f"stalled_merges must be a non-negative integer, got {stalled_merges!r}")
+    return lib.simulate_busy_machine(stalled_merges)
+
+
 def merge_held_words(
     words: object, num_merges: int, progress: Callable[[int], None] | None, num_threads: int, prune_pairs: int | None,
     parallel_words: int | None, release_words: bool, tie_break: str, start_from: list | None,

@@ -6,7 +6,8 @@
 //   python -m cs336_basics.count_cli corpus.txt -o counts.bin
 // Run:
 //   ./bench_merge counts.bin [vocab=32000] [threads=1] [repeats=1] [parallel_words=256] [tie_break=cs336]
-// Prints, per repeat, the wall and CPU seconds of train_merges, then the number of merges and a
+// Prints, per repeat, the wall and CPU seconds of train_merges and how it used its threads (merges on
+// them, falls back to one thread on a busy machine, returns), then the number of merges and a
 // 64-bit FNV-1a digest of them (equal digests: equal merges). vocab counts 256 byte tokens and one
 // special token, as the trainers do. `parallel_words` overrides the merge loop's threshold for
 // rewriting a merge's words on the threads; `tie_break` is cs336, smallest-id or hf. Under `perf stat` or `valgrind --tool=callgrind` use
@@ -110,7 +111,10 @@ int main(int argc, char** argv) {
         merges = bpe::train_merges(words, vocab - 257, nullptr, nullptr, threads, bpe::kDefaultPrunePairs,
                                     parallel_words, tie_break);
         const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-        std::printf("merge: %.3f s wall, %.3f s CPU\n", took.count(), process_cpu_seconds() - cpu_start);
+        const bpe::MergeThreadUse use = bpe::last_merge_thread_use();
+        std::printf("merge: %.3f s wall, %.3f s CPU; %zu merges on the threads, to one thread %zu time(s), "
+                    "back %zu\n", took.count(), process_cpu_seconds() - cpu_start, use.parallel_merges,
+                    use.starved, use.resumed);
     }
     // The digest of the merges as bytes (left, right), each token spelled from the ids.
     std::vector<std::string> tokens;

@@ -517,6 +517,28 @@ void merging() {
                                                    " thread(s)");
         }
     }
+
+    // A busy machine, simulated: the first parallel merge stalls, so every merge goes to one thread,
+    // and a probe after the cooldown brings the threads back; the merges are one thread's.
+    Counts busy;
+    for (int i = 0; i < 40000; ++i) {
+        std::string word = " ";
+        for (size_t length = 1 + random.below(12); length > 0; --length) word += "etaoinshrdlucm"[random.below(14)];
+        busy[word] += 1;
+    }
+    const auto one_thread = bpe::train_merges(as_word_counts(busy), 600, nullptr, nullptr, 1);
+    const size_t previous = bpe::simulate_busy_machine(1);
+    const auto merges = bpe::train_merges(as_word_counts(busy), 600, nullptr, nullptr, kThreads,
+                                          bpe::kDefaultPrunePairs, /*parallel_words=*/16);
+    const bpe::MergeThreadUse use = bpe::last_merge_thread_use();
+    bpe::simulate_busy_machine(previous);
+    check(spelled(merges) == spelled(one_thread), "train_merges on a simulated busy machine against one thread");
+    if (bpe::openmp_enabled()) {
+        check(use.starved == 1 && use.resumed == 1 && use.parallel_merges > 1,
+              "stalled parallel merges send the merges to one thread and a probe brings the threads back (" +
+                  std::to_string(use.parallel_merges) + " parallel, " + std::to_string(use.starved) +
+                  " starved, " + std::to_string(use.resumed) + " resumed)");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -476,3 +476,29 @@ def test_threads_match_one_thread_on_the_demo_corpus(num_threads: int, demo_text
     assert expected[:300] == bpe_v4.merge(one_thread.to_dict(), 300)
     assert counts.merge(1500, parallel_words=0) == expected
     assert counts.merge(1500, parallel_words=0, prune_pairs=64) == expected
+
+
+@pytest.mark.parametrize("parallel_words", [16, 256])
+def test_a_busy_machine_sends_the_merges_to_one_thread_and_back(parallel_words: int) -> None:
+    # The watch on the cores (cpp/merge/parallel_choice.hpp), on a simulated clock: the first parallel
+    # merge stalls as beside a job holding a core, so every merge goes to one thread, and a probe
+    # after the cooldown finds the threads back. The merges are one thread's all along.
+    native = native_or_skip()
+    from cs336_basics import _merge_cpp
+
+    rng = random.Random(5)
+    text = " ".join(
+        "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 12))) for _ in range(40_000)
+    ).encode()
+    expected = native.count_words_in_buffer(text, [], 1).merge(600, parallel_words=10**9)
+    counts = native.count_words_in_buffer(text, [], 2)
+    previous = _merge_cpp.simulate_busy_machine(1)
+    try:
+        got = counts.merge(600, parallel_words=parallel_words)
+        use = _merge_cpp.last_thread_use()
+    finally:
+        _merge_cpp.simulate_busy_machine(previous)
+    assert got == expected
+    if effective_num_threads(2) > 1:
+        assert use["starved"] == 1 and use["resumed"] == 1, use
+        assert use["parallel_merges"] > 1, use

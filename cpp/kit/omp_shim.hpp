@@ -6,7 +6,12 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <cstdio>
 #include <mutex>
+#include <time.h>
+#ifdef __linux__
+#include <unistd.h>
+#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -33,6 +38,37 @@ inline int omp_default_threads() {
     return omp_get_max_threads();
 #else
     return 1;
+#endif
+}
+
+// CPU seconds of every thread of this process so far; negative where the platform cannot say.
+inline double process_cpu_seconds() {
+#ifdef CLOCK_PROCESS_CPUTIME_ID
+    timespec now{};
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now) != 0) return -1;
+    return double(now.tv_sec) + 1e-9 * double(now.tv_nsec);
+#else
+    return -1;
+#endif
+}
+
+// Whether `helpers` more threads would find idle cores now, by the kernel's count of runnable
+// tasks (this one among them) against the online cores: 1 yes, 0 no, -1 unknown (not Linux).
+// A glance, not a measurement: the count is of this instant, and of the whole machine.
+inline int idle_cores_for(size_t helpers) {
+#ifdef __linux__
+    std::FILE* file = std::fopen("/proc/loadavg", "r");
+    if (file == nullptr) return -1;
+    double averages[3];
+    long running = 0;
+    const int read = std::fscanf(file, "%lf %lf %lf %ld/", &averages[0], &averages[1], &averages[2], &running);
+    std::fclose(file);
+    const long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+    if (read != 4 || running < 1 || cores < 1) return -1;
+    return cores - running >= long(helpers) ? 1 : 0;
+#else
+    (void)helpers;
+    return -1;
 #endif
 }
 

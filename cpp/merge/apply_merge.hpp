@@ -91,7 +91,7 @@ inline void Trainer<Symbol>::apply_merge(PairId merged) {
     PairRecord& merged_record = pairs_[merged];
     const size_t num_words = merged_record.num_words;
     const auto started = std::chrono::steady_clock::now();
-    const bool parallel = parallel_choice_.parallel(num_words);
+    const bool parallel = parallel_choice_.parallel(num_words, clock_.now());
     if (parallel) {
         apply_merge_on_threads(merged_record, new_token);
     } else {
@@ -105,7 +105,7 @@ inline void Trainer<Symbol>::apply_merge(PairId merged) {
         deltas.clear();
     }
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
-    parallel_choice_.record(parallel, num_words, took.count());
+    parallel_choice_.record(parallel, num_words, clock_.took(parallel, num_words, took.count()), clock_.now());
 #ifdef BPE_MERGE_PROFILE
     profile_.add(parallel, num_words, took.count());
 #endif

@@ -9,6 +9,7 @@
 #include "merge/bpe_merge.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 #include <vector>
@@ -25,13 +26,18 @@ namespace bpe {
 
 namespace {
 
+std::atomic<size_t> simulated_stalls{0};  // simulate_busy_machine
+thread_local MergeThreadUse last_thread_use;
+
 // The whole algorithm (bpe_v4's, cs336_basics/bpe_v4.py, on the tables of trainer.hpp).
 // `release`: the words to free once loaded (the caller's `words`), or null.
 template <typename Symbol>
 std::vector<Merge> run_merges(const CountedWords& words, CountedWords* release, size_t num_merges, MergeProgress progress,
                               void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
                               TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
-    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break, limits);
+    last_thread_use = MergeThreadUse();
+    Trainer<Symbol> trainer(openmp_enabled() ? num_threads : 1, parallel_words, prune_pairs, tie_break, limits,
+                            simulated_stalls.load());
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
 #endif
@@ -61,6 +67,7 @@ std::vector<Merge> run_merges(const CountedWords& words, CountedWords* release, 
         trainer.keep_tables_small();
         if (progress != nullptr && progress(context, merges.size())) break;  // asked to stop
     }
+    last_thread_use = trainer.thread_use();
     return merges;
 }
 
@@ -88,6 +95,10 @@ std::vector<Merge> train(const CountedWords& words, CountedWords* release, size_
 }
 
 }  // namespace
+
+MergeThreadUse last_merge_thread_use() { return last_thread_use; }
+
+size_t simulate_busy_machine(size_t stalled_merges) { return simulated_stalls.exchange(stalled_merges); }
 
 std::vector<Merge> train_merges(const CountedWords& words, size_t num_merges, MergeProgress progress,
                                 void* context, int num_threads, size_t prune_pairs, size_t parallel_words,

@@ -57,6 +57,24 @@ using MergeProgress = bool (*)(void* context, size_t merges_done);
 // taking ids 256, 257, ... (a merge's parts must come before it): each word starts as its encoding
 // by them, as the tokenizer encodes, and the merges returned continue from there. `limits` bound
 // the new merges only: the base's merges are replayed whatever their count or length.
+// How the last train_merges on the calling thread used its threads (diagnostics and tests): its
+// merges on the threads (counted only with `parallel_words` above 0), the times it fell back to one
+// thread for every merge because its threads were not getting their cores (a busy machine), and the
+// times a probe found them back.
+struct MergeThreadUse {
+    size_t parallel_merges = 0;
+    size_t starved = 0;
+    size_t resumed = 0;
+};
+MergeThreadUse last_merge_thread_use();
+
+// A test hook: with `stalled_merges` above 0, every later train_merges (any thread) times its merges
+// on a simulated clock on which each of its first `stalled_merges` parallel merges stalls (takes a
+// millisecond more than 1.5 times one thread's time), as beside a job that holds a core, and its
+// team's share of the cores is not observed; 0 (the default) times them for real. The merges are the
+// same either way. Returns the previous value.
+size_t simulate_busy_machine(size_t stalled_merges);
+
 constexpr size_t kDefaultPrunePairs = size_t(1) << 18;
 constexpr size_t kDefaultParallelWords = 256;
 std::vector<Merge> train_merges(const CountedWords& words, size_t num_merges,

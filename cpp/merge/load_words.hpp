@@ -104,15 +104,19 @@ inline void Trainer<Symbol>::load_words(const CountedWords& words, int num_threa
     arena_ = HugePageArray<uint64_t>(units);
     const size_t num_kept = sources.size();
     const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_kept / kWordsPerThread) + 1));
-    parallel_for(threads, int(threads), [&](size_t share) {
-        for (size_t index = num_kept * share / threads; index < num_kept * (share + 1) / threads; ++index) {
-            const size_t word = sources[index];
-            const uint64_t begin = words.offsets[word];
-            const auto length = uint32_t(words.offsets[word + 1] - begin);
-            header(word_ids_[index]) = {words.counts[word], length, length};
-            Symbol* symbols = this->symbols(word_ids_[index]);
-            for (uint32_t at = 0; at < length; ++at) symbols[at] = static_cast<unsigned char>(words.bytes[begin + at]);
-        }
+    observed(threads, [&] {
+        parallel_for(threads, int(threads), [&](size_t share) {
+            for (size_t index = num_kept * share / threads; index < num_kept * (share + 1) / threads; ++index) {
+                const size_t word = sources[index];
+                const uint64_t begin = words.offsets[word];
+                const auto length = uint32_t(words.offsets[word + 1] - begin);
+                header(word_ids_[index]) = {words.counts[word], length, length};
+                Symbol* symbols = this->symbols(word_ids_[index]);
+                for (uint32_t at = 0; at < length; ++at) {
+                    symbols[at] = static_cast<unsigned char>(words.bytes[begin + at]);
+                }
+            }
+        });
     });
 }
 
@@ -127,6 +131,8 @@ template <typename Symbol>
 inline void Trainer<Symbol>::count_initial_pairs(int num_threads) {
     constexpr size_t kBytePairs = 1 << 16;
     const size_t num_words = word_ids_.size();
+    // A team that did not get its cores while loading the words counts them on one thread.
+    if (parallel_choice_.starved()) num_threads = 1;
     const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
     struct Tally {  // one byte pair in one thread's share of the words
         union {
@@ -139,18 +145,20 @@ inline void Trainer<Symbol>::count_initial_pairs(int num_threads) {
     static_assert(sizeof(Tally) == 16, "a tally in one cache line");
     std::vector<std::vector<Tally>> tallies(threads);
     const auto first_word = [&](size_t share) { return num_words * share / threads; };
-    parallel_for(threads, num_threads, [&](size_t share) {
-        tallies[share].assign(kBytePairs, Tally{{0}, -1, 0});
-        Tally* const tally = tallies[share].data();
-        for_each_pair(first_word(share), first_word(share + 1),
-                      [&](TokenId left, TokenId right, int64_t count, WordId word) {
-                          Tally& pair = tally[size_t(left) << 8 | size_t(right)];
-                          pair.count += count;
-                          if (pair.last_word != word) {
-                              pair.last_word = word;
-                              ++pair.listed;
-                          }
-                      });
+    observed(threads, [&] {
+        parallel_for(threads, num_threads, [&](size_t share) {
+            tallies[share].assign(kBytePairs, Tally{{0}, -1, 0});
+            Tally* const tally = tallies[share].data();
+            for_each_pair(first_word(share), first_word(share + 1),
+                          [&](TokenId left, TokenId right, int64_t count, WordId word) {
+                              Tally& pair = tally[size_t(left) << 8 | size_t(right)];
+                              pair.count += count;
+                              if (pair.last_word != word) {
+                                  pair.last_word = word;
+                                  ++pair.listed;
+                              }
+                          });
+        });
     });
     // The tallies summed over the threads, each thread a slice of the byte pairs; then the
     // pairs created in byte-pair order on one thread (at most 65,536).

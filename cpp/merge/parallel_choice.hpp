@@ -3,9 +3,12 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "kit/omp_shim.hpp"
 
 namespace bpe {
 namespace {
@@ -21,18 +24,55 @@ namespace {
 // cost of the threads weighs more on small merges; a band takes one thread without exploring while
 // the threads lose in a larger band. A parallel merge takes every thread. The merges do not depend on
 // the choice.
+// Above the bands, a watch on the cores: a team that did not get its cores while it counted the
+// initial pairs (observe_team), or a parallel merge that stalled (slower than one thread would be,
+// by a margin no idle machine shows), sends every merge to one thread; after a cooldown of wall
+// time one merge probes the threads again, and the cooldown doubles while the probes stall. Beside
+// one CPU-bound loop on two cores each stall costs a scheduler's time slice, milliseconds, so the
+// watch acts on the first one (docs/PERFORMANCE.md).
 class ParallelChoice {
 public:
-    ParallelChoice(size_t threads, size_t min_words)
+    // glance: before a probe, ask the kernel whether the machine has idle cores (idle_cores_for).
+    ParallelChoice(size_t threads, size_t min_words, bool glance = true)
         : threads_(threads),
           min_words_(min_words),
-          clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))) {}
+          clear_win_(std::min(kClearWin, kClearWinPerThread * double(threads))),
+          glance_(glance) {}
 
-    bool parallel(size_t num_words) {
+    // The team's process CPU seconds over `wall_seconds` of a phase that kept its `team` threads
+    // busy: a share of the cores below kGotCores starts the merges on one thread, and the smaller
+    // the share, the later the first probe (a probe's stall is longer on a busier machine).
+    void observe_team(double cpu_seconds, double wall_seconds, size_t team, double now) {
+        if (threads_ <= 1 || min_words_ == 0 || team <= 1 || cpu_seconds < 0 || wall_seconds < kLeastObserved) return;
+        const double share = cpu_seconds / (double(team) * wall_seconds);
+        if (share >= kGotCores) return;
+        starve(now, 0);
+        resume_at_ = now + std::min(kCooldown / std::max(share, 0.01), kLongestCooldown);
+    }
+
+    // Whether every merge goes to one thread for now.
+    bool starved() const { return starved_; }
+
+    // Whether a merge of `num_words` runs on the threads; `now` in seconds, any origin.
+    bool parallel(size_t num_words, double now) {
         if (threads_ <= 1) return false;
         if (min_words_ == 0) return true;
         if (num_words < min_words_) return false;
         const size_t index = band_index(num_words);
+        if (starved_) {
+            // One thread, timed as in use, so that the probe is judged against today's cost.
+            bands_[index].timing = Timing::kInUse;
+            if (now < resume_at_) return false;
+            // While no core is idle a probe would stall: it waits longer instead, unpaid, until
+            // the cooldown is at its longest (the count is the whole machine's, and of an instant).
+            if (glance_ && cooldown_ < kLongestCooldown && idle_cores_for(threads_ - 1) == 0) {
+                cooldown_ = std::min(2 * cooldown_, kLongestCooldown);
+                resume_at_ = now + cooldown_;
+                return false;
+            }
+            probing_ = true;
+            return true;
+        }
         ++eligible_;
         // Threads that lose on larger merges lose on these: no exploring (costly on a busy machine),
         // while that verdict is fresh. Merges shrink as training goes on, so a larger band may see
@@ -70,10 +110,32 @@ public:
         return threads;
     }
 
-    // Seconds per word of an eligible merge, averaged over the last few merges of each path.
-    void record(bool parallel, size_t num_words, double seconds) {
+    // Seconds per word of an eligible merge, averaged over the last few merges of each path; a
+    // parallel merge is first judged by the watch (`now`: when it ended).
+    void record(bool parallel, size_t num_words, double seconds, double now) {
         if (min_words_ == 0 || num_words < min_words_ || threads_ <= 1) return;
-        Band& band = bands_[band_index(num_words)];
+        const size_t index = band_index(num_words);
+        Band& band = bands_[index];
+        if (parallel) {
+            ++use_.parallel_merges;
+            const double lost = stall(index, num_words, seconds);
+            const bool stalled = lost > 0;
+            if (probing_) {
+                probing_ = false;
+                if (stalled) {
+                    cooldown_ = std::min(2 * cooldown_, kLongestCooldown);
+                    starve(now, lost);
+                    return;
+                }
+                starved_ = false;
+                cooldown_ = kCooldown;
+                ++use_.resumed;
+                band.timing = Timing::kSkipped;  // its words were in one core's cache
+            } else if (stalled) {
+                starve(now, lost);
+                return;  // the load's cost, not the threads': their band keeps its timing
+            }
+        }
         if (band.timing == Timing::kSkipped) return;
         double& cost = parallel ? band.parallel_cost : band.serial_cost;
         const double sample = seconds / double(num_words);
@@ -88,7 +150,55 @@ public:
         }
     }
 
+    // What the watch did so far (MergeThreadUse, bpe_merge.hpp).
+    struct Use {
+        size_t parallel_merges = 0;
+        size_t starved = 0;
+        size_t resumed = 0;
+    };
+    const Use& use() const { return use_; }
+
 private:
+    // A team that got less than this share of its cores did not have them: on two cores beside one
+    // CPU-bound loop it gets two thirds; idle, 0.9 and more (docs/PERFORMANCE.md).
+    static constexpr double kGotCores = 0.8;
+    static constexpr double kLeastObserved = 0.005;  // shorter phases say too little
+    // A parallel merge stalled when it took kStallRatio times what one thread would and kStallFloor
+    // seconds more: a descheduled thread costs a time slice, a millisecond or more.
+    static constexpr double kStallRatio = 1.5;
+    static constexpr double kStallFloor = 200e-6;
+    // One thread's seconds per word where no merge was timed on it yet: several times any measured
+    // (40-160 ns a word), so only a stall exceeds it.
+    static constexpr double kPriorSerialCost = 1e-6;
+    static constexpr double kCooldown = 0.05;        // seconds on one thread before the first probe
+    static constexpr double kLongestCooldown = 1.0;  // at most, under a lasting load, unless:
+    // A probe follows a stall after this many times the seconds it lost, so that probing costs a few
+    // percent at most: beside seven jobs on two cores a stall lost 25 ms.
+    static constexpr double kCooldownPerLost = 32;
+
+    void starve(double now, double lost) {
+        if (!starved_) ++use_.starved;
+        starved_ = true;
+        probing_ = false;
+        resume_at_ = now + std::max(cooldown_, kCooldownPerLost * lost);
+    }
+
+    // The seconds a parallel merge lost to a stall, 0 when it took not clearly longer than one
+    // thread would: the band's own serial cost, else the nearest band's (a smaller band's costs more
+    // a word), else the prior.
+    double stall(size_t index, size_t num_words, double seconds) const {
+        double cost = -1;
+        for (size_t distance = 0; cost < 0 && distance < kBands; ++distance) {
+            if (index + distance < kBands && bands_[index + distance].serial_cost >= 0) {
+                cost = bands_[index + distance].serial_cost;
+            } else if (distance <= index && bands_[index - distance].serial_cost >= 0) {
+                cost = bands_[index - distance].serial_cost;
+            }
+        }
+        const double serial = double(num_words) * (cost < 0 ? kPriorSerialCost : cost);
+        return seconds > kStallRatio * serial && seconds - serial > kStallFloor ? seconds - serial : 0;
+    }
+
     static constexpr size_t kExploreEvery = 16;
     static constexpr size_t kExploreAtMost = 1024;
     // Merges in a run of the other path, the first untimed: a lone merge on the other path was
@@ -131,6 +241,46 @@ private:
     double clear_win_;  // kClearWin, lower for two threads
     size_t eligible_ = 0;  // merges of min_words or more so far, in every band
     Band bands_[kBands];
+    bool starved_ = false;  // every merge on one thread until resume_at_, then a probe
+    bool probing_ = false;  // the merge now running probes the threads
+    double resume_at_ = 0;
+    double cooldown_ = kCooldown;
+    bool glance_;
+    Use use_;
+};
+
+// The choice's clock: steady_clock, or for tests (simulate_busy_machine, bpe_merge.hpp) a simulated
+// one, on which a merge takes a microsecond a word on one thread and half that on the threads, but
+// each of the first `stalls` parallel merges a millisecond more than 1.5 times one thread's time, as
+// if another job had held a core.
+class MergeClock {
+public:
+    explicit MergeClock(size_t stalls) : simulated_(stalls != 0), stalls_left_(stalls) {}
+
+    bool simulated() const { return simulated_; }
+
+    double now() const {
+        if (simulated_) return simulated_now_;
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    }
+
+    // The seconds a merge took, given what steady_clock measured.
+    double took(bool parallel, size_t num_words, double measured) {
+        if (!simulated_) return measured;
+        double seconds = double(num_words) * (parallel ? 0.5e-6 : 1e-6);
+        if (parallel && stalls_left_ > 0) {
+            --stalls_left_;
+            seconds = 3 * seconds + 1e-3;
+        }
+        simulated_now_ += seconds;
+        return seconds;
+    }
+
+private:
+    bool simulated_;
+    size_t stalls_left_;
+    double simulated_now_ = 0;
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "kit/bits.hpp"
 #include "kit/huge_pages.hpp"
+#include "kit/omp_shim.hpp"
 #include "merge/bpe_merge.hpp"
 #include "merge/merge_tables.hpp"
 #include "merge/parallel_choice.hpp"
@@ -28,11 +29,14 @@ using namespace merge_tables;
 template <typename Symbol>
 class Trainer {
 public:
-    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break, MergeLimits limits)
+    // simulated_stalls: 0, or the choice's clock simulated (MergeClock) for tests.
+    Trainer(int num_threads, size_t parallel_words, size_t prune_limit, TieBreak tie_break, MergeLimits limits,
+            size_t simulated_stalls)
         : limits_(limits),
           tokens_(tie_break),
           workers_(size_t(std::max(1, num_threads))),
-          parallel_choice_(workers_.size(), parallel_words),
+          parallel_choice_(workers_.size(), parallel_words, /*glance=*/simulated_stalls == 0),
+          clock_(simulated_stalls),
           prune_limit_(prune_limit),
           prune_at_(prune_limit) {
         for (Worker& worker : workers_) worker.pool.share(&spare_blocks_);
@@ -40,6 +44,22 @@ public:
     }
 
     int64_t count_of(PairId pair) const { return pairs_[pair].count; }
+    MergeThreadUse thread_use() const {
+        const ParallelChoice::Use& use = parallel_choice_.use();
+        return {use.parallel_merges, use.starved, use.resumed};
+    }
+
+    // Runs `phase`, a parallel_for that keeps `team` threads busy on equal shares, and tells the
+    // choice of threads what share of the cores they got (ParallelChoice::observe_team).
+    template <typename Phase>
+    void observed(size_t team, Phase&& phase) {
+        const double cpu_before = clock_.simulated() ? -1 : process_cpu_seconds();
+        const auto wall_before = std::chrono::steady_clock::now();
+        phase();
+        if (cpu_before < 0) return;
+        const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - wall_before;
+        parallel_choice_.observe_team(process_cpu_seconds() - cpu_before, wall.count(), team, clock_.now());
+    }
 
     // Building the words and their pairs (merge/load_words.hpp).
     void load_words(const CountedWords& words, int num_threads);
@@ -244,6 +264,7 @@ private:
     int64_t bar_ = INT64_MAX;  // pairs counting more are in the heap; the first pop lowers it
     size_t heap_size_after_build_ = 0;
     ParallelChoice parallel_choice_;
+    MergeClock clock_;
 
     // Pairs born below the birth floor are not tracked (see kBirthFloorDivisor); the pairs are
     // pruned when more than prune_at_ are tracked.
