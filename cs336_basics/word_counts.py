@@ -303,9 +303,10 @@ class WordCounts:
         return WordCounts(table, self.special_tokens, self.pattern, self.source_bytes, self.unicode).add(other)
 
     def first_classed_otherwise(self, unicode: str) -> str | None:
-        """The first character of the words that Unicode `unicode`'s tables class otherwise than the
-        version the counts were made by (`self.unicode`; not known: than any version), or None: the
-        text splits into these words under `unicode` too (`pattern.first_classed_otherwise`)."""
+        """A character of the words that Unicode `unicode`'s tables class otherwise than the version
+        the counts were made by (`self.unicode`; not known: than any version), or None: the text
+        splits into these words under `unicode` too (`pattern.first_classed_otherwise`; 0.2-0.3 s on the
+        5.6 MB of words of 50 MB of real_mix, only where the versions differ)."""
         if self.unicode == unicode:
             return None
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
