@@ -135,7 +135,9 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
     )
     add_unicode_argument(
-        parser, f"--like's, {TOOLS_UNICODE} for rustbpe, nanochat and hf*, as the tools do; else the installed regex's"
+        parser,
+        f"--like's, {TOOLS_UNICODE} for rustbpe, nanochat and hf*, as the tools do; else the --counts' version; "
+        "else the installed regex's",
     )
     parser.add_argument(
         "--min-frequency",

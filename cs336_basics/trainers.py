@@ -692,8 +692,11 @@ def train_from_counts(
 
     `special_tokens` and `pattern` default to the ones the counts were made with; other ones are
     refused, since the counts would not be those of the text split on them or pre-tokenized by it (a
-    plain mapping carries none, so any special tokens and pattern are taken as given). `start_from`
-    as in `train`: the counts do not depend on it, but its special tokens must be among theirs."""
+    plain mapping carries none, so any special tokens and pattern are taken as given). `unicode`
+    defaults to the counts' version where neither `like` nor a base names one; a run by another
+    version is refused where the words hold a character the two class differently
+    (`refuse_other_unicode`). `start_from` as in `train`: the counts do not depend on it, but its
+    special tokens must be among theirs."""
     from .word_counts import WordCounts
 
     started = time.perf_counter()
