@@ -52,8 +52,9 @@ from .document_batches import _feed
 from .formats import BadRecords, InputFile
 from .ingest.plan import InputPlan, as_plan
 from .ingest.table import format_row
-from .pattern import GPT2, Pattern, resolve_pattern
+from .pattern import Pattern, resolve_pattern
 from .phases import Advance
+from .presets import resolve_unicode
 from .progress import progress_bar
 from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
 from .text_ranges import CountTask, count_tasks, group_into_batches, input_bytes, plan_count_tasks, task_size
@@ -390,7 +391,7 @@ def count_sliced(
     `counting.count_tasks`) in `num_slices` slices by word (see `word_counts.split_table`), each
     packed. With a `progress_topic`, the bytes counted so far go to the client as events
     `(batch, bytes)` (a retried task starts again from 0; the client keeps each batch's largest).
-    `pattern`: the pre-tokenizer, passed on to `count` when it is not GPT-2's (None)."""
+    `pattern`: the pre-tokenizer with its Unicode version, passed on to `count` (None: none passed)."""
     advance = None
     if progress_topic is not None:
         worker = _import_distributed().get_worker()
@@ -444,10 +445,13 @@ def count_words_on_cluster(
     text_field: str = "text",
     skip_bad_records: bool = False,
     pattern: str | Pattern | None = None,
+    unicode: str | None = None,
 ) -> WordCounts:
     """Count the inputs, read as if concatenated, on the cluster behind `client`; equal to
-    `counting.count_words(paths, special_tokens, pattern=pattern)`. A `pattern` the native scanner
-    does not run (`pattern.py`) is counted with `regex` on the workers, one thread each.
+    `counting.count_words(paths, special_tokens, pattern=pattern, unicode=unicode)`. A `pattern` the
+    native scanner does not run (`pattern.py`) is counted with `regex` on the workers, one thread each.
+    The Unicode version is resolved here (the client's installed `regex`'s by default) and sent, so
+    workers with another `regex` still count by it.
 
     The inputs are cut into ranges of about `range_bytes` (None: a 32nd of a task, at most
     RANGE_BYTES) and the ranges grouped into tasks of about `task_bytes` (None: one task per
@@ -464,7 +468,7 @@ def count_words_on_cluster(
     be split). `paths` may be a plan of inputs already inspected (`ingest.plan.plan_inputs`), which
     then brings its own `format`, `text_field`, `skip_bad_records` and `storage_options`."""
     specials = check_special_tokens(special_tokens)
-    pattern = resolve_pattern(pattern)
+    pattern = resolve_unicode(resolve_pattern(pattern), unicode)
     if fan_in < 2:
         raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
     if slices is not None and slices < 1:
@@ -481,7 +485,7 @@ def count_words_on_cluster(
     paths = list(plan.paths)
     total_bytes = input_bytes(paths, storage_options)
     if total_bytes == 0:
-        return WordCounts({}, specials, pattern.regex, 0)
+        return WordCounts({}, specials, pattern.regex, 0, pattern.unicode)
     distributed = _import_distributed()
     num_workers = max(1, len(client.scheduler_info().get("workers", {})))
     num_tasks = _task_count(total_bytes, num_workers, task_bytes)
@@ -494,17 +498,16 @@ def count_words_on_cluster(
     if slices is None:
         slices = num_workers
     topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
-    # GPT-2's pattern is not sent: `count` need not take one, and the tasks stay as they were.
-    other = () if pattern.name == GPT2 else (pattern,)
+    # The pattern goes with its Unicode version, so that every worker counts by the client's.
     counted = [
         client.submit(
-            count_sliced, count, slices, batch, specials, options, topic, index, *other, pure=True, retries=retries
+            count_sliced, count, slices, batch, specials, options, topic, index, pattern, pure=True, retries=retries
         )
         for index, batch in enumerate(batches)
     ]
     sizes = [sum(map(task_size, batch)) for batch in batches]
     table = _add_up_slices(client, distributed, counted, slices, sizes, fan_in, retries, topic)
-    return WordCounts(table, specials, pattern.regex, total_bytes)
+    return WordCounts(table, specials, pattern.regex, total_bytes, pattern.unicode)
 
 
 def _add_up_slices(
@@ -708,7 +711,7 @@ def _count_streamed_on_cluster(
         range_bytes = max(1 << 20, min(RANGE_BYTES, total // (4 * num_workers) + 1))
     parts = _plan_stream_parts(sources, range_bytes, single)
     if not parts:  # Parquet files without row groups
-        return WordCounts({}, specials, pattern.regex, 0)
+        return WordCounts({}, specials, pattern.regex, 0, pattern.unicode)
     if slices is None:
         slices = num_workers
     topic = f"cs336-count-progress-{uuid.uuid4().hex}" if progress else None
@@ -723,7 +726,7 @@ def _count_streamed_on_cluster(
             skip_bad_records,
             topic,
             index,
-            *(() if pattern.name == GPT2 else (pattern,)),
+            pattern,
             pure=True,
             retries=retries,
         )
@@ -742,7 +745,7 @@ def _count_streamed_on_cluster(
         source_bytes = summaries[0][4]
     else:
         source_bytes = _stream_source_bytes(parts, summaries, separator_bytes)
-    counts = WordCounts(table, specials, pattern.regex, source_bytes)
+    counts = WordCounts(table, specials, pattern.regex, source_bytes, pattern.unicode)
     if skip_bad_records:
         skipped = BadRecords()
         for _, _, count, first, _ in summaries:

@@ -101,6 +101,18 @@ def limit_argument(text: str) -> int:
     return value
 
 
+def add_unicode_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """`--unicode VERSION` (see `presets.resolve_unicode`); `default` says what it is without one."""
+    parser.add_argument(
+        "--unicode",
+        choices=UNICODE_VERSIONS,
+        default=None,
+        metavar="VERSION",
+        help=f"the Unicode version the pattern classes characters by: {', '.join(UNICODE_VERSIONS)} "
+        f"(default: {default})",
+    )
+
+
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     """`--pattern`, `--tie-break`, `--like`, `--unicode`, `--min-frequency` and `--max-token-length` (see
     `presets.resolve_rules`)."""
@@ -122,13 +134,10 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         "tokens), hf-raw (the same on raw documents: special tokens counted as text), hf-files (HF's "
         "tokenizer.train(files), as gigabpe: one text file read by lines), cs336 (default)",
     )
-    parser.add_argument(
-        "--unicode",
-        choices=UNICODE_VERSIONS,
-        default=None,
-        metavar="VERSION",
-        help=f"the Unicode version the pattern classes characters by: {', '.join(UNICODE_VERSIONS)} (default: "
-        f"--like's, {TOOLS_UNICODE} for rustbpe, nanochat and hf*, as the tools do; else the installed regex's)",
+    add_unicode_argument(
+        parser,
+        f"--like's, {TOOLS_UNICODE} for rustbpe, nanochat and hf*, as the tools do; else the --counts' version; "
+        "else the installed regex's",
     )
     parser.add_argument(
         "--min-frequency",

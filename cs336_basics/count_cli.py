@@ -6,8 +6,10 @@
 
 The inputs are counted as if concatenated (see `cs336_basics.word_counts`, which also documents the
 file format), pre-tokenized by `--pattern` (GPT-2's by default; the file records it, and training
-from it takes that pattern, or refuses another). Count files of inputs split at document
-boundaries add up to the counts of the whole.
+from it takes that pattern, or refuses another) with the character classes of `--unicode`'s version
+(the installed regex's by default; recorded too: training by another version's classes is refused
+where the words hold a character the two class differently). Count files of inputs split at
+document boundaries add up to the counts of the whole.
 
 Exit status, the same for every command of the package (cs336-train-bpe, cs336-count-words):
     0    done
@@ -37,12 +39,13 @@ from .command_line import (
     add_format_arguments,
     add_pattern_argument,
     add_special_tokens_argument,
+    add_unicode_argument,
     human_bytes,
     output_path_argument,
 )
 from .contract import BPEInputError, check_num_workers
 from .formats import expand_inputs
-from .pattern import GPT2, resolve_pattern
+from .pattern import GPT2, TOOLS_UNICODE, installed_unicode, resolve_pattern
 from .serialization import check_output_dir
 from .trainers import count_inputs
 
@@ -81,6 +84,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-o", "--output", type=output_path_argument, required=True, help="the count file to write")
     add_special_tokens_argument(parser)
     add_pattern_argument(parser)
+    add_unicode_argument(
+        parser,
+        f"the installed regex's; train --like rustbpe, nanochat or hf* from counts made with {TOOLS_UNICODE}",
+    )
     add_cluster_argument(parser)
     parser.add_argument(
         "--task-mb",
@@ -126,6 +133,7 @@ def _count(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             text_field=args.text_field,
             skip_bad_records=args.skip_bad_records,
             pattern=pattern,
+            unicode=args.unicode,
         )
         counted = time.perf_counter()
         try:
@@ -147,6 +155,7 @@ def _count(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         ("inputs", f"{len(args.data)} file(s), {human_bytes(counts.source_bytes)}"),
         ("words", f"{len(counts):,} distinct, {counts.total_words:,} in all"),
         *([("pattern", counts.pattern_label)] if pattern.name != GPT2 else []),
+        *([("unicode", f"{counts.unicode}'s character classes")] if counts.unicode != installed_unicode() else []),
         ("count", f"{counted - started:,.2f} s ({counts.source_bytes / max(counted - started, 1e-9) / 1e6:,.1f} MB/s)"),
         ("wrote", f"{path} ({human_bytes(path.stat().st_size)})"),
     ]

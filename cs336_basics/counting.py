@@ -43,6 +43,7 @@ from .formats import (
 from .ingest.plan import InputPlan, as_plan
 from .ingest.table import format_row
 from .pattern import Pattern, resolve_pattern
+from .presets import resolve_unicode
 from .progress import progress_bar
 from .read_ahead import CountedBehind, Prefetched
 from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
@@ -95,6 +96,7 @@ def count_words(
     skip_bad_records: bool = False,
     pattern: str | Pattern | None = None,
     num_threads: int | None = None,
+    unicode: str | None = None,
 ) -> WordCounts:
     """Count the pre-tokens of one or more UTF-8 inputs, read as if concatenated, on this machine.
 
@@ -103,6 +105,8 @@ def count_words(
     or a regex, see `pattern.py`; None: GPT-2's): one the native scanner does not run is counted with
     `regex` on `num_workers` worker processes (text files) or on one thread (streamed inputs).
     `num_threads` is `num_workers`' old name (the workers may be processes), still taken with a warning.
+    `unicode`: the Unicode version of the pattern's character classes, one of `pattern.UNICODE_VERSIONS`
+    (default: the pattern's own, else the installed `regex`'s, as training takes it); the counts record it.
 
     Inputs may also be compressed, JSON lines or Parquet, local or URLs (see `ingest/`; `format` forces
     text, jsonl or parquet, `text_field` names the records' field or column). Those are streamed
@@ -113,7 +117,7 @@ def count_words(
     text count as nothing here (a shard may be empty); the commands and `train` refuse them
     (`trainers.count_inputs`)."""
     specials = check_special_tokens(special_tokens)
-    pattern = resolve_pattern(pattern)
+    pattern = resolve_unicode(resolve_pattern(pattern), unicode)
     num_workers = effective_num_threads(_renamed_workers(num_workers, num_threads, "count_words"))
     plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
     return count_plan(
@@ -168,7 +172,7 @@ def count_plan(
             table = _count_on_processes(tasks, specials, workers, storage_options, pattern, advance)
         else:
             table = count_tasks(tasks, specials, num_workers, storage_options, progress=advance, pattern=pattern)
-    counts = WordCounts(table, specials, pattern.regex, source_bytes)
+    counts = WordCounts(table, specials, pattern.regex, source_bytes, pattern.unicode_version)
     if pattern.name is None and not any(map(is_url, path_list)):
         # A custom pattern may leave text unmatched; the note on it needs the special tokens' bytes.
         counts.special_token_bytes = special_token_bytes_in_files(path_list, specials)
@@ -250,7 +254,9 @@ def _count_streamed(
                     _feed(counter, item)
                     advance(counter.text_fed - before)
         table = counter.take()
-    counts = WordCounts(table, specials, counter.pattern.regex, counter.source_bytes)
+    counts = WordCounts(
+        table, specials, counter.pattern.regex, counter.source_bytes, counter.pattern.unicode_version
+    )
     if skipped is not None:
         counts.skipped_records = skipped.count
         note = skipped.note()
@@ -270,6 +276,7 @@ def count_words_from_iterator(
     batch_bytes: int = BLOCK_BYTES,
     pattern: str | Pattern | None = None,
     num_threads: int | None = None,
+    unicode: str | None = None,
 ) -> WordCounts:
     """The word counts of documents, one per item, streamed (the iterable is read once, never held):
     equal to `count_words` of the text file in which the documents are joined by the first special
@@ -285,9 +292,9 @@ def count_words_from_iterator(
     it has one). Documents are counted in batches of about `batch_bytes` of text. `pattern`: a name
     or a regex (`pattern.py`; None: GPT-2's); one the native scanner does not run counts in Python.
     `num_workers`: threads of the native counter (None = every core); `num_threads`, its old name, is
-    still taken with a warning."""
+    still taken with a warning. `unicode` as in `count_words`."""
     specials = check_special_tokens(special_tokens)
-    pattern = resolve_pattern(pattern)
+    pattern = resolve_unicode(resolve_pattern(pattern), unicode)
     num_threads = effective_num_threads(_renamed_workers(num_workers, num_threads, "count_words_from_iterator"))
     documents, known_length = documents_of(texts, text_field)
     if batch_bytes < 1:
@@ -317,4 +324,4 @@ def count_words_from_iterator(
             for item in items:
                 advance(_feed(counter, item))
         table = counter.take()
-    return WordCounts(table, specials, pattern.regex, counter.source_bytes)
+    return WordCounts(table, specials, pattern.regex, counter.source_bytes, pattern.unicode_version)

@@ -283,6 +283,29 @@ def _version_values(unicode: str) -> bytes:
     return b"".join(bytes([value]) * (last + 1 - first) for first, last, value in DIFFERING_CLASSES[unicode])
 
 
+@cache
+def _classed_otherwise(unicode: str, other: str | None) -> frozenset[str]:
+    """The code points that Unicode `unicode`'s tables class otherwise than `other`'s (None: than
+    some table's)."""
+    values = _version_values(unicode)
+    theirs = [_version_values(version) for version in ([other] if other is not None else UNICODE_VERSIONS)]
+    return frozenset(
+        char
+        for position, char in enumerate(_differing_code_points())
+        if any(them[position] != values[position] for them in theirs)
+    )
+
+
+def first_classed_otherwise(text: str, unicode: str, other: str | None) -> str | None:
+    """The lowest character of `text` that Unicode `unicode`'s tables class otherwise than `other`'s
+    (None: a version not known, so than any table's), or None: the classes a pattern takes from the
+    tables (`\\p{L}`, `\\p{N}`, `\\s`, o200k's letter classes) split `text` alike under both."""
+    if unicode == other or text.isascii():
+        return None
+    found = _classed_otherwise(unicode, other).intersection(set(text))
+    return min(found) if found else None
+
+
 def regex_class_values(text: str) -> bytes:
     """The class value (unicode_classes.py) the installed `regex` gives each character of `text`."""
     values = bytearray(len(text))

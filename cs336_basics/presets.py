@@ -138,14 +138,7 @@ def resolve_rules(
     preset = resolve_preset(like)
     chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
-    asked = check_unicode(unicode)
-    if like is not None and asked is not None and preset.unicode is not None and asked != preset.unicode:
-        raise BPEInputError(
-            f"unicode={asked!r} contradicts like={like!r}, which classes characters by Unicode {preset.unicode}'s "
-            "tables, as the tool does; give one or the other"
-        )
-    # Asked for, else like's, else the pattern's own (a base's record), else the installed regex's.
-    chosen = replace(chosen, unicode=asked or preset.unicode or chosen.unicode or installed_unicode())
+    chosen = resolve_unicode(chosen, unicode, like)
     if like is not None:
         implied = resolve_pattern(preset.pattern)
         if chosen.regex != implied.regex and not preset.any_pattern:
@@ -161,6 +154,21 @@ def resolve_rules(
     return TrainingRules(
         chosen, rule, preset.layout, limits, preset.by_lines, preset.special_tokens or (), preset.specials_as_text
     )
+
+
+def resolve_unicode(pattern: Pattern, unicode: str | None = None, like: str | None = None) -> Pattern:
+    """`pattern` naming the Unicode version of its classes, as a run and a count take it: `unicode`
+    (one of `pattern.UNICODE_VERSIONS`) if given, else `like`'s (the tools' presets), else the
+    pattern's own (a base's record, a count's), else the installed `regex`'s. A `unicode` that
+    contradicts `like` is refused in one line."""
+    preset = resolve_preset(like)
+    asked = check_unicode(unicode)
+    if like is not None and asked is not None and preset.unicode is not None and asked != preset.unicode:
+        raise BPEInputError(
+            f"unicode={asked!r} contradicts like={like!r}, which classes characters by Unicode {preset.unicode}'s "
+            "tables, as the tool does; give one or the other"
+        )
+    return replace(pattern, unicode=asked or preset.unicode or pattern.unicode or installed_unicode())
 
 
 def preset_special_tokens(like: str | None, special_tokens: list[str] | None) -> list[str] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import TYPE_CHECKING
 
@@ -44,7 +44,14 @@ from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
-from .presets import TrainingRules, preset_special_tokens, refuse_by_lines, resolve_preset, resolve_rules
+from .presets import (
+    TrainingRules,
+    preset_special_tokens,
+    refuse_by_lines,
+    resolve_preset,
+    resolve_rules,
+    resolve_unicode,
+)
 from .progress import progress_bar
 from .start_from import (
     Base,
@@ -685,8 +692,11 @@ def train_from_counts(
 
     `special_tokens` and `pattern` default to the ones the counts were made with; other ones are
     refused, since the counts would not be those of the text split on them or pre-tokenized by it (a
-    plain mapping carries none, so any special tokens and pattern are taken as given). `start_from`
-    as in `train`: the counts do not depend on it, but its special tokens must be among theirs."""
+    plain mapping carries none, so any special tokens and pattern are taken as given). `unicode`
+    defaults to the counts' version where neither `like` nor a base names one; a run by another
+    version is refused where the words hold a character the two class differently
+    (`refuse_other_unicode`). `start_from` as in `train`: the counts do not depend on it, but its
+    special tokens must be among theirs."""
     from .word_counts import WordCounts
 
     started = time.perf_counter()
@@ -722,17 +732,21 @@ def train_from_counts(
         pattern = run_pattern_from(base, pattern, like)
         if pattern is None and like is None:
             pattern = pattern_from_regex(counts.pattern)
+        # The counts' Unicode version stands where no unicode, like or base names one, as their pattern does.
+        pattern = resolve_pattern(resolve_preset(like).pattern if pattern is None else pattern)
+        pattern = replace(pattern, unicode=pattern.unicode or counts.unicode)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
         if counts.pattern != rules.pattern.regex:
             raise BPEInputError(
                 f"the word counts were made with the pattern {counts.pattern_label}, not "
                 f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
             )
+        refuse_other_unicode(counts, rules.pattern.unicode, like)
     else:
         base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
         pattern = run_pattern_from(base, pattern, like)
         rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-        counts = WordCounts(dict(counts), pattern=rules.pattern.regex)
+        counts = WordCounts(dict(counts), pattern=rules.pattern.regex, unicode=rules.pattern.unicode)
     refuse_by_lines(rules, "word counts")
     specials = check_special_tokens(special_tokens)
     if base is not None:
@@ -763,6 +777,29 @@ def train_from_counts(
         rules=rules,
         base=base,
         special_bytes=lambda: measured,
+    )
+
+
+def refuse_other_unicode(counts: WordCounts, unicode: str, like: str | None) -> None:
+    """Refuse, in one line, counts made by another Unicode version's classes (or by one not recorded)
+    than the run's `unicode` when their words hold a character the two class differently: the text
+    would split otherwise. Elsewhere the versions split alike, and the counts are the run's own."""
+    found = counts.first_classed_otherwise(unicode)
+    if found is None:
+        return
+    fix = f"count again with --unicode {unicode}"
+    run = "the run"
+    if resolve_preset(like).unicode is not None:
+        run += f" (like={like!r}, as the tool)"
+    elif counts.unicode is not None:
+        fix += f", or train with --unicode {counts.unicode}"
+    if counts.unicode is None:
+        made = "by a Unicode version they do not record (a count file of format version 1)"
+    else:
+        made = f"by Unicode {counts.unicode}'s character classes"
+    raise BPEInputError(
+        f"the word counts were made {made}, {run} classes by Unicode {unicode}'s, and their words hold "
+        f"U+{ord(found):04X}, which the two class differently: {fix}"
     )
 
 
@@ -977,15 +1014,17 @@ def count_inputs(
     text_field: str = "text",
     skip_bad_records: bool = False,
     pattern: str | Pattern | None = None,
+    unicode: str | None = None,
 ) -> WordCounts:
     """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
     (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
     Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
     `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
     at all are refused, as an empty text file is: what every command and `train` count goes through.
-    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's). `paths` may be a plan of inputs
-    already inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records`
-    are the plan's."""
+    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's), `unicode` the Unicode version of its
+    classes (`presets.resolve_unicode`: the pattern's own, else the installed `regex`'s). `paths` may be
+    a plan of inputs already inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and
+    `skip_bad_records` are the plan's."""
     counts = _count_inputs(
         paths,
         special_tokens,
@@ -997,7 +1036,7 @@ def count_inputs(
         format=format,
         text_field=text_field,
         skip_bad_records=skip_bad_records,
-        pattern=resolve_pattern(pattern),
+        pattern=resolve_unicode(resolve_pattern(pattern), unicode),
     )
     if not counts.source_bytes:
         named = list(paths.paths) if isinstance(paths, InputPlan) else paths

@@ -14,13 +14,15 @@ This module holds the artifact: `WordCounts`, its count file, and the operations
 (adding, slicing, concatenating) that counting, the cluster path and training share. How inputs are
 planned, read and counted into a `WordCounts` is `counting.py`.
 
-Count file format, version 1 (all integers little-endian):
+Count file format, version 2 (all integers little-endian):
 
     offset  size            field
     0       8               magic b"CS336WC\\0"
-    8       4               format version (uint32) = 1
+    8       4               format version (uint32) = 2
     12      4               P: length of the pattern (uint32)
     16      P               the pre-tokenization pattern, UTF-8
+            4               U: length of the Unicode version (uint32), 0 when not known
+            U               the Unicode version of the pattern's character classes ("16.0"), ASCII
             4               S: number of special tokens (uint32)
             S x (4 + len)   each special token: length (uint32), then UTF-8 bytes, in vocabulary order
             8               bytes of text counted (uint64)
@@ -31,14 +33,17 @@ Count file format, version 1 (all integers little-endian):
             B               the words' bytes, concatenated, words in ascending byte order
             4               CRC-32 (zlib.crc32) of every byte before it
 
-Words are sorted, so equal counts always give byte-identical files. A file with another magic,
-another version, a failing checksum, a length that does not add up, a count of 0 or words not in
-strictly ascending order is refused with an error naming the file. With the compiled module the
-arrays are read straight into a C++ table (`NativeWordCounts`), no Python object per word.
+Version 1 is version 2 without the Unicode version (U and its bytes): it still loads, its version
+not known (`WordCounts.unicode` None). Words are sorted, so equal counts always give byte-identical
+files. A file with another magic, another version, a failing checksum, a length that does not add
+up, a count of 0 or words not in strictly ascending order is refused with an error naming the file.
+With the compiled module the arrays are read straight into a C++ table (`NativeWordCounts`), no
+Python object per word.
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 import struct
 import sys
@@ -55,7 +60,7 @@ from .contract import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
 )
-from .pattern import pattern_label
+from .pattern import check_unicode, first_classed_otherwise, pattern_label
 
 __all__ = [
     "FORMAT_VERSION",
@@ -72,7 +77,9 @@ __all__ = [
 ]
 
 MAGIC = b"CS336WC\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Older format versions that still load (version 1: no Unicode version).
+_READABLE_VERSIONS = (1, FORMAT_VERSION)
 _LITTLE_ENDIAN = sys.byteorder == "little"
 
 
@@ -174,8 +181,10 @@ class WordCounts:
 
     `special_tokens` split the text and are not counted; `pattern` is the pre-tokenization pattern's
     regex (`pattern.Pattern.regex`: a count file records the expression, not a name);
-    `source_bytes` is how much text was counted. Tables add up (`a + b`) only when both were counted
-    with the same pattern and special tokens.
+    `source_bytes` is how much text was counted; `unicode` is the Unicode version of the pattern's
+    character classes the counting used (`pattern.Pattern.unicode`; None: not known, as in a count file
+    of format version 1). Tables add up (`a + b`) only when both were counted with the same pattern
+    and special tokens, and not by two different Unicode versions.
 
     The table is `counts`, a `{word_bytes: count}` dict. Counted or loaded with the compiled module,
     it is held in C++ instead (`native`) until `counts` is first asked for: adding, saving, loading
@@ -188,6 +197,7 @@ class WordCounts:
         special_tokens: Iterable[str] = (),
         pattern: str = GPT2_SPLIT_PATTERN,
         source_bytes: int = 0,
+        unicode: str | None = None,
     ) -> None:
         self._dict: dict[bytes, int] | None = None
         self._native: CountTable | None = None
@@ -195,6 +205,7 @@ class WordCounts:
         self.special_tokens = list(special_tokens)
         self.pattern = pattern
         self.source_bytes = source_bytes
+        self.unicode = check_unicode(unicode)
         # Bad JSON-lines records left out by `skip_bad_records` (not saved: a count file holds counts).
         self.skipped_records = 0
         # The bytes of the special tokens in the text, where counting measured them (a custom pattern's
@@ -230,15 +241,15 @@ class WordCounts:
         if not isinstance(other, WordCounts):
             return NotImplemented
         return (
-            (self.special_tokens, self.pattern, self.source_bytes)
-            == (other.special_tokens, other.pattern, other.source_bytes)
+            (self.special_tokens, self.pattern, self.unicode, self.source_bytes)
+            == (other.special_tokens, other.pattern, other.unicode, other.source_bytes)
             and self._table_as_dict() == other._table_as_dict()
         )
 
     def __repr__(self) -> str:
         return (
             f"WordCounts({len(self):,} words, special_tokens={self.special_tokens!r}, "
-            f"source_bytes={self.source_bytes:,})"
+            f"unicode={self.unicode!r}, source_bytes={self.source_bytes:,})"
         )
 
     def _table_as_dict(self) -> dict[bytes, int]:
@@ -259,6 +270,11 @@ class WordCounts:
                 "cannot add word counts made with different pre-tokenization patterns: "
                 f"{self.pattern_label} and {other.pattern_label}"
             )
+        if None not in (self.unicode, other.unicode) and other.unicode != self.unicode:
+            raise BPEInputError(
+                "cannot add word counts made with the character classes of different Unicode versions: "
+                f"{self.unicode} and {other.unicode}"
+            )
         if list(other.special_tokens) != list(self.special_tokens):
             raise BPEInputError(
                 f"cannot add word counts made with different special tokens: {self.special_tokens} "
@@ -266,8 +282,13 @@ class WordCounts:
             )
 
     def add(self, other: WordCounts) -> WordCounts:
-        """Add `other` into this table (in place) and return self."""
+        """Add `other` into this table (in place) and return self. The sum's Unicode version is the
+        tables' one; where one table's is not known, the sum's is not either, unless that table is empty."""
         self.check_compatible(other)
+        if not len(self):
+            self.unicode = other.unicode
+        elif other.unicode != self.unicode and len(other):
+            self.unicode = None
         if self._native is not None and other._native is not None:
             self._hold(add_tables([self._native, other._native]))
         else:
@@ -279,14 +300,47 @@ class WordCounts:
         if not isinstance(other, WordCounts):
             return NotImplemented
         table = self._native if self._dict is None else dict(self._dict)  # native tables are never changed
-        return WordCounts(table, self.special_tokens, self.pattern, self.source_bytes).add(other)
+        return WordCounts(table, self.special_tokens, self.pattern, self.source_bytes, self.unicode).add(other)
+
+    def first_classed_otherwise(self, unicode: str) -> str | None:
+        """A character of the words that Unicode `unicode`'s tables class otherwise than the version
+        the counts were made by (`self.unicode`; not known: than any version), or None: the text
+        splits into these words under `unicode` too (`pattern.first_classed_otherwise`; 0.2-0.3 s on the
+        5.6 MB of words of 50 MB of real_mix, only where the versions differ)."""
+        if self.unicode == unicode:
+            return None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        for chunk in self._word_chunks():
+            found = first_classed_otherwise(decoder.decode(chunk), unicode, self.unicode)
+            if found is not None:
+                return found
+        return None
+
+    def _word_chunks(self, chunk_bytes: int = 16 << 20) -> Iterable[bytes]:
+        """The words back to back, in pieces of about `chunk_bytes` (a piece may end inside a character)."""
+        if self._dict is None:
+            blob = memoryview(self._native.to_arrays()[0])
+            for start in range(0, len(blob), chunk_bytes):
+                yield bytes(blob[start : start + chunk_bytes])
+            return
+        piece: list[bytes] = []
+        size = 0
+        for word in self._dict:
+            piece.append(word)
+            size += len(word)
+            if size >= chunk_bytes:
+                yield b"".join(piece)
+                piece, size = [], 0
+        yield b"".join(piece)
 
     # -----------------------------------------------------------------------------------------
     # The binary format (see the module docstring)
 
     def _header(self, num_words: int, blob_length: int) -> bytes:
         pattern = self.pattern.encode("utf-8")
+        unicode = (self.unicode or "").encode("ascii")
         parts = [MAGIC, struct.pack("<II", FORMAT_VERSION, len(pattern)), pattern]
+        parts += [struct.pack("<I", len(unicode)), unicode]
         parts.append(struct.pack("<I", len(self.special_tokens)))
         for token in self.special_tokens:
             encoded = token.encode("utf-8")
@@ -328,8 +382,11 @@ class WordCounts:
         if len(data) < 16 or data[:8] != MAGIC:
             raise refuse("it does not start with the magic bytes b'CS336WC\\0' (not a count file?)")
         (version,) = struct.unpack_from("<I", data, 8)
-        if version != FORMAT_VERSION:
-            raise refuse(f"it is format version {version}; this cs336_basics reads version {FORMAT_VERSION}")
+        if version not in _READABLE_VERSIONS:
+            raise refuse(
+                f"it is format version {version}; this cs336_basics reads versions "
+                f"{', '.join(map(str, _READABLE_VERSIONS))}"
+            )
         if len(data) < 20 or struct.unpack_from("<I", data, len(data) - 4)[0] != zlib.crc32(data[:-4]):
             raise refuse(f"checksum mismatch, the file is corrupt or truncated ({len(data):,} bytes)")
         try:
@@ -337,6 +394,11 @@ class WordCounts:
             (pattern_length,) = struct.unpack_from("<I", data, offset)
             pattern = data[offset + 4 : offset + 4 + pattern_length].decode("utf-8")
             offset += 4 + pattern_length
+            unicode = None
+            if version >= 2:
+                (unicode_length,) = struct.unpack_from("<I", data, offset)
+                unicode = data[offset + 4 : offset + 4 + unicode_length].decode("ascii") or None
+                offset += 4 + unicode_length
             (num_specials,) = struct.unpack_from("<I", data, offset)
             offset += 4
             specials = []
@@ -348,6 +410,10 @@ class WordCounts:
             offset += 24
         except (struct.error, UnicodeDecodeError, ValueError) as error:
             raise refuse(f"its header is malformed ({error})") from None
+        try:
+            check_unicode(unicode)
+        except BPEInputError as error:  # a version this package has no tables for (a newer one's file)
+            raise refuse(str(error)) from None
         blob_start = offset + 12 * num_words
         if blob_start + blob_length + 4 != len(data):
             raise refuse(f"its length is {len(data):,} bytes, the header promises {blob_start + blob_length + 4:,}")
@@ -358,7 +424,7 @@ class WordCounts:
         if for_training:
             _check_count_sums(lengths, counts, refuse)
         table = _table_from_arrays(blob, lengths, counts, refuse)
-        return cls(table, specials, pattern, source_bytes)
+        return cls(table, specials, pattern, source_bytes, unicode)
 
     def save(self, path: str | os.PathLike, *, on_commit: Callable[[], object] | None = None) -> Path:
         """Write the count file (to a temporary name, then renamed: never half-written); `on_commit`

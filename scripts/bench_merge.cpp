@@ -46,15 +46,17 @@ Value read_at(const std::string& data, size_t& offset) {
     return value;
 }
 
-// The count file's words (format version 1, cs336_basics/word_counts.py); the checksum is not checked.
+// The count file's words (format version 1 or 2, cs336_basics/word_counts.py); the checksum is not checked.
 bpe::CountedWords load_count_file(const char* path) {
     std::ifstream file(path, std::ios::binary);
     if (!file) throw std::runtime_error(std::string("cannot open ") + path);
     const std::string data((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
     if (data.compare(0, 8, std::string("CS336WC\0", 8)) != 0) throw std::runtime_error("not a count file");
     size_t offset = 8;
-    if (read_at<uint32_t>(data, offset) != 1) throw std::runtime_error("count file version is not 1");
+    const auto version = read_at<uint32_t>(data, offset);
+    if (version != 1 && version != 2) throw std::runtime_error("count file version is not 1 or 2");
     offset += read_at<uint32_t>(data, offset);  // the pattern
+    if (version == 2) offset += read_at<uint32_t>(data, offset);  // the Unicode version
     const uint32_t specials = read_at<uint32_t>(data, offset);
     for (uint32_t token = 0; token < specials; ++token) offset += read_at<uint32_t>(data, offset);
     offset += 8;  // bytes of text counted

@@ -123,14 +123,19 @@ def test_tables_with_different_special_tokens_do_not_add() -> None:
         WordCounts({b"a": 1}, ["<s>"]) + WordCounts({b"a": 1}, SPECIALS)
 
 
-def write_count_file(path: Path, words: list[bytes], counts: list[int]) -> Path:
-    """A count file with the given words in the given order (valid header and checksum)."""
+def write_count_file(
+    path: Path, words: list[bytes], counts: list[int], *, version: int = FORMAT_VERSION, unicode: str = ""
+) -> Path:
+    """A count file with the given words in the given order (valid header and checksum), of format
+    `version` (1: no Unicode version; else `unicode`, "" for not known)."""
     pattern = WordCounts({}).pattern.encode()
+    recorded = [] if version == 1 else [struct.pack("<I", len(unicode)), unicode.encode()]
     body = b"".join(
         [
             MAGIC,
-            struct.pack("<II", FORMAT_VERSION, len(pattern)),
+            struct.pack("<II", version, len(pattern)),
             pattern,
+            *recorded,
             struct.pack("<I", 0),
             struct.pack("<QQQ", 0, len(words), sum(map(len, words))),
             struct.pack(f"<{len(words)}I", *map(len, words)),
