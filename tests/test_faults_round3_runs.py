@@ -468,8 +468,9 @@ def test_a_signal_on_a_local_cluster_is_one_line_and_leaves_no_worker(
         else:
             child.send_signal(signum)
         _, err = child.communicate(timeout=120)
-        # A bound that only catches a leak, not a measure of speed: exiting takes well under a second.
-        deadline = time.monotonic() + 10
+        # A hang guard that only catches a leak, not a measure of speed: exiting takes well under a second
+        # on a quiet machine, and this must hold on a busy laptop too.
+        deadline = time.monotonic() + 60
         while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
         left = [pid for pid in workers if not _gone(pid)]
