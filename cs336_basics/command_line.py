@@ -248,7 +248,7 @@ class InterruptHandling:
         self._previous_hook: Callable[[Any], object] | None = None
         self._raise_again = False  # a finalizer swallowed the interrupt: raise it when its signal comes back
         self._in_flight = 0  # signals sent again and not yet taken by the handler
-        self._count_lock = threading.Lock()
+        self._count_lock = threading.RLock()  # the handler may run again inside itself
         self._again = threading.Event()
         self._sender: threading.Thread | None = None
         self._closing = False
