@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -490,6 +491,8 @@ def test_a_signal_on_a_local_cluster_is_one_line_and_leaves_no_worker(
         told = child.stdout.readline().split()
         assert told[:1] == ["workers"], child.stderr.read()
         workers = [int(pid) for pid in told[1:]]
+        # A hang guard (the FIFO never ends, its reader writes too): a child that died never writes the line.
+        assert select.select([reader], [], [], 300)[0], "no worker reached its task"
         assert os.read(reader, 9) == b"counting\n"  # a worker is inside its task
         if to_group:
             os.killpg(child.pid, signum)  # as the terminal sends Ctrl-C: to every process of the group
