@@ -275,7 +275,7 @@ class InterruptHandling:
         if self._in_flight:  # the sender's
             with self._count_lock:
                 self._in_flight -= 1
-            if not self._raise_again or self._closing:  # raised meanwhile (`check`), or too late
+            if not self._raise_again or self._closing or self._in_place:  # raised meanwhile (`check`), or too late
                 return
             if _inside(frame, self._unraisable.__code__):  # raised here it would be ignored again
                 self._again.set()
