@@ -39,6 +39,7 @@ import signal
 import sys
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -236,6 +237,13 @@ def _quiet_asyncio() -> None:
 # What a spawned process runs first, put before multiprocessing's own program (see _SigintIgnoredAtSpawn).
 _SPAWN_PROGRAM = "from multiprocessing.spawn import "
 _IGNORE_SIGINT_FIRST = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+# Dask's warning when making a process's scratch directory takes over 1 s, which blames a network file
+# system: on a busy machine a local cluster in the temporary directory meets it too, a line the run
+# would print among its own. Ignored in the run's process and, from their first statement, in its workers.
+_SLOW_SCRATCH = "Creating scratch directories is taking a surprisingly long time"
+_IGNORE_SLOW_SCRATCH_FIRST = (
+    f"import warnings; warnings.filterwarnings('ignore', message={_SLOW_SCRATCH!r}, category=UserWarning); "
+)
 
 
 class _SigintIgnoredAtSpawn:
@@ -256,7 +264,7 @@ class _SigintIgnoredAtSpawn:
         args = list(args)
         for index, arg in enumerate(args[:-1]):
             if arg == "-c" and str(args[index + 1]).startswith(_SPAWN_PROGRAM):
-                args[index + 1] = _IGNORE_SIGINT_FIRST + args[index + 1]
+                args[index + 1] = _IGNORE_SIGINT_FIRST + _IGNORE_SLOW_SCRATCH_FIRST + args[index + 1]
                 break
         return self._real(path, args, passfds)
 
@@ -298,6 +306,7 @@ def _local_cluster(distributed, workers: int) -> Iterator[object]:
     from distributed.deploy.spec import SpecCluster
 
     known = {id(cluster) for cluster in list(SpecCluster._instances)}
+    warnings.filterwarnings("ignore", message=_SLOW_SCRATCH, category=UserWarning)
     try:
         # The workers' own logs stay quiet: a failed task reaches the client as one ClusterTaskError.
         with _SigintIgnoredAtSpawn():

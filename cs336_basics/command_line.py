@@ -4,6 +4,7 @@ and how SIGINT and SIGTERM end a run ("interrupted", 130 or 143, nothing half-wr
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import errno
@@ -11,8 +12,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
@@ -223,10 +226,22 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+def _inside(frame: FrameType | None, code: object) -> bool:
+    """Whether `frame` runs `code` or is called from it."""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class InterruptHandling:
-    """While active, SIGINT and SIGTERM raise `Interrupted` in the main thread, and are remembered:
-    an exception raised where Python ignores it (in a `__del__`, say) cannot let the run carry on,
-    because the driver calls `check()` between phases. A second signal ends the process at once.
+    """While active, SIGINT and SIGTERM raise `Interrupted` in the main thread, and are remembered.
+    Raised where Python ignores an exception (a finalizer: `__del__`, a weakref callback, a generator
+    the garbage collector closes), the signal is sent to the main thread again from another thread, so
+    the run stops where it runs or waits (a Dask client waiting for its counting tasks would have
+    waited for the whole count), and the driver calls `check()` between phases besides. A second
+    signal ends the process at once.
 
     Once the run's output is in place (`output_in_place`, called while the signals are held back
     around the final rename) the run has succeeded: a signal is then only noted (`late`, see
@@ -239,18 +254,43 @@ class InterruptHandling:
         self.late: int | None = None
         self._in_place = False
         self._previous: dict[int, object] = {}
+        self._previous_hook: Callable[[Any], object] | None = None
+        self._raise_again = False  # a finalizer swallowed the interrupt: raise it when its signal comes back
+        self._in_flight = 0  # signals sent again and not yet taken by the handler
+        self._count_lock = threading.RLock()  # the handler may run again inside itself
+        self._again = threading.Event()
+        self._sender: threading.Thread | None = None
+        self._closing = False
 
     def __enter__(self) -> InterruptHandling:
         if threading.current_thread() is threading.main_thread():
             for signum in self.SIGNALS:
                 self._previous[signum] = signal.signal(signum, self._handle)
+            self._previous_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._closing = True  # a signal sent again from now on is taken, not raised
+        if self._sender is not None:
+            self._again.set()
+            self._sender.join()
+        if self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)  # type: ignore[arg-type]
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._in_flight:  # the sender's
+            with self._count_lock:
+                self._in_flight -= 1
+            if not self._raise_again or self._closing or self._in_place:  # raised meanwhile (`check`), or too late
+                return
+            if _inside(frame, self._unraisable.__code__):  # raised here it would be ignored again
+                self._again.set()
+                return
+            self._raise_again = False
+            raise Interrupted(signum)
         if self.received is not None or self.late is not None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
@@ -260,6 +300,37 @@ class InterruptHandling:
             return
         self.received = signum
         raise Interrupted(signum)
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """Python's report of an exception a finalizer raised: an `Interrupted` is sent again, silently,
+        anything else goes to the hook there was before."""
+        if not isinstance(unraisable.exc_value, Interrupted) or self._closing:
+            if self._previous_hook is not None:
+                self._previous_hook(unraisable)
+            return
+        self._raise_again = True
+        if self._sender is None:
+            self._sender = threading.Thread(target=self._send_again, name="interrupt again", daemon=True)
+            self._sender.start()  # it waits for `_again`
+        # The last call here: the sender needs the interpreter lock, which this thread keeps until the hook
+        # has returned (or 5 ms more), so the handler runs where the finalizer is over.
+        self._again.set()
+
+    def _send_again(self) -> None:
+        """In its own thread: the swallowed signal, sent to the main thread again (waking it if it
+        waits), each time a finalizer swallows it, until the handling ends."""
+        while True:
+            self._again.wait()
+            self._again.clear()
+            if self._closing:
+                return
+            with self._count_lock:
+                self._in_flight += 1
+            signum = self.received or signal.SIGINT
+            if hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(threading.main_thread().ident, signum)
+            else:  # Windows: the handler runs at the main thread's next bytecode
+                _thread.interrupt_main(signum)
 
     def output_in_place(self) -> None:
         """The output is written: from now on the run ends as a success, whatever signal comes."""
@@ -274,4 +345,5 @@ class InterruptHandling:
 
     def check(self) -> None:
         if self.received is not None:
+            self._raise_again = False  # raised here: the signal sent again is only taken
             raise Interrupted(self.received)

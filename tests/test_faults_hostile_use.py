@@ -532,6 +532,47 @@ def test_an_interrupt_swallowed_in_a_del_still_ends_the_run(corpus, tmp_path, mo
     assert not out.exists()  # the run made it, wrote nothing, and took it away again
 
 
+class SignalInDel:
+    """Sends `signum` to this process while Python runs its __del__, where the handler's exception is
+    printed and dropped."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+    def __del__(self) -> None:
+        signal.raise_signal(self.signum)
+        for _ in range(3):  # a backward jump: the pending signal handler runs here, inside __del__
+            pass
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["sigint", "sigterm"])
+def test_an_interrupt_swallowed_in_a_del_stops_the_wait_it_came_in(
+    corpus, tmp_path, monkeypatch, capsys, signum: int, code: int
+) -> None:
+    # As a Dask client waits for its counting tasks: the garbage collector runs a finalizer in the main
+    # thread, the signal comes then, and the wait would last until the whole count is done.
+    import threading
+
+    out = tmp_path / "out"
+    waited_out = []
+    hook = sys.unraisablehook
+    real_merge = bpe_v1.merge
+
+    def merge(*args, **kwargs):
+        SignalInDel(signum)  # dropped at once: __del__ runs here
+        # A hang guard, not a measure: the signal is sent again at once and ends this wait.
+        waited_out.append(threading.Event().wait(60) or "the wait ran out")
+        return real_merge(*args, **kwargs)
+
+    monkeypatch.setattr(bpe_v1, "merge", merge)
+    assert cli_main(["bpe_v1", str(out), "-d", str(corpus), "-q"]) == code
+    assert waited_out == []
+    assert capsys.readouterr().err == "interrupted\n"  # nothing of the finalizer's ignored exception
+    assert sys.unraisablehook is hook
+    assert not out.exists()
+
+
 SIGNAL_CHILD = textwrap.dedent(
     """
     import sys
