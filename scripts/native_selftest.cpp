@@ -518,7 +518,7 @@ void merging() {
         }
     }
 
-    // A busy machine, simulated: the first parallel merge stalls, so every merge goes to one thread,
+    // A busy machine, simulated: the first two parallel merges stall, so every merge goes to one thread,
     // and a probe after the cooldown brings the threads back; the merges are one thread's.
     Counts busy;
     for (int i = 0; i < 40000; ++i) {
@@ -527,7 +527,7 @@ void merging() {
         busy[word] += 1;
     }
     const auto one_thread = bpe::train_merges(as_word_counts(busy), 600, nullptr, nullptr, 1);
-    const size_t previous = bpe::simulate_busy_machine(1);
+    const size_t previous = bpe::simulate_busy_machine(2);
     const auto merges = bpe::train_merges(as_word_counts(busy), 600, nullptr, nullptr, kThreads,
                                           bpe::kDefaultPrunePairs, /*parallel_words=*/16);
     const bpe::MergeThreadUse use = bpe::last_merge_thread_use();

@@ -480,8 +480,8 @@ def test_threads_match_one_thread_on_the_demo_corpus(num_threads: int, demo_text
 
 @pytest.mark.parametrize("parallel_words", [16, 256])
 def test_a_busy_machine_sends_the_merges_to_one_thread_and_back(parallel_words: int) -> None:
-    # The watch on the cores (cpp/merge/parallel_choice.hpp), on a simulated clock: the first parallel
-    # merge stalls as beside a job holding a core, so every merge goes to one thread, and a probe
+    # The watch on the cores (cpp/merge/parallel_choice.hpp), on a simulated clock: the first two parallel
+    # merges stall as beside a job holding a core, so every merge goes to one thread, and a probe
     # after the cooldown finds the threads back. The merges are one thread's all along.
     native = native_or_skip()
     from cs336_basics import _merge_cpp
@@ -492,7 +492,7 @@ def test_a_busy_machine_sends_the_merges_to_one_thread_and_back(parallel_words: 
     ).encode()
     expected = native.count_words_in_buffer(text, [], 1).merge(600, parallel_words=10**9)
     counts = native.count_words_in_buffer(text, [], 2)
-    previous = _merge_cpp.simulate_busy_machine(1)
+    previous = _merge_cpp.simulate_busy_machine(2)
     try:
         got = counts.merge(600, parallel_words=parallel_words)
         use = _merge_cpp.last_thread_use()
