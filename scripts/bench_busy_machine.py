@@ -23,18 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmark import cpu_model  # beside this script: run as a file, scripts/ is on sys.path
+
 MERGE_LINE = re.compile(r"^merge\s+([0-9.]+) s$", re.MULTILINE)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def load_average() -> str:
