@@ -847,8 +847,7 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
     corpus = words_corpus(root / "corpus.txt", 20_000, seed=4)
 
     def cli(out: str, *options: str, data: Path = corpus) -> list[str]:
-        return ["-c", CLI, "bpe_v7" if trainer_status()["bpe_v7"].available else "bpe_v6", str(root / out),
-                "-d", str(data), "-q", *options]  # fmt: skip
+        return ["-c", CLI, "auto", str(root / out), "-d", str(data), "-q", *options]  # the fastest here
 
     # Item 4: limits too large for the C++ loop, a base nested too deeply, signals as a cluster starts
     for option in ("--min-frequency", "--max-token-length"):
