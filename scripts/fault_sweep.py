@@ -1043,8 +1043,8 @@ def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
         import sys
         from cs336_basics import Tokenizer
         tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern="(a+)+$|.")
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)  # inside: the signal may come before the encode starts
             tokenizer.encode("a" * 40_000 + "!")
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
