@@ -82,44 +82,14 @@ cdef lib.PretokenPattern pattern_code(object name) except *:
 
 # The Unicode versions of the native tables (unicode_tables.hpp), the installed regex's first when current.
 UNICODE_VERSIONS = tuple(lib.kUnicodeVersions[index].decode() for index in range(lib.kTableCount))
-# The classes the tables hold, as `regex` spells them (pattern.py's o200k letter classes among them).
-_TABLE_CLASSES = ((1, r"\p{L}"), (2, r"\p{N}"), (3, r"\s"))
-_TABLE_CASES = ((4, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (8, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"))
-_regex_unicode = None
 
 
 def regex_unicode_version() -> str:
-    """The Unicode version of the native table whose classes the installed `regex` has, told apart on
-    every code point where two tables differ (once per process). A `regex` that matches none (one
-    newer than the tables) gets the newest table, with a RuntimeWarning: the native scanners may then
-    split characters assigned since differently from bpe_v1."""
-    global _regex_unicode
-    if _regex_unicode is not None:
-        return _regex_unicode
-    import regex
+    """The Unicode version of the table whose classes the installed `regex` has (pattern.installed_unicode,
+    the one detection, told apart on every code point where two tables differ, once per process)."""
+    from .pattern import installed_unicode
 
-    code_points = []
-    for index in range(lib.kDifferingRangeCount):
-        code_points.extend(range(lib.kDifferingRanges[2 * index], lib.kDifferingRanges[2 * index + 1] + 1))
-    text = "".join(map(chr, code_points))
-    values = bytearray(len(code_points))
-    for value, expression in _TABLE_CLASSES + _TABLE_CASES:
-        for match in regex.finditer(expression + "+", text):
-            for position in range(match.start(), match.end()):
-                values[position] |= value
-    for table in range(lib.kTableCount):
-        if all(lib.class_and_case(code_point, lib.kTables[table]) == value
-               for code_point, value in zip(code_points, values)):
-            _regex_unicode = UNICODE_VERSIONS[table]
-            return _regex_unicode
-    import warnings
-
-    warnings.warn(f"the installed regex {regex.__version__} classes characters as none of the native tables "
-                  f"(Unicode {', '.join(UNICODE_VERSIONS)}): the native scanners use "
-                  f"Unicode {UNICODE_VERSIONS[0]}'s",
-                  RuntimeWarning, stacklevel=2)
-    _regex_unicode = UNICODE_VERSIONS[0]
-    return _regex_unicode
+    return installed_unicode()
 
 
 def unicode_table_index(unicode: str | None) -> int:

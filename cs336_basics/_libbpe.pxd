@@ -78,14 +78,8 @@ cdef extern from "scan/pretokenize_gpt4.hpp" namespace "bpe" nogil:
 
 # unicode_tables.hpp: the character classes of each Unicode version the references use.
 cdef extern from "scan/unicode_tables.hpp" namespace "bpe::unicode_tables" nogil:
-    cdef cppclass Table:
-        pass
     const unsigned kTableCount
     const char* kUnicodeVersions[]
-    const Table kTables[]
-    const unsigned kDifferingRangeCount
-    const uint32_t kDifferingRanges[]
-    uint8_t class_and_case(uint32_t code_point, const Table& table)
 
 
 # word_count.hpp: counting the pre-tokens of a corpus on OpenMP threads (bpe_v7).

@@ -389,6 +389,12 @@ HF_FILES_LAYOUT = "hf-files"
 VOCAB_LAYOUTS = (CS336_LAYOUT, RUSTBPE_LAYOUT, HF_LAYOUT, HF_FILES_LAYOUT)
 
 
+def trains_below_initial(layout: str) -> bool:
+    """Whether a vocab_size below the initial tokens (special tokens and bytes) trains in `layout`:
+    HF's layouts, with no merges, as HF does; the others refuse it."""
+    return layout in (HF_LAYOUT, HF_FILES_LAYOUT)
+
+
 def assemble_vocab(
     special_tokens: Iterable[str], merges: Merges, layout: str = CS336_LAYOUT, alphabet: Iterable[int] | None = None
 ) -> Vocab:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError
+from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError, trains_below_initial
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import (
     GPT2,
@@ -117,7 +117,7 @@ class TrainingRules:
     @property
     def below_initial(self) -> bool:
         """Whether a vocab_size below the initial tokens trains (HF's layouts: no merges then)."""
-        return self.layout in (HF_LAYOUT, HF_FILES_LAYOUT)
+        return trains_below_initial(self.layout)
 
 
 def resolve_rules(

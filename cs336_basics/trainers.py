@@ -26,8 +26,6 @@ from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .contract import (
     CS336_LAYOUT,
-    HF_FILES_LAYOUT,
-    HF_LAYOUT,
     BPEInputError,
     Merges,
     Vocab,
@@ -39,6 +37,7 @@ from .contract import (
     count_words_in_lines,
     read_corpus,
     special_token_bytes_in_files,
+    trains_below_initial,
 )
 from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
@@ -236,7 +235,7 @@ class TrainingResult:
         run's layout. Each merge is chosen from the counts and the merges before it, so a smaller
         run's merges are this run's first ones; where this run stopped early, a larger size stops at
         the same place."""
-        below = self.layout in (HF_LAYOUT, HF_FILES_LAYOUT)  # HF trains any size (presets.TrainingRules)
+        below = trains_below_initial(self.layout)
         vocab_size = check_vocab_size(vocab_size, len(self.special_tokens), below_initial=below)
         if self.base is not None:
             first = len(self.base.merges)
