@@ -244,15 +244,24 @@ _SLOW_SCRATCH = "Creating scratch directories is taking a surprisingly long time
 _IGNORE_SLOW_SCRATCH_FIRST = (
     f"import warnings; warnings.filterwarnings('ignore', message={_SLOW_SCRATCH!r}, category=UserWarning); "
 )
+# multiprocessing's resource tracker, which unlinks what a process left behind, warns as it does so: the
+# workers are killed on a stop, and a Ctrl-C inside a semaphore's finalizer (unlinked, not yet unregistered)
+# made it print two warnings after 'interrupted' (1 of the CI's runs of the start-up signal test). The
+# tracker still cleans up; only its report of having done so is silenced, from its first statement.
+_TRACKER_PROGRAM = "from multiprocessing.resource_tracker import "
+_QUIET_TRACKER_FIRST = (
+    "import warnings; warnings.filterwarnings('ignore', message='resource_tracker: ', category=UserWarning); "
+)
 
 
 class _SigintIgnoredAtSpawn:
-    """While active, each process multiprocessing spawns ignores SIGINT from its first statement, as
+    """While active, each worker process multiprocessing spawns ignores SIGINT from its first statement, as
     the local workers must: Ctrl-C reaches every process of the terminal's group, and a worker still
     starting (importing Dask, a second or more before its preload runs) would end with a traceback of
     its own. The statement is put before the child's `-c` program; this process's own handling of
     SIGINT is untouched, so no Ctrl-C is lost. Python's start-up before it (tens of milliseconds) is
-    the one moment left where a worker can still print one."""
+    the one moment left where a worker can still print one. The resource tracker spawned with them
+    starts with its cleanup reports silenced."""
 
     def __init__(self) -> None:
         import multiprocessing.util
@@ -263,8 +272,12 @@ class _SigintIgnoredAtSpawn:
     def _spawn(self, path: Any, args: Any, passfds: Any) -> int:
         args = list(args)
         for index, arg in enumerate(args[:-1]):
-            if arg == "-c" and str(args[index + 1]).startswith(_SPAWN_PROGRAM):
-                args[index + 1] = _IGNORE_SIGINT_FIRST + _IGNORE_SLOW_SCRATCH_FIRST + args[index + 1]
+            program = str(args[index + 1]) if arg == "-c" else ""
+            if program.startswith(_SPAWN_PROGRAM):
+                args[index + 1] = _IGNORE_SIGINT_FIRST + _IGNORE_SLOW_SCRATCH_FIRST + program
+                break
+            if program.startswith(_TRACKER_PROGRAM):
+                args[index + 1] = _QUIET_TRACKER_FIRST + program
                 break
         return self._real(path, args, passfds)
 

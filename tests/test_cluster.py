@@ -297,3 +297,35 @@ def test_overlapping_special_tokens_count_as_one_task(client: Client, tmp_path: 
     path = tmp_path / "docs.jsonl"
     path.write_bytes(_jsonl(["ax", "x", "<|e|>x", "b"] * 200))
     assert count_words_on_cluster(client, [path], specials, range_bytes=100) == count_words(path, specials)
+
+
+TRACKER_CHILD = """
+import sys
+from multiprocessing import resource_tracker
+from cs336_basics.cluster import _SigintIgnoredAtSpawn
+if sys.argv[1] == "as the cluster starts it":
+    with _SigintIgnoredAtSpawn():
+        resource_tracker.ensure_running()
+else:
+    resource_tracker.ensure_running()
+# What a worker killed inside a semaphore's finalizer leaves: a name registered, the semaphore already gone.
+resource_tracker.register("/mp-cs336-already-unlinked", "semaphore")
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="multiprocessing's resource tracker runs on POSIX only")
+def test_the_resource_tracker_started_with_the_workers_cleans_up_without_a_word() -> None:
+    import subprocess
+    import sys
+
+    from tests.support import REPO_ROOT
+
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def stderr_of(how: str) -> str:
+        run = subprocess.run([sys.executable, "-c", TRACKER_CHILD, how], capture_output=True, text=True, env=environment)
+        assert run.returncode == 0, run.stderr
+        return run.stderr  # the tracker writes to it until it has cleaned up
+
+    assert "leaked semaphore" in stderr_of("as multiprocessing starts it")  # the leak is real
+    assert stderr_of("as the cluster starts it") == ""
