@@ -323,7 +323,9 @@ def test_the_resource_tracker_started_with_the_workers_cleans_up_without_a_word(
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
 
     def stderr_of(how: str) -> str:
-        run = subprocess.run([sys.executable, "-c", TRACKER_CHILD, how], capture_output=True, text=True, env=environment)
+        run = subprocess.run(
+            [sys.executable, "-c", TRACKER_CHILD, how], capture_output=True, text=True, env=environment
+        )
         assert run.returncode == 0, run.stderr
         return run.stderr  # the tracker writes to it until it has cleaned up
 
