@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections import defaultdict
 from os import PathLike
 
-from .contract import Merges, WordCountDict, count_words_in_text, merge_word, read_corpus
+from .contract import Merges, WordCountDict, read_corpus
 from .merge_limits import check_merge_limits
 from .pattern import Pattern
 from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
+from .splitting import count_words_in_text
 from .start_from import base_tokens
 from .tie_break import CS336, check_tie_break, token_key
+from .vocab_layout import merge_word
 
 
 def pretokenize_and_count(

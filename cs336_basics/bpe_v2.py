@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .bpe_v1 import pretokenize_and_count
-from .contract import Merges, WordCountDict, merge_word
+from .contract import Merges, WordCountDict
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .phases import Advance, ignore_progress
 from .start_from import replay_ids
 from .tie_break import CS336, check_tie_break, token_key
+from .vocab_layout import merge_word
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
 

@@ -3,7 +3,7 @@
 Once merges are incremental, pre-tokenization dominates: the `regex` package manages a few MB/s per
 core. v3 cuts the file into chunks at special-token starts (or, where a region has none, at
 whitespace boundaries that split no pre-token of a named pattern, see
-`contract.find_chunk_boundaries`), lets a pool of processes count each chunk, and adds the
+`splitting.find_chunk_boundaries`), lets a pool of processes count each chunk, and adds the
 counters. The result does not depend on the number of workers or chunks; the merge loop is v2's.
 """
 
@@ -16,16 +16,10 @@ from os import PathLike
 
 from .backend import resolve_parallelism
 from .bpe_v2 import merge
-from .contract import (
-    BPEInputError,
-    WordCountDict,
-    check_input_file,
-    count_words_in_text,
-    decode_utf8,
-    find_chunk_boundaries,
-)
+from .contract import BPEInputError, WordCountDict, check_input_file, decode_utf8
 from .pattern import Pattern, resolve_pattern
 from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
+from .splitting import count_words_in_text, find_chunk_boundaries
 
 __all__ = ["merge", "pretokenize_and_count"]
 

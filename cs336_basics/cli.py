@@ -47,7 +47,7 @@ from .command_line import (
     human_bytes,
     output_path_argument,
 )
-from .contract import CS336_LAYOUT, ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
+from .contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, check_exportable, export_files
 from .formats import expand_inputs, is_url
@@ -59,6 +59,7 @@ from .serialization import OutputDirectory, large_tokens_note, run_rules
 from .start_from import Base, load_base, num_new_merges, run_pattern_from, run_special_tokens
 from .tie_break import CS336
 from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
+from .vocab_layout import CS336_LAYOUT
 
 MISSING_DATA_HELP = """\
 error: the training file {path} does not exist{where}.

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from .backend import effective_num_threads, usable_cores
-from .contract import BPEInputError, check_special_tokens, special_token_bytes_in_files
+from .contract import BPEInputError, check_special_tokens
 from .document_batches import _document_items, _documents_in, _feed
 from .formats import (
     BLOCK_BYTES,
@@ -46,6 +46,7 @@ from .pattern import Pattern, resolve_pattern
 from .presets import resolve_unicode
 from .progress import progress_bar
 from .read_ahead import CountedBehind, Prefetched
+from .splitting import special_token_bytes_in_files
 from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
 from .text_ranges import (
     CountTask,

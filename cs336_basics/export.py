@@ -35,19 +35,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from .contract import (
-    ENDOFTEXT,
-    HF_FILES_LAYOUT,
-    HF_LAYOUT,
-    RUSTBPE_LAYOUT,
-    BPEInputError,
-    Merges,
-    Vocab,
-    check_special_tokens,
-    special_token_ids,
-)
+from .contract import ENDOFTEXT, BPEInputError, Merges, Vocab, check_special_tokens
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .serialization import encode_token, read_run_info, run_layout, run_pattern, write_atomically
+from .vocab_layout import HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, special_token_ids
 
 __all__ = [
     "DEFAULT_MODEL_MAX_LENGTH",
@@ -556,7 +547,7 @@ def load_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
 
 
 def _layout_special_ids(layout: str, mergeable: dict[bytes, int], specials: list[str]) -> dict[str, int]:
-    """The ids `contract.assemble_vocab` gives the special tokens of a vocabulary in `layout`."""
+    """The ids `vocab_layout.assemble_vocab` gives the special tokens of a vocabulary in `layout`."""
     if layout in (HF_LAYOUT, HF_FILES_LAYOUT):
         first = 0
     elif layout == RUSTBPE_LAYOUT:

@@ -142,7 +142,7 @@ class Pattern:
     @property
     def whitespace_cuts_safe(self) -> bool:
         """Whether text may be cut before a space or newline that follows an ASCII letter or digit
-        (`contract.whitespace_cuts`) without splitting a match: true of the named patterns, whose
+        (`splitting.whitespace_cuts`) without splitting a match: true of the named patterns, whose
         every alternative ends before such whitespace; any other regex is cut only at special tokens."""
         return self.name is not None
 

@@ -1,5 +1,5 @@
 """The interface between the driver (`trainers.py`) and a trainer version (`bpe_v1` ... `bpe_v7`);
-what the result must be is the contract (`contract.py`, docs/CONTRACT.md).
+what the result must be is the contract (`contract.py`, `splitting.py`, `vocab_layout.py`; docs/CONTRACT.md).
 
 A version is a module with two phases:
 

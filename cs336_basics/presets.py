@@ -1,6 +1,6 @@
 """Presets that reproduce another trainer's output byte for byte: its pre-tokenizer pattern
 (`pattern.py`), its tie-break (`tie_break.py`) and how its vocabulary numbers tokens
-(`contract.assemble_vocab`). `like="rustbpe"` trains what rustbpe's `train_from_iterator` trains.
+(`vocab_layout.assemble_vocab`). `like="rustbpe"` trains what rustbpe's `train_from_iterator` trains.
 
 - `cs336`: the assignment (the default).
 - `rustbpe`: rustbpe 0.1.0 (nanochat's trainer): its GPT-4 pattern, ties to the smallest ids, ids
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError, trains_below_initial
+from .contract import BPEInputError
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import (
     GPT2,
@@ -43,6 +43,7 @@ from .pattern import (
     resolve_pattern,
 )
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
+from .vocab_layout import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, trains_below_initial
 
 # nanochat's SPECIAL_TOKENS (nanochat/tokenizer.py), in its order: the ids after the merges.
 NANOCHAT_SPECIAL_TOKENS = (

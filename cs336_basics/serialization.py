@@ -52,10 +52,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
-from .contract import CS336_LAYOUT, BPEInputError, Merges, Vocab
+from .contract import BPEInputError, Merges, Vocab
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
 from .pattern import GPT2, NAMED_PATTERNS, Pattern, check_unicode, pattern_from_regex
 from .tie_break import CS336
+from .vocab_layout import CS336_LAYOUT
 
 try:
     import fcntl
@@ -774,7 +775,7 @@ def run_pattern(run: dict[str, Any] | None) -> Pattern:
 
 
 def run_layout(run: dict[str, Any] | None) -> str:
-    """How the run's vocabulary numbers its tokens (`contract.assemble_vocab`; `recorded_rules`)."""
+    """How the run's vocabulary numbers its tokens (`vocab_layout.assemble_vocab`; `recorded_rules`)."""
     return recorded_rules(run or {})["layout"]
 
 

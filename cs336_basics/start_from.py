@@ -25,18 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .contract import (
-    MAX_TOKEN_ID,
-    RUSTBPE_LAYOUT,
-    BPEInputError,
-    Merges,
-    Vocab,
-    _merged_tokens,
-    check_special_tokens,
-    merge_word,
-)
+from .contract import MAX_TOKEN_ID, BPEInputError, Merges, Vocab, check_special_tokens
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .presets import resolve_preset
+from .vocab_layout import RUSTBPE_LAYOUT, _merged_tokens, merge_word
 
 
 @dataclass(frozen=True)

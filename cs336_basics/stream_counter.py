@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .contract import BPEInputError, count_words_in_text, decode_utf8
+from .contract import BPEInputError, decode_utf8
 from .formats import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
 from .pattern import Pattern, resolve_pattern
+from .splitting import count_words_in_text
 from .text_ranges import _CutFinder
 from .word_counts import CountTable, _native_module, add_count_tables
 
@@ -40,7 +41,7 @@ class _StreamCounter:
     document is kept apart by the separator (the first special token, else DOCUMENT_SEPARATOR).
 
     With the compiled module each block is counted by one `WordCounter` on `num_threads` threads,
-    the GIL released; without it by `contract.count_words_in_text`, added into one dict. Memory: the count
+    the GIL released; without it by `splitting.count_words_in_text`, added into one dict. Memory: the count
     table plus a block (more only while the text has no safe cut at all)."""
 
     def __init__(

@@ -12,26 +12,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .contract import (
+from .contract import BPEInputError, check_special_tokens, check_text_file, decode_utf8
+from .formats import is_url, url_filesystem
+from .pattern import Pattern, resolve_pattern
+from .splitting import (
     _SCAN_BLOCK,
-    BPEInputError,
     _spans_special_token,
     _special_token_cut,
     _whitespace_cut,
-    check_special_tokens,
-    check_text_file,
     count_words_in_text,
-    decode_utf8,
     whitespace_cuts,
 )
-from .formats import is_url, url_filesystem
-from .pattern import Pattern, resolve_pattern
 from .word_counts import CountTable, _native_module, add_tables, split_table
 
 # Counting without the compiled module adds its tables up in groups of this many.
 _LOCAL_FAN_IN = 8
 # Cut points are searched in windows that start small (a cut is usually a few bytes away) and grow
-# to the block `contract.find_chunk_boundaries` scans.
+# to the block `splitting.find_chunk_boundaries` scans.
 _FIRST_WINDOW = 1 << 12
 
 
@@ -85,7 +82,7 @@ class _Source:
 
 
 class _CutFinder:
-    """Safe cuts (see `contract.find_chunk_boundaries`) found by reading small windows of an input."""
+    """Safe cuts (see `splitting.find_chunk_boundaries`) found by reading small windows of an input."""
 
     def __init__(self, source: _Source, tokens: list[bytes], whitespace: bool = True) -> None:
         self.source = source

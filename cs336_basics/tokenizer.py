@@ -10,7 +10,7 @@
     ids = tokenizer.encode_file("big.txt")        # all cores; array('H') (or 'I' past 65,536 ids)
     batch = tokenizer.encode_batch(["one", "two"])  # a list of array('I'), on all cores
 
-Encoding follows the training contract (`contract.py`): split on special tokens (the longest wins
+Encoding follows the training contract (`splitting.py`): split on special tokens (the longest wins
 where they overlap; each one becomes its own id), pre-tokenize every piece with the run's pattern
 (`pattern.py`: GPT-2's unless the run trained with another), and within each pre-token apply merges
 as GPT-2 does: repeatedly merge every occurrence of the adjacent pair whose merge came first.
@@ -52,9 +52,6 @@ from .contract import (
     check_special_tokens,
     check_text_file,
     invalid_utf8_error,
-    merge_word,
-    special_token_ids,
-    special_token_regex,
 )
 from .pattern import (
     CL100K,
@@ -68,6 +65,8 @@ from .pattern import (
     resolve_pattern,
 )
 from .serialization import _current_umask, load_tokenizer_files, run_pattern
+from .splitting import special_token_regex
+from .vocab_layout import merge_word, special_token_ids
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.

@@ -25,19 +25,14 @@ import regex
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
 from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .contract import (
-    CS336_LAYOUT,
     BPEInputError,
     Merges,
     Vocab,
-    assemble_vocab,
     check_input_file,
     check_num_workers,
     check_special_tokens,
     check_vocab_size,
-    count_words_in_lines,
     read_corpus,
-    special_token_bytes_in_files,
-    trains_below_initial,
 )
 from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
@@ -52,6 +47,7 @@ from .presets import (
     resolve_unicode,
 )
 from .progress import progress_bar
+from .splitting import count_words_in_lines, special_token_bytes_in_files
 from .start_from import (
     Base,
     StartFrom,
@@ -62,6 +58,7 @@ from .start_from import (
     run_special_tokens,
 )
 from .tie_break import CS336
+from .vocab_layout import CS336_LAYOUT, assemble_vocab, trains_below_initial
 from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
@@ -390,7 +387,7 @@ def _train_by_lines(
 ) -> TrainingResult:
     """HF's `train(files)` (the preset hf-files): the file's lines each pre-tokenized alone, the
     special tokens counted as text, the vocabulary starting from the bytes the text holds. bpe_v1
-    counts in Python (`contract.count_words_in_lines`), the oracle; every other version through the
+    counts in Python (`splitting.count_words_in_lines`), the oracle; every other version through the
     native counter where it is built; then each version's merge phase."""
     started = time.perf_counter()
     size = path.stat().st_size

@@ -56,11 +56,8 @@ from pickle import PickleBuffer
 from typing import Any
 
 from .backend import NativeUnavailable, load_native
-from .contract import (
-    GPT2_SPLIT_PATTERN,
-    BPEInputError,
-)
-from .pattern import check_unicode, first_classed_otherwise, pattern_label
+from .contract import BPEInputError
+from .pattern import GPT2_SPLIT_PATTERN, check_unicode, first_classed_otherwise, pattern_label
 
 __all__ = [
     "FORMAT_VERSION",

@@ -259,7 +259,7 @@ def run_rustbpe(path: Path, vocab_size: int, own_rules: bool) -> dict:
     token, stop one short of the vocabulary size per special token."""
     import rustbpe
 
-    from cs336_basics.contract import GPT2_SPLIT_PATTERN
+    from cs336_basics.pattern import GPT2_SPLIT_PATTERN
     from cs336_basics.trainers import peak_rss_bytes
 
     def lines():

@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 import cs336_basics.tokenizer as tokenizer_module
 from cs336_basics import BPEInputError, train_bpe
-from cs336_basics.contract import ENDOFTEXT, GPT2_SPLIT_PATTERN
+from cs336_basics.contract import ENDOFTEXT
+from cs336_basics.pattern import GPT2_SPLIT_PATTERN
 from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
 from cs336_basics.tokenizer import Tokenizer, native_available
 from tests.support import FIXTURES, REPO_ROOT, SHARED_CORPUS, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture

@@ -14,9 +14,9 @@ from distributed import Client, LocalCluster  # noqa: E402
 
 from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noqa: E402
 from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
-from cs336_basics.contract import count_words_in_text  # noqa: E402
 from cs336_basics.counting import count_tasks  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
+from cs336_basics.splitting import count_words_in_text  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
 REFERENCE = "bpe_v7" if trainer_status()["bpe_v7"].available else "bpe_v2"

@@ -26,13 +26,7 @@ import cs336_basics.tokenizer as tokenizer_module
 from cs336_basics import BPEInputError, Tokenizer, bpe_v1, train_bpe
 from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import (
-    ENDOFTEXT,
-    GPT2_REGEX,
-    MAX_WORKERS_PER_CORE,
-    check_num_workers,
-    split_on_special_tokens,
-)
+from cs336_basics.contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from cs336_basics.encode_cli import main as encode_main
 from cs336_basics.serialization import (
     LOCK_FILE,
@@ -42,6 +36,7 @@ from cs336_basics.serialization import (
     load_tokenizer_files,
     save_tokenizer,
 )
+from cs336_basics.splitting import GPT2_REGEX, split_on_special_tokens
 from cs336_basics.trainers import trainer_status
 from tests.support import FIXTURES, REPO_ROOT, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture
 

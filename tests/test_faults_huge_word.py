@@ -20,7 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import count_words, train_bpe, trainer_status
-from cs336_basics.contract import ENDOFTEXT, assemble_vocab, whitespace_cuts
+from cs336_basics.contract import ENDOFTEXT
+from cs336_basics.splitting import whitespace_cuts
+from cs336_basics.vocab_layout import assemble_vocab
 from tests.support import REPO_ROOT
 
 

@@ -28,9 +28,9 @@ from cs336_basics import (
     train_from_iterator,
 )
 from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import count_words_in_text
 from cs336_basics.count_cli import count_inputs
 from cs336_basics.count_cli import main as count_main
+from cs336_basics.splitting import count_words_in_text
 
 SPECIAL = ["<|endoftext|>"]
 VOCAB_SIZE = 330

@@ -20,9 +20,9 @@ from cs336_basics import (
     trainer_status,
 )
 from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import count_words_in_text
 from cs336_basics.merge_limits import check_merge_limits
 from cs336_basics.serialization import load_merges
+from cs336_basics.splitting import count_words_in_text
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer
 

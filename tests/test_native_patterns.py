@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from cs336_basics import train_bpe
 from cs336_basics.backend import pure_python_forced
-from cs336_basics.contract import count_words_in_text
 from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
+from cs336_basics.splitting import count_words_in_text
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native scanner is not loaded", allow_module_level=True)

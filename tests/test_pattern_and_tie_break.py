@@ -16,15 +16,16 @@ from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts, trainer_status
 from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import assemble_vocab, count_words_in_text
 from cs336_basics.count_cli import main as count_main
 from cs336_basics.counting import count_words, count_words_from_iterator
 from cs336_basics.pattern import NAMED_PATTERNS, Pattern, installed_unicode, resolve_pattern
 from cs336_basics.phases import CountParallelism
 from cs336_basics.presets import resolve_rules
 from cs336_basics.serialization import run_pattern
+from cs336_basics.splitting import count_words_in_text
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer, train, train_bpe_from_iterator
+from cs336_basics.vocab_layout import assemble_vocab
 from cs336_basics.word_counts import WordCounts
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics.backend import pure_python_forced
-from cs336_basics.contract import GPT2_REGEX, count_words_in_text
+from cs336_basics.splitting import GPT2_REGEX, count_words_in_text
 from tests.support import require_fixture
 
 if pure_python_forced():

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe, train_bpe_from_counts
 from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import MAX_TOKEN_ID, count_words_in_text
+from cs336_basics.contract import MAX_TOKEN_ID
 from cs336_basics.export import hf_tokenizer_json, save_tiktoken_ranks
 from cs336_basics.serialization import encode_token
+from cs336_basics.splitting import count_words_in_text
 from cs336_basics.start_from import load_base
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import train_bpe_from_iterator

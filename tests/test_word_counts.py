@@ -23,7 +23,6 @@ from cs336_basics import (
     train_bpe_from_counts,
     word_counts,
 )
-from cs336_basics.contract import count_words_in_text
 from cs336_basics.counting import (
     Segment,
     count_tasks,
@@ -34,6 +33,7 @@ from cs336_basics.counting import (
     task_size,
 )
 from cs336_basics.demo import write_demo_corpus
+from cs336_basics.splitting import count_words_in_text
 from cs336_basics.word_counts import (
     FORMAT_VERSION,
     MAGIC,
