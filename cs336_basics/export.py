@@ -32,7 +32,8 @@ import base64
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .contract import ENDOFTEXT, BPEInputError, Merges, Vocab, check_special_tokens
@@ -43,8 +44,12 @@ from .vocab_layout import HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, special_to
 __all__ = [
     "DEFAULT_MODEL_MAX_LENGTH",
     "EXPORT_FORMATS",
+    "ExportFormat",
     "check_exportable",
+    "export_file_names",
     "export_files",
+    "export_formats",
+    "export_row",
     "hf_special_tokens_map",
     "hf_split_regex",
     "hf_tokenizer_config",
@@ -57,7 +62,6 @@ __all__ = [
     "tiktoken_pattern_problem",
 ]
 
-EXPORT_FORMATS = ("hf", "tiktoken")
 # GPT-2's context length. The tokenizer itself has no limit; transformers only uses this to warn about
 # and truncate longer inputs, so the value of the model the tokenizer is made for is the right one.
 DEFAULT_MODEL_MAX_LENGTH = 1024
@@ -307,18 +311,81 @@ def _loads_in_hf(expression: str, translated: str) -> None:
         ) from None
 
 
+def _refuse_in_hf(expression: str) -> None:
+    _loads_in_hf(expression, hf_split_regex(expression))
+
+
+def _refuse_in_tiktoken(expression: str) -> None:
+    if problem := tiktoken_pattern_problem(expression):
+        raise _unexportable(expression, problem, "tiktoken")
+
+
+# ---------------------------------------------------------------------------------------------
+# The table: one row per export (docs/EXPORT.md, "Adding an export")
+
+# A row's builder: (vocab, merges, special tokens, pattern=, model_max_length=) -> file name -> content.
+ExportBuilder = Callable[..., dict[str, bytes]]
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One row of the export table: everything the CLI, the output set and the checks know of an export.
+
+    `files`: the names it writes into the output set (each unique to it; a later set without it
+    removes them). `build(vocab, merges, special_tokens, *, pattern, model_max_length)`: those files'
+    contents, made before anything is written. `refuses(regex)`: raises `BPEInputError`, naming the
+    construct, for a custom pattern the format cannot carry, checked before training. `unmatched_note`:
+    said when a custom pattern leaves text in no pre-token and the format drops that text (`{pattern}`
+    is the pattern's label). `loaded_by`: what reads the files (for the docs and `--help`)."""
+
+    name: str
+    files: tuple[str, ...]
+    build: ExportBuilder
+    refuses: Callable[[str], None] | None = None
+    unmatched_note: str | None = None
+    loaded_by: str = ""
+
+
+_EXPORTS: dict[str, ExportFormat] = {}
+
+
+def register_export(row: ExportFormat) -> ExportFormat:
+    """Adds (or replaces) a row; its file names must not be another export's."""
+    taken = {name for other in _EXPORTS.values() if other.name != row.name for name in other.files}
+    if clash := sorted(taken.intersection(row.files)):
+        raise ValueError(f"export {row.name!r} would write {clash}, which another export writes")
+    _EXPORTS[row.name] = row
+    return row
+
+
+def export_formats() -> tuple[str, ...]:
+    """The name of every export, the built-in ones first."""
+    return tuple(_EXPORTS)
+
+
+def export_row(name: str) -> ExportFormat:
+    row = _EXPORTS.get(name)
+    if row is None:
+        raise BPEInputError(f"unknown export format {name!r}; choose from {', '.join(_EXPORTS)}")
+    return row
+
+
+def export_file_names() -> tuple[str, ...]:
+    """Every file an export may write into an output set (`serialization` removes stale ones)."""
+    return tuple(name for row in _EXPORTS.values() for name in row.files)
+
+
 def check_exportable(formats: Iterable[str], pattern: str | Pattern | None) -> None:
-    """Refuses, before anything is trained or written, a pattern an export in `formats` cannot carry:
-    one HF's Oniguruma cannot read after `hf_split_regex` ("hf"), one tiktoken cannot ("tiktoken"),
-    naming the construct."""
+    """Refuses, before anything is trained or written, a custom pattern an export in `formats` cannot
+    carry (its row's `refuses`: HF's Oniguruma cannot read it after `hf_split_regex`, tiktoken cannot
+    read it), naming the construct."""
     resolved = resolve_pattern(pattern)
     if resolved.name is not None:
         return
-    formats = list(formats)
-    if "hf" in formats:
-        _loads_in_hf(resolved.regex, hf_split_regex(resolved.regex))
-    if "tiktoken" in formats and (problem := tiktoken_pattern_problem(resolved.regex)):
-        raise _unexportable(resolved.regex, problem, "tiktoken")
+    formats = set(formats)
+    for row in _EXPORTS.values():
+        if row.name in formats and row.refuses is not None:
+            row.refuses(resolved.regex)
 
 
 def hf_tokenizer_json(
@@ -430,8 +497,9 @@ def _hf_files(
     vocab: Vocab,
     merges: Merges,
     special_tokens: Iterable[str] | None,
-    model_max_length: int,
+    *,
     pattern: str | Pattern | None = None,
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
 ) -> dict[str, bytes]:
     specials = check_special_tokens(special_tokens)
     return {
@@ -455,6 +523,35 @@ def _tiktoken_ranks(vocab: Vocab, special_tokens: Iterable[str] | None) -> bytes
     return "".join(lines).encode("ascii")
 
 
+def _tiktoken_files(
+    vocab: Vocab, merges: Merges, special_tokens: Iterable[str] | None, **_: object
+) -> dict[str, bytes]:
+    return {"tokenizer.tiktoken": _tiktoken_ranks(vocab, special_tokens)}
+
+
+EXPORT_FORMATS = tuple(
+    register_export(row).name
+    for row in (
+        ExportFormat(
+            "hf",
+            ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"),
+            _hf_files,
+            refuses=_refuse_in_hf,
+            loaded_by="HF tokenizers, transformers",
+        ),
+        ExportFormat(
+            "tiktoken",
+            ("tokenizer.tiktoken",),
+            _tiktoken_files,
+            refuses=_refuse_in_tiktoken,
+            unmatched_note="tiktoken leaves out the text {pattern} does not match, so its ids are "
+            "Tokenizer(drop_unmatched=True)'s; tokenizer.json and Tokenizer keep that text (docs/EXPORT.md)",
+            loaded_by="tiktoken (tiktoken_encoding)",
+        ),
+    )
+)
+
+
 def export_files(
     formats: Iterable[str],
     vocab: Vocab,
@@ -464,21 +561,24 @@ def export_files(
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     pattern: str | Pattern | None = None,
 ) -> dict[str, bytes]:
-    """File name -> content of each export in `formats` (EXPORT_FORMATS), for `OutputDirectory.save`:
-    "hf" is tokenizer.json, tokenizer_config.json and special_tokens_map.json, "tiktoken" is
-    tokenizer.tiktoken. Made before anything is written, so a vocabulary that cannot be exported
-    leaves the output directory as it was. `pattern` is the run's (tokenizer.json's pre-tokenizer);
-    the rank file has no place for it: `tiktoken_encoding` takes it from the run's bpe_run.json."""
+    """File name -> content of each export in `formats` (`export_formats()`; each row's `files`), for
+    `OutputDirectory.save`: "hf" is tokenizer.json, tokenizer_config.json and special_tokens_map.json,
+    "tiktoken" is tokenizer.tiktoken. Made before anything is written, so a vocabulary that cannot be
+    exported leaves the output directory as it was. `pattern` is the run's (tokenizer.json's
+    pre-tokenizer); the rank file has no place for it: `tiktoken_encoding` takes it from the run's
+    bpe_run.json."""
     formats = list(formats)
-    unknown = sorted(set(formats) - set(EXPORT_FORMATS))
+    unknown = sorted(set(formats) - set(_EXPORTS))
     if unknown:
-        raise BPEInputError(f"unknown export format(s) {unknown}; choose from {', '.join(EXPORT_FORMATS)}")
+        raise BPEInputError(f"unknown export format(s) {unknown}; choose from {', '.join(_EXPORTS)}")
     check_exportable(formats, pattern)
     files: dict[str, bytes] = {}
-    if "hf" in formats:
-        files.update(_hf_files(vocab, merges, special_tokens, model_max_length, pattern))
-    if "tiktoken" in formats:
-        files["tokenizer.tiktoken"] = _tiktoken_ranks(vocab, special_tokens)
+    for row in _EXPORTS.values():
+        if row.name in formats:
+            built = row.build(vocab, merges, special_tokens, pattern=pattern, model_max_length=model_max_length)
+            if set(built) != set(row.files):
+                raise ValueError(f"export {row.name!r} built {sorted(built)}, not the files its row names")
+            files.update(built)
     return files
 
 
@@ -510,7 +610,8 @@ def save_hf_tokenizer(
     Each file is replaced atomically, but not the three as one unit: inside a training output
     directory, let the run write them (`OutputDirectory.save(exports=export_files(["hf"], ...))`)."""
     target = Path(directory)
-    files = _hf_files(vocab, merges, special_tokens, model_max_length, pattern)  # all checked before any is written
+    # All checked before any is written.
+    files = _hf_files(vocab, merges, special_tokens, pattern=pattern, model_max_length=model_max_length)
     target.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, content in files.items():

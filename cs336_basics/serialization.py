@@ -64,9 +64,6 @@ except ImportError:  # Windows: no flock; the staging directory still keeps each
     fcntl = None  # type: ignore[assignment]
 
 OUTPUT_FILES = ("vocab.json", "merges.txt", "vocab.pkl", "merges.pkl")
-# Written only on request (`OutputDirectory.save(exports=...)`); the names are fixed so that a set
-# can remove the exports of the set it replaces.
-EXPORT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.tiktoken")
 RUN_FILE = "bpe_run.json"
 RUN_FORMAT = "cs336_basics BPE training run"
 RUN_FORMAT_VERSION = 1
@@ -78,6 +75,21 @@ STAGING_PREFIX = ".cs336_basics-staging-"
 COMMIT_PREFIX = ".cs336_basics-commit-"
 # bpe_run.json's field for the ids vocab.json cannot hold (a one-byte special token beside its byte).
 VOCAB_JSON_EXTRA = "vocab_json_extra_ids"
+
+
+def export_file_names() -> tuple[str, ...]:
+    """The files exports write, written only on request (`OutputDirectory.save(exports=...)`): one
+    list, the export table's (`export.ExportFormat.files`), so that a set removes the exports of the
+    set it replaces. Imported when asked: `export` builds on this module."""
+    from .export import export_file_names as names
+
+    return names()
+
+
+def __getattr__(name: str) -> object:
+    if name == "EXPORT_FILES":  # the tuple it was before the export table
+        return export_file_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # Text is written in batches of about this many characters (memory stays flat, calls stay few).
 _WRITE_BATCH_CHARS = 1 << 20
@@ -377,7 +389,7 @@ class OutputDirectory:
         self._created = [folder for folder in (self.path, *self.path.parents) if not folder.exists()]
         self.path = check_output_dir(self.path)
         # Exports too: save replaces or removes each of them.
-        for name in (*OUTPUT_FILES, RUN_FILE, *EXPORT_FILES):
+        for name in (*OUTPUT_FILES, RUN_FILE, *export_file_names()):
             target = self.path / name
             if target.exists() and not target.is_file():
                 raise BPEInputError(f"cannot write {target}: a directory or special file has that name")
@@ -473,7 +485,7 @@ class OutputDirectory:
             elif any(
                 # Exports were once written beside the set by write_atomically: their temporary files too.
                 entry.name.startswith(f".{name}.") and entry.name.endswith(".tmp")
-                for name in (*OUTPUT_FILES, *EXPORT_FILES)
+                for name in (*OUTPUT_FILES, *export_file_names())
             ):
                 entry.unlink(missing_ok=True)
 
@@ -490,15 +502,15 @@ class OutputDirectory:
         """Write the whole set; returns the paths of the files written (metadata last).
         `special_tokens` defaults to those the vocabulary's layout implies (ids 256 onwards before
         the merged tokens); `details` (e.g. the trainer's name) go into the metadata. `exports`
-        (name in EXPORT_FILES -> content, see `export.export_files`) join the set. `on_commit` is
+        (name in `export_file_names()` -> content, see `export.export_files`) join the set. `on_commit` is
         called once the set is in place, before SIGINT or SIGTERM held back meanwhile is delivered
         (the CLI's InterruptHandling.output_in_place)."""
         if fcntl is not None and self._lock_handle is None:
             raise RuntimeError("OutputDirectory.save called outside its `with` block")
         exports = dict(exports or {})
-        unknown = sorted(set(exports) - set(EXPORT_FILES))
+        unknown = sorted(set(exports) - set(export_file_names()))
         if unknown:
-            raise ValueError(f"not an export of an output set: {unknown}; expected names from {EXPORT_FILES}")
+            raise ValueError(f"not an export of an output set: {unknown}; expected names from {export_file_names()}")
         if special_tokens is None:
             special_tokens = _infer_special_tokens(vocab, merges)
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=self.path))
@@ -558,7 +570,7 @@ def _move_into_place(directory: Path, committed: Path, names: list[str]) -> None
     for name in names:
         if os.path.lexists(committed / name):
             os.replace(committed / name, directory / name)
-    for name in EXPORT_FILES:
+    for name in export_file_names():
         if name not in names:
             (directory / name).unlink(missing_ok=True)
     _fsync_directory(directory)
@@ -575,7 +587,8 @@ def _finish_commit(directory: Path, committed: Path) -> None:
             if not (place / RUN_FILE).is_symlink():
                 run = read_run_info(place)
                 if run is not None and run.get("run_id") == run_id:
-                    names = [RUN_FILE, *(name for name in run["files"] if name in (*OUTPUT_FILES, *EXPORT_FILES))]
+                    known = (*OUTPUT_FILES, *export_file_names())
+                    names = [RUN_FILE, *(name for name in run["files"] if name in known)]
                     break
     # Only regular files move in: a link put there would make the set point elsewhere.
     if names is not None and all(
