@@ -49,7 +49,7 @@ from .command_line import (
 )
 from .contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .export import EXPORT_FORMATS, check_exportable, export_files
+from .export import check_exportable, export_files, export_formats, export_row
 from .formats import expand_inputs, is_url
 from .ingest.plan import plan_inputs
 from .merge_limits import MergeLimits
@@ -120,8 +120,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--export",
         default="",
         metavar="FORMATS",
-        help="also write hf (tokenizer.json, tokenizer_config.json, special_tokens_map.json) and/or tiktoken "
-        "(tokenizer.tiktoken), comma-separated",
+        help="also write, comma-separated: "
+        + ", ".join(f"{name} ({', '.join(export_row(name).files)})" for name in export_formats()),
     )
     add_special_tokens_argument(parser)
     parser.set_defaults(special=None)  # <|endoftext|>, or the preset's own (--like nanochat): see below
@@ -155,13 +155,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.special is None:
         args.special = list(PRESETS[args.like].special_tokens or [ENDOFTEXT]) if args.like else [ENDOFTEXT]
     args.export = [name.strip() for name in args.export.split(",") if name.strip()]
-    unknown = sorted(set(args.export) - set(EXPORTS))
+    unknown = sorted(set(args.export) - set(export_formats()))
     if unknown:
-        parser.error(f"--export: unknown format(s) {unknown}; choose from {', '.join(EXPORTS)}")
+        parser.error(f"--export: unknown format(s) {unknown}; choose from {', '.join(export_formats())}")
     return args
-
-
-EXPORTS = EXPORT_FORMATS
 
 
 def train_from_sources(
@@ -295,132 +292,204 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+class _NoInput(Exception):
+    """An input that is not there, with the whole message to print (the advice for a missing file)."""
+
+
 def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
+    """Checks, trains, saves every size's set and prints the summary; an exit status."""
     trainer = None if args.trainer == "auto" else args.trainer
     data: Path | None = None
     try:
-        options = _workers_option(args.workers)
-        special_tokens = preset_special_tokens(args.like, args.special)  # refuses others than nanochat's
-        start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
-        # A base's recorded pattern carries over unless --pattern says otherwise (start_from.run_pattern_from).
-        pattern = run_pattern_from(start, args.pattern, args.like)
-        rules = resolve_rules(
-            pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode
-        )
-        check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
-        for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
-            num_new_merges(start, size, run_special_tokens(start, args.special))
+        options, rules, start = _rules_and_base(args)
         with contextlib.ExitStack() as held:
             # Every output directory is checked and locked before training, not after.
             outputs = [
                 held.enter_context(OutputDirectory(path)) for path in output_directories(args.out_dir, args.vocab_sizes)
             ]
-            if args.demo:
-                data = args.out_dir / "demo_corpus.txt"
-                if not data.exists():
-                    write_demo_corpus(data)
-            elif not args.counts:
-                sources = args.data = expand_inputs(args.data)
-                for source in sources:
-                    if not is_url(source) and Path(source).is_symlink() and not Path(source).exists():
-                        # A loop or a dangling link: "does not exist" would send the user looking elsewhere.
-                        print(f"error: {broken_link_message(source, 'training file')}", file=sys.stderr)
-                        return EXIT_BAD_INPUT
-                    if not is_url(source) and not Path(source).exists():
-                        where = "" if Path(source).is_absolute() else f" (looked in {Path.cwd()})"
-                        advice = MISSING_DATA_HELP.format(
-                            path=source, where=where, prog=how_invoked(), trainer=args.trainer, out=args.out_dir
-                        )
-                        print(advice, file=sys.stderr)
-                        return EXIT_BAD_INPUT
-                data = Path(sources[0])
-            urls = any(is_url(source) for source in args.data or [])
-            if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
-                refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
-                sources = args.data or ([str(data)] if data else [])
-                result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules, start)
-            else:
-                largest = args.vocab_sizes[-1]
-                # Inspected once: train reads the plan, and the description below asks it what the file is.
-                plan = plan_inputs([data], args.format, args.text_field, skip_bad_records=args.skip_bad_records)
-                result = train(
-                    plan,
-                    largest,
-                    args.special,
-                    trainer=trainer,
-                    progress=not args.quiet,
-                    start_from=start,
-                    **rules_keywords(rules, args.like),
-                    **options,
-                )
-                described = f"{data} ({human_bytes(data.stat().st_size)})"
-                if not plan.in_place:  # the size on disk is not the text's
-                    described = f"{data} ({human_bytes(data.stat().st_size)} of {plan.files[0].describe()})"
-            base = 256 + len(args.special)
-            if not result.merges and args.vocab_sizes[-1] > base:
-                if result.limits.min_frequency > 1 or result.limits.max_token_length is not None:
-                    raise BPEInputError(f"no merge made from {described}: {_stop_reason(result.limits, left='')}")
-                # Text whose every pre-token is one byte (a stray 2-byte readme.md): a vocabulary of bytes alone.
-                raise BPEInputError(
-                    f"nothing to train on in {described}: no pre-token has two bytes to merge "
-                    f"(-v {base} makes the tokenizer of bytes and special tokens alone)"
-                )
+            data = _training_data(args)
+            result, described = _train_on_inputs(args, trainer, data, options, rules, start)
+            _refuse_no_merges(args, result, described)
             interrupts.check()
-            # Each size's set is prepared (exports included) before any is written, so a failed export
-            # writes none; the exports join their set: listed in bpe_run.json, moved in with the rest.
-            details = {
-                "trainer": result.trainer,
-                **run_rules(result.pattern, result.tie_break, result.layout, result.limits),
-            }
-            if start is not None:
-                kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
-                details["start_from"] = {"source": start.source, **kept}
-            note = large_tokens_note(result.vocab)
-            if note is not None:  # before the (long) writing, which this note explains
-                print(note, file=sys.stderr)
-            if result.unmatched_bytes:  # a custom pattern's: noted on stderr as training ended
-                details["unmatched_text"] = {"bytes": result.unmatched_bytes, "of_bytes": result.matchable_bytes}
-                if "tiktoken" in args.export:
-                    print(
-                        f"note: --export tiktoken: tiktoken leaves out the text {pattern_label(result.pattern.regex)} "
-                        "does not match, so its ids are Tokenizer(drop_unmatched=True)'s; tokenizer.json and "
-                        "Tokenizer keep that text (docs/EXPORT.md)",
-                        file=sys.stderr,
-                    )
-            sets = []
-            for size, output in zip(args.vocab_sizes, outputs):
-                vocab, merges = result.for_vocab_size(size)
-                # A base's special tokens join the run's (start_from.run_special_tokens).
-                exports = export_files(args.export, vocab, merges, result.special_tokens, pattern=result.pattern)
-                sets.append((output, vocab, merges, exports))
-            # Once the first set is in place the run has succeeded: a later signal is only noted.
-            written = [
-                output.save(
-                    vocab,
-                    merges,
-                    result.special_tokens,
-                    details=details,
-                    exports=exports,
-                    on_commit=interrupts.output_in_place,
+            details = _run_details(args, result, start)
+            sets = _prepared_sets(args, result, outputs)
+            written = _save_sets(sets, result, details, interrupts)
+    except _NoInput as missing:
+        print(missing, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (BPEInputError, TrainerUnavailable, ValueError, ClusterTaskError, MemoryError, OSError) as error:
+        return _failed(error, data)
+    _print_summary(_summary_rows(args, result, described, start, sets, written))
+    return 0
+
+
+def _rules_and_base(args: argparse.Namespace) -> tuple[dict[str, int], TrainingRules, Base | None]:
+    """The workers option, the rules and the base (--start-from), each checked before any work: a
+    pattern an export cannot carry and a size that cannot hold the base are refused here."""
+    options = _workers_option(args.workers)
+    special_tokens = preset_special_tokens(args.like, args.special)  # refuses others than nanochat's
+    start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
+    # A base's recorded pattern carries over unless --pattern says otherwise (start_from.run_pattern_from).
+    pattern = run_pattern_from(start, args.pattern, args.like)
+    rules = resolve_rules(pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode)
+    check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
+    for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
+        num_new_merges(start, size, run_special_tokens(start, args.special))
+    return options, rules, start
+
+
+def _training_data(args: argparse.Namespace) -> Path | None:
+    """The demo corpus (written into OUT_DIR once), or the first of the -d inputs, each checked to
+    exist (args.data becomes the expanded list); None for count files."""
+    if args.demo:
+        data = args.out_dir / "demo_corpus.txt"
+        if not data.exists():
+            write_demo_corpus(data)
+        return data
+    if args.counts:
+        return None
+    sources = args.data = expand_inputs(args.data)
+    for source in sources:
+        if is_url(source):
+            continue
+        if Path(source).is_symlink() and not Path(source).exists():
+            # A loop or a dangling link: "does not exist" would send the user looking elsewhere.
+            raise _NoInput(f"error: {broken_link_message(source, 'training file')}")
+        if not Path(source).exists():
+            where = "" if Path(source).is_absolute() else f" (looked in {Path.cwd()})"
+            raise _NoInput(
+                MISSING_DATA_HELP.format(
+                    path=source, where=where, prog=how_invoked(), trainer=args.trainer, out=args.out_dir
                 )
-                for output, vocab, merges, exports in sets
-            ]
-    except (BPEInputError, TrainerUnavailable, ValueError) as error:
+            )
+    return Path(sources[0])
+
+
+def _train_on_inputs(
+    args: argparse.Namespace,
+    trainer: str | None,
+    data: Path | None,
+    options: dict[str, int],
+    rules: TrainingRules,
+    start: Base | None,
+) -> tuple[TrainingResult, str]:
+    """The route: count files, several inputs, URLs or a cluster count first; one file trains
+    directly. Returns the result and a description of the data."""
+    urls = any(is_url(source) for source in args.data or [])
+    if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
+        refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
+        sources = args.data or ([str(data)] if data else [])
+        result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules, start)
+    else:
+        largest = args.vocab_sizes[-1]
+        # Inspected once: train reads the plan, and the description below asks it what the file is.
+        plan = plan_inputs([data], args.format, args.text_field, skip_bad_records=args.skip_bad_records)
+        result = train(
+            plan,
+            largest,
+            args.special,
+            trainer=trainer,
+            progress=not args.quiet,
+            start_from=start,
+            **rules_keywords(rules, args.like),
+            **options,
+        )
+        described = f"{data} ({human_bytes(data.stat().st_size)})"
+        if not plan.in_place:  # the size on disk is not the text's
+            described = f"{data} ({human_bytes(data.stat().st_size)} of {plan.files[0].describe()})"
+    return result, described
+
+
+def _refuse_no_merges(args: argparse.Namespace, result: TrainingResult, described: str) -> None:
+    """A run asked for merges that made none: refused, saying why, before anything is written."""
+    base = 256 + len(args.special)
+    if not result.merges and args.vocab_sizes[-1] > base:
+        if result.limits.min_frequency > 1 or result.limits.max_token_length is not None:
+            raise BPEInputError(f"no merge made from {described}: {_stop_reason(result.limits, left='')}")
+        # Text whose every pre-token is one byte (a stray 2-byte readme.md): a vocabulary of bytes alone.
+        raise BPEInputError(
+            f"nothing to train on in {described}: no pre-token has two bytes to merge "
+            f"(-v {base} makes the tokenizer of bytes and special tokens alone)"
+        )
+
+
+def _run_details(args: argparse.Namespace, result: TrainingResult, start: Base | None) -> dict:
+    """What bpe_run.json records of the run besides its files; the notes about the result, said on
+    stderr before the (long) writing they explain."""
+    details = {
+        "trainer": result.trainer,
+        **run_rules(result.pattern, result.tie_break, result.layout, result.limits),
+    }
+    if start is not None:
+        kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
+        details["start_from"] = {"source": start.source, **kept}
+    note = large_tokens_note(result.vocab)
+    if note is not None:
+        print(note, file=sys.stderr)
+    if result.unmatched_bytes:  # a custom pattern's: noted on stderr as training ended
+        details["unmatched_text"] = {"bytes": result.unmatched_bytes, "of_bytes": result.matchable_bytes}
+        label = pattern_label(result.pattern.regex)
+        for name in args.export:
+            dropped = export_row(name).unmatched_note  # an export that leaves that text out says so
+            if dropped is not None:
+                print(f"note: --export {name}: {dropped.format(pattern=label)}", file=sys.stderr)
+    return details
+
+
+def _prepared_sets(args: argparse.Namespace, result: TrainingResult, outputs: list[OutputDirectory]) -> list[tuple]:
+    """Each size's set, exports included, made before any is written, so a failed export writes none:
+    (output, vocab, merges, exports)."""
+    sets = []
+    for size, output in zip(args.vocab_sizes, outputs):
+        vocab, merges = result.for_vocab_size(size)
+        # A base's special tokens join the run's (start_from.run_special_tokens).
+        exports = export_files(args.export, vocab, merges, result.special_tokens, pattern=result.pattern)
+        sets.append((output, vocab, merges, exports))
+    return sets
+
+
+def _save_sets(sets: list[tuple], result: TrainingResult, details: dict, interrupts: InterruptHandling) -> list:
+    """Every set written; the exports join their set: listed in bpe_run.json, moved in with the rest.
+    Once the first set is in place the run has succeeded: a later signal is only noted."""
+    return [
+        output.save(
+            vocab,
+            merges,
+            result.special_tokens,
+            details=details,
+            exports=exports,
+            on_commit=interrupts.output_in_place,
+        )
+        for output, vocab, merges, exports in sets
+    ]
+
+
+def _failed(error: BaseException, data: Path | None) -> int:
+    """A run that failed, said on stderr: its exit status (bad input 2, anything else 1)."""
+    if isinstance(error, (BPEInputError, TrainerUnavailable, ValueError)):
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except ClusterTaskError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    except MemoryError:
+    if isinstance(error, MemoryError):
         advice = "try fewer --workers, a smaller vocabulary or a smaller input"
         print(f"error: out of memory while training on {data} ({advice})", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as error:
+    elif isinstance(error, OSError):
         name = f"{error.filename}: " if error.filename else ""
         print(f"error: {name}{error.strerror or error}", file=sys.stderr)
-        return EXIT_FAILED
+    else:  # ClusterTaskError
+        print(f"error: {error}", file=sys.stderr)
+    return EXIT_FAILED
 
-    rows = [
+
+def _summary_rows(
+    args: argparse.Namespace,
+    result: TrainingResult,
+    described: str,
+    start: Base | None,
+    sets: list[tuple],
+    written: list,
+) -> list[tuple[str, str]]:
+    """The summary printed after a run: what it trained on and by, what it made, how long it took."""
+    return [
         ("trainer", result.trainer),
         ("data", described),
         *([("start from", f"{start.source} ({len(start.vocab):,} tokens kept)")] if start is not None else []),
@@ -441,6 +510,9 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
             else [("wrote", f"{output.path}/ ({len(vocab):,} tokens)") for output, vocab, _, _ in sets]
         ),
     ]
+
+
+def _print_summary(rows: list[tuple[str, str]]) -> None:
     try:
         for name, value in rows:
             print(f"{name:<13} {value}")
@@ -449,7 +521,6 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
         # The reader left (`| head`); everything is saved, so stop quietly as other tools do. Python
         # would flush stdout again at exit and fail there too: point it at /dev/null first.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
 
 
 if __name__ == "__main__":
