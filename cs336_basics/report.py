@@ -538,44 +538,9 @@ def _run(args: argparse.Namespace) -> int:
 
         for text in texts:
             prepare_text(text, separator, args.sample_docs, args.seed, progress=progress)
-        entries = []
-        for item in loaded:
-            run = read_run_info(item.path) or {}
-            entry: dict[str, Any] = {
-                "name": item.name,
-                "path": str(item.path),
-                # Which training run: a later run into the same directory makes this report stale.
-                "run_id": run.get("run_id"),
-                # What it trained by (pattern, tie_break, layout); unknown without bpe_run.json.
-                **(recorded_rules(run) if run else {}),
-                "vocab_size": len(item.tokenizer.vocab),
-                "special_tokens": list(item.tokenizer.special_tokens),
-                "encoder": "compiled" if item.tokenizer.native else "python",
-                **vocabulary_summary(item.tokenizer),
-            }
-            entry["results"] = [
-                measure(
-                    item.tokenizer,
-                    text,
-                    num_threads=thread_option,
-                    progress=progress,
-                    label=f"{item.name} | {text.name}",
-                )
-                for text in texts
-            ]
-            entries.append(entry)
-
+        entries = [_measured_entry(item, texts, thread_option, progress) for item in loaded]
         groups = [entries] if args.output else [[entry] for entry in entries]
-        written: list[Path] = []
-        missing_matplotlib = False
-        for directory, group in zip(targets, groups):
-            report = build_report(group, texts, settings)
-            written.append(write_report(report, directory))
-            picture = write_picture(report, directory)
-            if picture is None:
-                missing_matplotlib = True
-            else:
-                written.append(picture)
+        written, missing_matplotlib = _write_reports(targets, groups, texts, settings)
     except BPEInputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -585,7 +550,60 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as error:
         print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
         return EXIT_FAILED
+    _print_results(entries, written, missing_matplotlib)
+    return 0
 
+
+def _measured_entry(
+    item: LoadedTokenizer, texts: list[TextInput], thread_option: int | None, progress: bool
+) -> dict[str, Any]:
+    """A tokenizer's part of the report: what it is, what trained it, and its results on each text."""
+    run = read_run_info(item.path) or {}
+    entry: dict[str, Any] = {
+        "name": item.name,
+        "path": str(item.path),
+        # Which training run: a later run into the same directory makes this report stale.
+        "run_id": run.get("run_id"),
+        # What it trained by (pattern, tie_break, layout); unknown without bpe_run.json.
+        **(recorded_rules(run) if run else {}),
+        "vocab_size": len(item.tokenizer.vocab),
+        "special_tokens": list(item.tokenizer.special_tokens),
+        "encoder": "compiled" if item.tokenizer.native else "python",
+        **vocabulary_summary(item.tokenizer),
+    }
+    entry["results"] = [
+        measure(
+            item.tokenizer,
+            text,
+            num_threads=thread_option,
+            progress=progress,
+            label=f"{item.name} | {text.name}",
+        )
+        for text in texts
+    ]
+    return entry
+
+
+def _write_reports(
+    targets: list[Path], groups: list[list[dict[str, Any]]], texts: list[TextInput], settings: dict[str, Any]
+) -> tuple[list[Path], bool]:
+    """Each group's report (and picture) in its directory: the paths written, and whether a picture
+    was left out for want of matplotlib."""
+    written: list[Path] = []
+    missing_matplotlib = False
+    for directory, group in zip(targets, groups):
+        report = build_report(group, texts, settings)
+        written.append(write_report(report, directory))
+        picture = write_picture(report, directory)
+        if picture is None:
+            missing_matplotlib = True
+        else:
+            written.append(picture)
+    return written, missing_matplotlib
+
+
+def _print_results(entries: list[dict[str, Any]], written: list[Path], missing_matplotlib: bool) -> None:
+    """The table, each tokenizer's longest token, the files written and the notes."""
     print(format_table(entries))
     for entry in entries:
         if entry["longest_tokens"]:
@@ -597,7 +615,6 @@ def _run(args: argparse.Namespace) -> int:
         print(PICTURE_HINT, file=sys.stderr)
     if any(result["bytes"] < _STEADY_BYTES for entry in entries for result in entry["results"]):
         print(SMALL_SAMPLE_NOTE, file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":
