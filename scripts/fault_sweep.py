@@ -211,11 +211,11 @@ def python_api(statement: str) -> list[str]:
     return ["-c", code]
 
 
-def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
-    """Third hardening round, reading input (issue 40 items 4, 5, 9, 10, 12, and URL inputs): no text is
+def reading_input_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Reading input (hardened in issue 40, items 4, 5, 9, 10, 12, and URL inputs): no text is
     refused alike everywhere, a FIFO in a directory as when named, a reused buffer or a record is read
     right, a missing special token is noted, bad paths, Parquet files and URLs are named in one line."""
-    root = work / "round3-input"
+    root = work / "reading-input"
     root.mkdir()
     corpus = root / "corpus.txt"
     corpus.write_text("hello world, the cat sat on the mat<|endoftext|>low lower lowest\n" * 200)
@@ -234,19 +234,19 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
     (root / "a.txt").write_bytes(b"")
     (root / "b.txt").write_bytes(b"")
     no_text = r"\A(note: .*\n)?error: .*hold(s)? no text: .*{}"
-    yield Case("round3: empty .jsonl", cli("o1", root / "empty.jsonl"), (2,), no_text.format(r"empty\.jsonl"))
-    yield Case("round3: blank-lines .jsonl", cli("o2", root / "blank.jsonl"), (2,), no_text.format(r"blank\.jsonl"))
-    yield Case("round3: every record skipped", cli("o3", root / "bad.jsonl", options=("--skip-bad-records",)), (2,),
+    yield Case("input: empty .jsonl", cli("o1", root / "empty.jsonl"), (2,), no_text.format(r"empty\.jsonl"))
+    yield Case("input: blank-lines .jsonl", cli("o2", root / "blank.jsonl"), (2,), no_text.format(r"blank\.jsonl"))
+    yield Case("input: every record skipped", cli("o3", root / "bad.jsonl", options=("--skip-bad-records",)), (2,),
                no_text.format(r"bad\.jsonl \(every record was skipped: 2 bad records\)"))  # fmt: skip
-    yield Case("round3: two empty .txt", cli("o4", root / "a.txt", root / "b.txt"), (2,), no_text.format(r"a\.txt"))
-    yield Case("round3: count-words on an empty .jsonl", [*count_words, str(root / "empty.jsonl"), "-o",
+    yield Case("input: two empty .txt", cli("o4", root / "a.txt", root / "b.txt"), (2,), no_text.format(r"a\.txt"))
+    yield Case("input: count-words on an empty .jsonl", [*count_words, str(root / "empty.jsonl"), "-o",
                str(root / "c1.counts"), "-q"], (2,), no_text.format(r"empty\.jsonl"))  # fmt: skip
-    yield Case("round3: no documents (Python)", python_api("from cs336_basics import train_bpe_from_iterator; "
+    yield Case("input: no documents (Python)", python_api("from cs336_basics import train_bpe_from_iterator; "
                "train_bpe_from_iterator(['', ''], 300, [])"), (1,), r"\Athe documents hold no text")  # fmt: skip
     stray = root / "stray"
     stray.mkdir()
     (stray / "readme.md").write_text("#\n")
-    yield Case("round3: a directory of one 2-byte readme.md", cli("o5", stray), (2,),
+    yield Case("input: a directory of one 2-byte readme.md", cli("o5", stray), (2,),
                r"\A(note: .*\n)?error: nothing to train on in .*readme\.md",
                check=lambda: "wrote an output set" if (root / "o5").exists() else None)  # fmt: skip
     parquet = importlib.util.find_spec("pyarrow") is not None
@@ -264,7 +264,7 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
             data[100:300] = bytes(byte ^ 0x5A for byte in data[100:300])
             open(sys.argv[1] + "/corrupt.parquet", "wb").write(bytes(data))
             """), str(root)], check=True)  # fmt: skip
-        yield Case("round3: zero-row Parquet", cli("o6", root / "zero.parquet"), (2,),
+        yield Case("input: zero-row Parquet", cli("o6", root / "zero.parquet"), (2,),
                    no_text.format(r"zero\.parquet"), memory_mb=4096)  # fmt: skip
 
     # Item 9: a FIFO in a -d directory is refused as when named
@@ -273,18 +273,18 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
     (with_fifo / "a.txt").write_text("hello world\n")
     os.mkfifo(with_fifo / "pipe")
     fifo = r"\Aerror: training file .*with-fifo/pipe is not a regular file \(a FIFO, device or socket\)"
-    yield Case("round3: FIFO inside a -d directory", cli("o7", with_fifo), (2,), fifo)
-    yield Case("round3: FIFO matched by a -d glob", cli("o8", f"{with_fifo}/*"), (2,), fifo)
-    yield Case("round3: count-words, FIFO inside a directory", [*count_words, str(with_fifo), "-o",
+    yield Case("input: FIFO inside a -d directory", cli("o7", with_fifo), (2,), fifo)
+    yield Case("input: FIFO matched by a -d glob", cli("o8", f"{with_fifo}/*"), (2,), fifo)
+    yield Case("input: count-words, FIFO inside a directory", [*count_words, str(with_fifo), "-o",
                str(root / "c2.counts"), "-q"], (2,), fifo)  # fmt: skip
 
     # Item 12: a special token the text never holds, noted once
     noted = r"\Anote: special token '<\|eot\|>' never occurs in the training text \(a typo\?\)\Z"
-    yield Case("round3: --special '<|eot|>' on text of <|endoftext|>",
+    yield Case("input: --special '<|eot|>' on text of <|endoftext|>",
                cli("o9", corpus, options=("--special", "<|eot|>")), (0,), noted)  # fmt: skip
 
     # Item 4 and 10: reused buffers, records, bytes paths, Parquet
-    yield Case("round3: one bytearray refilled for every document (every trainer)", script(
+    yield Case("input: one bytearray refilled for every document (every trainer)", script(
         """
         import sys
         from cs336_basics import TRAINERS, train_bpe_from_iterator, trainer_status
@@ -301,7 +301,7 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
                     if train_bpe_from_iterator(refilled(), 300, specials, trainer=name) != expected:
                         sys.exit(f"{name} {specials}: other merges from the reused buffer")
         """), (0,), r"\A\Z")  # fmt: skip
-    yield Case("round3: records with text_field (Python)", script(
+    yield Case("input: records with text_field (Python)", script(
         """
         import sys
         from cs336_basics import train_bpe_from_iterator
@@ -311,14 +311,14 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
             train_bpe_from_iterator(documents, 280, ["<|endoftext|>"])
         sys.exit(0 if same else "records give other merges")
         """), (0,), r"\A\Z")  # fmt: skip
-    yield Case("round3: train_bpe(b'/path') (Python)", python_api(f"from cs336_basics import train_bpe; "
+    yield Case("input: train_bpe(b'/path') (Python)", python_api(f"from cs336_basics import train_bpe; "
                f"train_bpe({os.fsencode(corpus)!r}, 300, ['<|endoftext|>'])"), (1,),
                r"\Ainput_path must be a path as str or os\.PathLike, not bytes")  # fmt: skip
     if parquet:
-        yield Case("round3: corrupt Parquet", cli("o10", root / "corrupt.parquet"), (2,),
+        yield Case("input: corrupt Parquet", cli("o10", root / "corrupt.parquet"), (2,),
                    r"\Aerror: .*corrupt\.parquet: cannot read Parquet row group 0 \(column 'text'\): \S",
                    memory_mb=4096)  # fmt: skip
-        yield Case("round3: dictionary-encoded Parquet column", script(
+        yield Case("input: dictionary-encoded Parquet column", script(
             f"""
             import sys
             from cs336_basics import train_bpe
@@ -328,33 +328,33 @@ def round3_input_cases(work: Path, full: bool) -> Iterator[Case]:
             """), (0,), r"\A\Z", memory_mb=4096)  # fmt: skip
 
     # URL inputs: missing, unknown protocol, empty, and memory:// as the local file (in one process)
-    yield Case("round3: URL that does not exist", cli("o11", f"file://{root}/missing.txt"), (2,),
+    yield Case("input: URL that does not exist", cli("o11", f"file://{root}/missing.txt"), (2,),
                r"\Aerror: training file not found: file://.*missing\.txt\Z")  # fmt: skip
     unknown = r"\Aerror: .*Protocol not known: nosuchprotocol; give a local path or a URL"
-    yield Case("round3: URL of an unknown protocol", [*count_words, "nosuchprotocol://bucket/a.txt", "-o",
+    yield Case("input: URL of an unknown protocol", [*count_words, "nosuchprotocol://bucket/a.txt", "-o",
                str(root / "c3.counts"), "-q"], (2,), unknown)  # fmt: skip
     if importlib.util.find_spec("fsspec") is not None:
-        yield Case("round3: memory:// URL trains as the local file", script(
+        yield Case("input: memory:// URL trains as the local file", script(
             f"""
             import sys, fsspec
             from cs336_basics.cli import main
             data = open({str(corpus)!r}, "rb").read()
-            fsspec.filesystem("memory").pipe("/round3/corpus.txt", data)
-            fsspec.filesystem("memory").pipe("/round3/empty.txt", b"")
-            for name, source in (("url", "memory:///round3/corpus.txt"), ("file", {str(corpus)!r})):
+            fsspec.filesystem("memory").pipe("/reading/corpus.txt", data)
+            fsspec.filesystem("memory").pipe("/reading/empty.txt", b"")
+            for name, source in (("url", "memory:///reading/corpus.txt"), ("file", {str(corpus)!r})):
                 if main(["bpe_v2", {str(root)!r} + "/o12-" + name, "-d", source, "-v", "300", "-q"]) != 0:
                     sys.exit(name + " failed")
             read = lambda name: open({str(root)!r} + "/o12-" + name + "/merges.txt").read()
             if read("url") != read("file"):
                 sys.exit("the URL gives other merges")
-            sys.exit(main(["bpe_v2", {str(root)!r} + "/o13", "-d", "memory:///round3/empty.txt", "-q"]))
-            """), (2,), r"\Aerror: training file holds no text: memory:///round3/empty\.txt")  # fmt: skip
+            sys.exit(main(["bpe_v2", {str(root)!r} + "/o13", "-d", "memory:///reading/empty.txt", "-q"]))
+            """), (2,), r"\Aerror: training file holds no text: memory:///reading/empty\.txt")  # fmt: skip
 
 
-def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
-    """Issue 40, items 8, 11 and parts of 10, and the commands the first sweep did not reach: --export,
-    cs336-swap-in and cs336-bpe-report on hostile input."""
-    small = words_corpus(work / "r3-small.txt", 20_000, seed=3)
+def tool_cases(work: Path, full: bool) -> Iterator[Case]:
+    """The tools besides training on hostile input: --export, cs336-swap-in and cs336-bpe-report (issue 40,
+    items 8, 11 and parts of 10, and the commands the first sweep did not reach)."""
+    small = words_corpus(work / "tools-small.txt", 20_000, seed=3)
     environment = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
     def train(out: Path, *options: str) -> dict[str, bytes]:
@@ -368,11 +368,11 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
     # Item 8: --task-mb within what --help says (0 meant the default, 99999 was taken)
     count_words = ["-m", "cs336_basics.count_cli", str(small), "-q"]
     for task_mb in ("0", "99999", "-3"):
-        yield Case(f"count-words --task-mb {task_mb}", [*count_words, "-o", str(work / "r3.counts"), "--task-mb",
+        yield Case(f"count-words --task-mb {task_mb}", [*count_words, "-o", str(work / "tools.counts"), "--task-mb",
                    task_mb], (2,), r"\Aerror: --task-mb must be from 1 to 4096")  # fmt: skip
 
     # Item 11: --workers reaches the merge loop; the child exits 3 when a loop ran on other threads
-    counts = work / "r3-small.counts"
+    counts = work / "tools-small.counts"
     subprocess.run([sys.executable, *count_words, "-o", str(counts)], check=True, stdout=subprocess.DEVNULL,
                    env=environment)  # fmt: skip
     merge_threads = textwrap.dedent(
@@ -403,19 +403,19 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
         sys.exit(status)
         """
     )
-    yield Case("--counts --workers 1: one merge thread", ["-c", merge_threads, "bpe_v7", str(work / "r3-o1"),
+    yield Case("--counts --workers 1: one merge thread", ["-c", merge_threads, "bpe_v7", str(work / "tool-o1"),
                "--counts", str(counts), "-v", "300", "-q", "--workers", "1"], (0,), needs="bpe_v7")  # fmt: skip
-    yield Case("--cluster local:1 --workers 1: one merge thread", ["-c", merge_threads, "bpe_v7", str(work / "r3-o2"),
+    yield Case("--cluster local:1 --workers 1: one merge thread", ["-c", merge_threads, "bpe_v7", str(work / "tool-o2"),
                "-d", str(small), "--cluster", "local:1", "-v", "300", "-q", "--workers", "1"], (0,), fast=False,
                needs="bpe_v7", memory_mb=4096)  # fmt: skip
 
     # Item 10 (parts): the tokenizer's messages
-    base = work / "r3-base"
+    base = work / "tools-base"
     train(base)
     vocab, merges = str(base / "vocab.json"), str(base / "merges.txt")
-    fifo = work / "r3-vocab-fifo.json"
+    fifo = work / "tools-vocab-fifo.json"
     os.mkfifo(fifo)
-    oversized = work / "r3-oversized-vocab.json"
+    oversized = work / "tools-oversized-vocab.json"
     with open(oversized, "wb") as file:
         file.truncate((256 << 20) + 1)  # sparse
     for name, path, message in (
@@ -430,20 +430,20 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
                "native_cache_slots=2**62)"), (1,), r"native_cache_slots must be at most")  # fmt: skip
     yield Case("encode_batch(num_threads=-99) (Python)", python_api(f"{tokenizer}; t.encode_batch(['a'], "
                "num_threads=-99)"), (1,), "num_threads=-99 leaves no core")  # fmt: skip
-    ids = work / "r3-ids.bin"
+    ids = work / "tools-ids.bin"
     wrote_ids = lambda: None if ids.is_file() and ids.stat().st_size > 0 else "no ids written"  # noqa: E731
     yield Case("encode_file_to a path (Python)", python_api(f"{tokenizer}; t.encode_file_to({str(small)!r}, "
                f"{str(ids)!r})"), (0,), check=wrote_ids)  # fmt: skip
-    text_out = f"open({str(work / 'r3-ids.txt')!r}, 'w')"
+    text_out = f"open({str(work / 'tools-ids.txt')!r}, 'w')"
     yield Case("encode_file_to a text-mode file (Python)", python_api(f"{tokenizer}; t.encode_file_to("
                f"{str(small)!r}, {text_out})"), (1,), r"open it with open\(path, 'wb'\)")  # fmt: skip
 
     # --export: bad names, a taken target, a write that fails; never a half-written set
-    exported = work / "r3-export"
+    exported = work / "tools-export"
     before = train(exported, "--export", "hf,tiktoken")
     yield Case("--export hf,bogus", cli_args(exported, small, "--export", "hf,bogus"), (2,),
                r"--export: unknown format\(s\) \['bogus'\]", check=unchanged(exported, before))  # fmt: skip
-    taken = work / "r3-export-taken"
+    taken = work / "tools-export-taken"
     taken_files = train(taken, "--export", "hf")
     (taken / "tokenizer.json").unlink()
     del taken_files["tokenizer.json"]
@@ -478,7 +478,7 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
                              "--force"),
     }  # fmt: skip
     for index, (name, (make, message)) in enumerate(hostile.items()):
-        checkout = work / f"r3-swap-{index}"
+        checkout = work / f"tools-swap-{index}"
         (checkout / "tests").mkdir(parents=True)
         path = checkout / "tests" / "adapters.py"
         if name == "over 4 MiB":
@@ -487,7 +487,7 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
         kept = outputs(checkout / "tests")
         yield Case(f"swap-in: adapters.py {name}", [*swap, str(checkout)], (1,), rf"\Aerror: .*{message}",
                    check=unchanged(checkout / "tests", kept))  # fmt: skip
-    linked = work / "r3-swap-linked"
+    linked = work / "tools-swap-linked"
     (linked / "tests").mkdir(parents=True)
     (linked / "elsewhere.py").write_text(handout)
     (linked / "tests" / "adapters.py").symlink_to(linked / "elsewhere.py")
@@ -504,16 +504,16 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
 
     # cs336-bpe-report on a bad directory: one line, exit 2
     report = ["-m", "cs336_basics.report"]
-    empty = work / "r3-report-empty"
+    empty = work / "tools-report-empty"
     empty.mkdir()
-    corrupt_run = work / "r3-report-corrupt-run"
+    corrupt_run = work / "tools-report-corrupt-run"
     train(corrupt_run)
     (corrupt_run / "bpe_run.json").write_bytes(b"\xff not json")
-    cut_vocab = work / "r3-report-cut-vocab"
+    cut_vocab = work / "tools-report-cut-vocab"
     train(cut_vocab)
     (cut_vocab / "vocab.json").write_bytes((cut_vocab / "vocab.json").read_bytes()[:100])
     for name, directory, message in (
-        ("missing", work / "r3-report-nowhere", "tokenizer directory not found"),
+        ("missing", work / "tools-report-nowhere", "tokenizer directory not found"),
         ("empty", empty, "holds no tokenizer"),
         ("a file", small, "not a directory"),
         ("bpe_run.json corrupt", corrupt_run, r"bpe_run\.json is not UTF-8"),
@@ -525,8 +525,8 @@ def round3_tool_cases(work: Path, full: bool) -> Iterator[Case]:
                    rf"\Aerror: .*{message}", check=check)  # fmt: skip
 
 
-def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
-    """The third hardening round (issue 40): runs, interrupts, the output directory and Dask."""
+def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Runs, interrupts, the output directory and Dask (hardened in issue 40)."""
     import importlib.util
 
     from cs336_basics.serialization import COMMIT_PREFIX, LOCK_FILE, STAGING_PREFIX, read_run_info
@@ -639,7 +639,7 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         except FileNotFoundError:
             return False
 
-    corpus = words_corpus(work / "round3.txt", 20_000, seed=3)
+    corpus = words_corpus(work / "runs.txt", 20_000, seed=3)
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
 
     def train(out: Path, vocab_size: int) -> subprocess.CompletedProcess:
@@ -665,7 +665,7 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         return f"left {hidden}" if hidden else None
 
     # Item 6: an empty output path is refused, never the current directory
-    here = work / "round3-cwd"
+    here = work / "runs-cwd"
     here.mkdir()
 
     def nothing_written() -> str | None:
@@ -682,7 +682,7 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
     # Item 2: a signal once the set is in place (after the save, or inside the final moves) is a success
     for point in ("saved", "moving:merges.pkl"):
         for signum in (signal.SIGINT, signal.SIGTERM):
-            target = work / f"round3-late-{point.replace(':', '-')}-{signum}"
+            target = work / f"runs-late-{point.replace(':', '-')}-{signum}"
             train(target, 300)
             name = signal.Signals(signum).name
             yield Case(
@@ -696,7 +696,7 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
 
     # kill -9 inside the final moves: the directory loads one run's set, and the next run works
     for point in ("moving:bpe_run.json", "moving:merges.txt", "moving:merges.pkl"):
-        target = work / f"round3-kill-{point.partition(':')[2]}"
+        target = work / f"runs-kill-{point.partition(':')[2]}"
         train(target, 300)
 
         def killed_check(target: Path = target) -> str | None:
@@ -717,27 +717,27 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         )
 
     # Two runs started in the same instant on one output directory
-    together = work / "round3-together"
+    together = work / "runs-together"
     yield Case("two runs started together into one directory", ["-c", two_runs_child, CLI, str(together),
                str(corpus)], (0,), r"\A\Z", check=lambda: loads_whole(together, (300, 400)))  # fmt: skip
 
     # Dask, slow: each case starts a local cluster of worker processes
     if importlib.util.find_spec("distributed") is None:
         return
-    bad = work / "round3-bad.txt"
+    bad = work / "runs-bad.txt"
     bad.write_bytes(b"fine text " * 100 + b"\xff")
-    message = r"\Aerror: \S*round3-bad\.txt: invalid UTF-8 at byte offset 1000\Z"
+    message = r"\Aerror: \S*runs-bad\.txt: invalid UTF-8 at byte offset 1000\Z"
     for command, arguments in (
-        ("cs336-count-words", ["-m", "cs336_basics.count_cli", str(bad), "-o", str(work / "round3-bad.counts")]),
-        ("cs336-train-bpe", ["-m", "cs336_basics.cli", "bpe_v2", str(work / "round3-bad-out"), "-d", str(bad)]),
+        ("cs336-count-words", ["-m", "cs336_basics.count_cli", str(bad), "-o", str(work / "runs-bad.counts")]),
+        ("cs336-train-bpe", ["-m", "cs336_basics.cli", "bpe_v2", str(work / "runs-bad-out"), "-d", str(bad)]),
     ):
         yield Case(f"{command} --cluster local:2 on invalid UTF-8", [*arguments, "-q", "--cluster", "local:2"], (2,),
                    message, fast=False, memory_mb=8192)  # fmt: skip
-    script = work / "round3_cluster_child.py"
+    script = work / "runs_cluster_child.py"
     script.write_text(cluster_signal_child)
     for mode, signum, label in (("group", signal.SIGINT, "Ctrl-C to the process group"),
                                 ("run", signal.SIGTERM, "SIGTERM to the run")):  # fmt: skip
-        pids = work / f"round3-cluster-pids-{mode}"
+        pids = work / f"runs-cluster-pids-{mode}"
 
         def no_worker_left(pids: Path = pids) -> str | None:
             workers = [int(pid) for pid in pids.read_text().split()]
@@ -752,7 +752,7 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
 
         yield Case(
             f"--cluster local:2, {label} while counting",
-            [str(script), str(pids), mode, "bpe_v2", str(work / f"round3-cluster-{mode}"), "-d", str(corpus), "-q",
+            [str(script), str(pids), mode, "bpe_v2", str(work / f"runs-cluster-{mode}"), "-d", str(corpus), "-q",
              "--cluster", "local:2"],  # fmt: skip
             (128 + signum,),
             r"\Ainterrupted\Z",
@@ -763,13 +763,13 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         )
 
 
-def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
-    """Fourth hardening round (issue 51, items 7, 8 and 10): a base whose ids cannot all be kept is refused
+def start_from_base_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Bases (--start-from; hardened in issue 51, items 7, 8 and 10): a base whose ids cannot all be kept is refused
     when read, naming the token and the ids; start_from values that are no base are named; the report's
     exit status is REPORT.md's; the note on a missing special token is shown only on a near miss."""
     from cs336_basics.export import hf_tokenizer_json, save_tiktoken_ranks
 
-    root = work / "round4-base"
+    root = work / "base-ids"
     root.mkdir()
     text = root / "text.txt"
     text.write_text("the cat sat on the mat, a bat and a hat\n" * 200)
@@ -792,7 +792,7 @@ def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
     document["added_tokens"][0]["id"] = 97
     del document["model"]["vocab"]["<|endoftext|>"]
     (root / "clash.json").write_text(json.dumps(document))
-    yield Case("round4: tokenizer.json's special token at the id of b'a'", cli("o1", str(root / "clash.json")), (2,),
+    yield Case("base: tokenizer.json's special token at the id of b'a'", cli("o1", str(root / "clash.json")), (2,),
                r"\Aerror: start_from: .*clash\.json: the added token '<\|endoftext\|>' has id 97, which b'a' has too",
                check=nothing_in("o1"))  # fmt: skip
     ranks = root / "twice.tiktoken"
@@ -800,7 +800,7 @@ def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
     lines = ranks.read_text().splitlines(keepends=True)
     token, last = lines[-1].split()
     ranks.write_text("".join(lines) + f"{token} {int(last) + 1}\n")
-    yield Case("round4: a rank file listing a token twice", cli("o2", str(ranks)), (2,),
+    yield Case("base: a rank file listing a token twice", cli("o2", str(ranks)), (2,),
                rf"\Aerror: .*twice\.tiktoken:{len(lines) + 1}: the token b'.*' is listed twice, at ranks "
                rf"{last} and {int(last) + 1}", check=nothing_in("o2"))  # fmt: skip
     far = root / "far"
@@ -809,21 +809,21 @@ def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
     moved[2**40] = b"<|endoftext|>"
     (far / "vocab.pkl").write_bytes(pickle.dumps(moved))
     (far / "merges.pkl").write_bytes(pickle.dumps(merges))
-    yield Case("round4: a base token at id 2**40", cli("o3", str(far / "vocab.pkl"), str(far / "merges.pkl")), (2,),
+    yield Case("base: a base token at id 2**40", cli("o3", str(far / "vocab.pkl"), str(far / "merges.pkl")), (2,),
                r"\Aerror: .*: the token b'<\|endoftext\|>' is at id 1,099,511,627,776, past the largest id a "
                r"tokenizer may hold \(4,294,967,294, 2\*\*32 - 2\)", check=nothing_in("o3"))  # fmt: skip
 
     # Item 8: an empty path, a device, a value of another type, the report's -o under /proc
-    yield Case("round4: --start-from ''", cli("o4", ""), (2,), r"\Aerror: start_from: the path is empty\b",
+    yield Case("base: --start-from ''", cli("o4", ""), (2,), r"\Aerror: start_from: the path is empty\b",
                check=nothing_in("o4"))  # fmt: skip
-    yield Case("round4: --start-from /dev/zero", cli("o5", "/dev/zero"), (2,),
+    yield Case("base: --start-from /dev/zero", cli("o5", "/dev/zero"), (2,),
                r"\Aerror: start_from: /dev/zero is not a tokenizer file: not a regular file")  # fmt: skip
-    yield Case("round4: start_from=([1], []) (Python)", python_api(
+    yield Case("base: start_from=([1], []) (Python)", python_api(
                f"from cs336_basics import train_bpe; train_bpe({str(text)!r}, 300, [], start_from=([1], []))"), (1,),
                r"\Astart_from must be \(vocab, merges\) .*; got \(list, list\)\Z")  # fmt: skip
     if Path("/proc/self").is_dir():
         report = ["-m", "cs336_basics.report", str(base), "--text", str(text), "-o", "/proc/rp", "-q"]
-        yield Case("round4: cs336-bpe-report -o /proc/rp", report, (2,),
+        yield Case("base: cs336-bpe-report -o /proc/rp", report, (2,),
                    r"\Aerror: cannot write to output directory /proc/rp")  # fmt: skip
 
     # Item 10: no note for <|endoftext|> on text without anything like it; a note on a near miss
@@ -832,17 +832,17 @@ def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
     near = root / "near.txt"
     near.write_text("the cat sat.\n<|EndOfText|>\na bat and a hat\n" * 200)
     special = ("--special", "<|endoftext|>")
-    yield Case("round4: <|endoftext|> on text without it, no note",
+    yield Case("base: <|endoftext|> on text without it, no note",
                ["-c", CLI, "bpe_v2", str(root / "o6"), "-d", str(plain), "-v", "300", "-q", *special], (0,), r"\A\Z")
-    yield Case("round4: <|endoftext|> on text of <|EndOfText|>, noted",
+    yield Case("base: <|endoftext|> on text of <|EndOfText|>, noted",
                ["-c", CLI, "bpe_v2", str(root / "o7"), "-d", str(near), "-v", "300", "-q", *special], (0,),
                r"\Anote: special token '<\|endoftext\|>' never occurs in the training text \(a typo\?\)\Z")
 
 
-def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
-    """The fourth hardening round (issue 51, items 2, 4 and 6): no traceback at the new surfaces, no
+def option_edge_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Options at their edges (hardened in issue 51, items 2, 4 and 6): no traceback at the new surfaces, no
     silent or late failure, and a run's own output that always loads."""
-    root = work / "round4"
+    root = work / "option-edges"
     root.mkdir()
     corpus = words_corpus(root / "corpus.txt", 20_000, seed=4)
 
@@ -851,11 +851,11 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
 
     # Item 4: limits too large for the C++ loop, a base nested too deeply, signals as a cluster starts
     for option in ("--min-frequency", "--max-token-length"):
-        yield Case(f"round4: {option} 10**23", cli(f"o-{option}", option, str(10**23)), (2,),
+        yield Case(f"options: {option} 10**23", cli(f"o-{option}", option, str(10**23)), (2,),
                    rf"argument {option}: expected a whole number up to 2\*\*63 - 1")  # fmt: skip
     nested = root / "nested.json"
     nested.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    yield Case("round4: --start-from a tokenizer.json nested 100,000 deep", cli("o-nested", "--start-from",
+    yield Case("options: --start-from a tokenizer.json nested 100,000 deep", cli("o-nested", "--start-from",
                str(nested)), (2,), r"\Aerror: start_from: cannot read .*nested\.json .*nested too deeply")  # fmt: skip
 
     # Item 2: a run's own output loads, whatever its tokens' size (the 64 MB run of one letter, scaled
@@ -875,7 +875,7 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
         sys.exit(code)
         """
     )
-    yield Case("round4: a run of one letter writes files past the limit, which load", ["-c", huge_word], (0,),
+    yield Case("options: a run of one letter writes files past the limit, which load", ["-c", huge_word], (0,),
                r"\Anote: the vocabulary's tokens total 0\.\d MB, the longest 0\.\d MB .* loads only beside the "
                r"bpe_run\.json written with it\Z")  # fmt: skip
 
@@ -885,13 +885,13 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
     subprocess.run([sys.executable, "-c", CLI, "bpe_v2", str(plain), "-d", str(corpus), "-q", "-v", "300",
                     "--special"], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
-    yield Case("round4: encoding text of <|endoftext|> it does not declare", [*ENCODE, str(corpus),
+    yield Case("options: encoding text of <|endoftext|> it does not declare", [*ENCODE, str(corpus),
                str(root / "ids.npy"), "--tokenizer", str(plain), "-q"], (0,),
                r"\Anote: '<\|endoftext\|>' \(\d+ ids\) occurs in the text but is not a special token here.* "
                r"pass --special-token '<\|endoftext\|>'")  # fmt: skip
-    yield Case("round4: --pattern $'\\xff|\\w+'", cli("o-pattern", "--pattern", os.fsdecode(b"\xff|\\w+")), (2,),
+    yield Case("options: --pattern $'\\xff|\\w+'", cli("o-pattern", "--pattern", os.fsdecode(b"\xff|\\w+")), (2,),
                r"argument --pattern: not valid UTF-8 text")  # fmt: skip
-    yield Case("round4: --min-frequency above every count", cli("o-minfreq", "-v", "300", "--min-frequency",
+    yield Case("options: --min-frequency above every count", cli("o-minfreq", "-v", "300", "--min-frequency",
                "10000000"), (2,), r"error: no merge made from .*: no pair reaches the minimum frequency "
                r"10,000,000 \(--min-frequency 10000000\)\Z")  # fmt: skip
     # The summary (stdout) must say which size stopped short, where, and why: checked inside the child.
@@ -909,7 +909,7 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
         sys.exit(code if code else None if note in summary.getvalue().splitlines() else "no such note: " + note)
         """
     )
-    yield Case("round4: -v 300,2000 --min-frequency 20 notes v2000/ and why", ["-c", cut_short], (0,), r"\A\Z")
+    yield Case("options: -v 300,2000 --min-frequency 20 notes v2000/ and why", ["-c", cut_short], (0,), r"\A\Z")
 
     if importlib.util.find_spec("distributed") is not None:
         # The run's process says "ready" (on stdout) at one moment of a local cluster's first seconds: as
@@ -958,7 +958,7 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
         for moment in ("spawned", "closing"):
             for signum in (signal.SIGINT, signal.SIGTERM):
                 yield Case(
-                    f"round4: {signal.Signals(signum).name} as a local cluster's workers are {moment}",
+                    f"options: {signal.Signals(signum).name} as a local cluster's workers are {moment}",
                     [str(moment_child), moment, "bpe_v2", str(root / f"o-cluster-{moment}-{signum}"), "-d",
                      str(corpus), "-q", "-v", "300", "--cluster", "local:2"],  # fmt: skip
                     (128 + signum,),
@@ -969,12 +969,12 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
                 )
 
 
-def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
-    """Fourth hardening round, custom patterns (issue 51 items 1, 3, 5): text a pattern leaves unmatched
+def custom_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
+    """Custom patterns (hardened in issue 51, items 1, 3, 5): text a pattern leaves unmatched
     is noted at training and kept by encoding; an export that HF or tiktoken could not read is refused
     before training, naming the construct, and one that can be translated loads; a runaway regex is
     bounded with a message naming it, and Ctrl-C still stops it."""
-    root = work / "round4-pattern"
+    root = work / "custom-pattern"
     root.mkdir()
     corpus = root / "corpus.txt"
     corpus.write_text("hello, World 42! the cat sat on the mat<|endoftext|>low lower lowest\n" * 200)
@@ -990,9 +990,9 @@ def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
         return lambda: "wrote an output set" if (root / out / "vocab.json").exists() else None
 
     # Item 1: unmatched text noted, then encoded and decoded whole (the dataset encoder too)
-    yield Case("round4: --pattern '[a-z]+' notes the text it leaves unmatched", cli("p1", "[a-z]+"), (0,),
+    yield Case("pattern: --pattern '[a-z]+' notes the text it leaves unmatched", cli("p1", "[a-z]+"), (0,),
                r"(\A|\n)note: pattern '\[a-z\]\+' matches no part of [\d,]+ bytes \(\d+\.\d%\)")  # fmt: skip
-    yield Case("round4: a '[a-z]+' run encodes and decodes every character", script(
+    yield Case("pattern: a '[a-z]+' run encodes and decodes every character", script(
         f"""
         import subprocess, sys, numpy
         from cs336_basics import Tokenizer
@@ -1008,14 +1008,14 @@ def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
         """), (0,))  # fmt: skip
 
     # Item 3: exports HF or tiktoken cannot read are refused before training; named groups and (?s) load
-    yield Case("round4: \\X at --export tiktoken", cli("p3", r"\X", "--export", "tiktoken"), (2,),
+    yield Case("pattern: \\X at --export tiktoken", cli("p3", r"\X", "--export", "tiktoken"), (2,),
                r"\Aerror: cannot export pattern '\\X' to tiktoken: it has the grapheme cluster \\X",
                check=nothing_written("p3"))  # fmt: skip
-    yield Case("round4: (?x) at --export hf", cli("p4", r"(?x) \w+ | .", "--export", "hf"), (2,),
+    yield Case("pattern: (?x) at --export hf", cli("p4", r"(?x) \w+ | .", "--export", "hf"), (2,),
                r"\Aerror: cannot export pattern .* to HF tokenizers: it has the inline flag VERBOSE \(\?x\)",
                check=nothing_written("p4"))  # fmt: skip
     if importlib.util.find_spec("tokenizers") is not None:
-        yield Case("round4: named groups and (?s) export for HF", script(
+        yield Case("pattern: named groups and (?s) export for HF", script(
             f"""
             import subprocess, sys, tokenizers
             from cs336_basics import Tokenizer
@@ -1031,14 +1031,14 @@ def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
     runaway = root / "runaway.txt"
     runaway.write_text("a" * 40_000 + "!")
     bounded = "import os; os.environ['CS336_REGEX_TIMEOUT'] = '0.01'; "
-    yield Case("round4: runaway regex in Tokenizer.encode", python_api(
+    yield Case("pattern: runaway regex in Tokenizer.encode", python_api(
         bounded + "from cs336_basics import Tokenizer; "
         "Tokenizer({i: bytes([i]) for i in range(256)}, [], pattern='(a+)+$|.').encode('a' * 40_000 + '!')"),
         (1,), r"\Apattern '\(a\+\)\+\$\|\.' ran past its time bound")  # fmt: skip
-    yield Case("round4: runaway regex in training", ["-c", bounded + CLI, "bpe_v1", str(root / "p6"), "-d",
+    yield Case("pattern: runaway regex in training", ["-c", bounded + CLI, "bpe_v1", str(root / "p6"), "-d",
                str(runaway), "-v", "260", "-q", "--pattern", "(a+)+$|."], (2,),
                r"\Aerror: pattern '\(a\+\)\+\$\|\.' ran past its time bound")  # fmt: skip
-    yield Case("round4: Ctrl-C during a runaway encode", script(
+    yield Case("pattern: Ctrl-C during a runaway encode", script(
         """
         import sys
         from cs336_basics import Tokenizer
@@ -1172,7 +1172,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     yield Case("encoding a .gz", encode(base / "vocab.json", base / "merges.txt", work / "data.txt.gz"), (2,),
                "gunzip")  # fmt: skip
 
-    # Second hardening round (issue 23)
+    # Links, locks, cluster addresses and count files (hardened in issue 23)
     shared = work / "shared-out"
     shared.mkdir()
     victim = work / "victim.txt"
@@ -1275,12 +1275,12 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
                 needs="bpe_v7",
                 notes="native: the lead's integration (ThreadCounts::add, libgomp)",
             )
-    yield from round3_input_cases(work, full)
-    yield from round3_tool_cases(work, full)
-    yield from round3_run_cases(work, full)
-    yield from round4_base_cases(work, full)
-    yield from round4_surface_cases(work, full)
-    yield from round4_pattern_cases(work, full)
+    yield from reading_input_cases(work, full)
+    yield from tool_cases(work, full)
+    yield from run_and_signal_cases(work, full)
+    yield from start_from_base_cases(work, full)
+    yield from option_edge_cases(work, full)
+    yield from custom_pattern_cases(work, full)
 
 
 def main(argv: list[str] | None = None) -> int:

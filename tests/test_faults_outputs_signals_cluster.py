@@ -1,4 +1,4 @@
-"""Hardening, third round (issue 40): runs, interrupts, the output directory and Dask. A signal at
+"""Runs, interrupts, the output directory and Dask at their faults (hardened in issue 40). A signal at
 the very end never reports "interrupted" over a set already in place; Ctrl-C on a local cluster is
 one line and leaves no worker behind; an empty output path is refused; bad input on Dask is refused
 at once as it is locally; two runs started together never mix their sets; `kill -9` inside the final

@@ -1,6 +1,7 @@
-"""Issue 40, items 8, 11 and parts of 10, and the commands the first sweep did not reach (--export,
-cs336-swap-in, cs336-bpe-report): every hostile input ends in one line naming what was expected, or in
-a correct result; never a traceback, a hang, memory without end, or a student's file clobbered.
+"""The tools besides training at their faults: --export, cs336-swap-in, cs336-bpe-report, --workers and
+--task-mb, encode_file_to (issue 40, items 8, 11 and parts of 10, and the commands the first sweep
+did not reach): every hostile input ends in one line naming what was expected, or in a correct
+result; never a traceback, a hang, memory without end, or a student's file clobbered.
 
 Nothing here waits on a timer: the threads a merge loop runs on are read from the calls themselves
 (a spy on bpe_v7's merge), and where the code before the fix would read a FIFO or /dev/zero for ever,

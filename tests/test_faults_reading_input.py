@@ -1,4 +1,4 @@
-"""Reading input, third hardening round (issue 40, items 4, 5, 9, 10 and 12, and URL inputs): a reused
+"""Reading input at its faults (hardened in issue 40, items 4, 5, 9, 10 and 12, and URL inputs): a reused
 buffer never gives other merges, an input without text is refused the same way in every format and
 command, a FIFO in a directory is refused as when named, a special token the text lacks is noted,
 and bad paths, Parquet files, records and URLs end in one line naming what is wrong."""
@@ -354,7 +354,7 @@ def test_a_dictionary_encoded_column_is_read_as_its_strings(tmp_path: Path, trai
 def memory_root(tmp_path: Path) -> Iterator[str]:
     fsspec = pytest.importorskip("fsspec", reason="URL inputs need the optional fsspec package")
     filesystem = fsspec.filesystem("memory")
-    root = f"/round3-{tmp_path.name}"
+    root = f"/reading-input-{tmp_path.name}"
     yield root
     if filesystem.exists(root):
         filesystem.rm(root, recursive=True)
