@@ -4,13 +4,13 @@
 // merge loop on one and on several threads, and the encoder.
 //
 // Build and run (from the repository root; without -fopenmp the "several threads" checks run on one):
-//   c++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*/*.cpp -o native_selftest
+//   c++ -std=c++17 -O2 -fopenmp -Icpp cpp/selftest.cpp cpp/*/*.cpp -o native_selftest
 //   ./native_selftest
 // AArch64 under qemu (Debian: g++-aarch64-linux-gnu, qemu-user):
-//   aarch64-linux-gnu-g++ -std=c++17 -O2 -fopenmp -Icpp scripts/native_selftest.cpp cpp/*/*.cpp -o native_selftest_arm64
+//   aarch64-linux-gnu-g++ -std=c++17 -O2 -fopenmp -Icpp cpp/selftest.cpp cpp/*/*.cpp -o native_selftest_arm64
 //   qemu-aarch64 -L /usr/aarch64-linux-gnu ./native_selftest_arm64
 // Windows with mingw-w64, under Wine (Debian: mingw-w64, wine64):
-//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp scripts/native_selftest.cpp cpp/*/*.cpp -o t.exe
+//   x86_64-w64-mingw32-g++-posix -std=c++17 -O2 -fopenmp -static -Icpp cpp/selftest.cpp cpp/*/*.cpp -o t.exe
 //   /usr/lib/wine/wine64 ./t.exe
 // Prints each failure and a summary; exit status 0 when every check passed.
 //
