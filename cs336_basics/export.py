@@ -24,6 +24,10 @@ the special tokens: `<|endoftext|>` is the eos and bos token, as in GPT-2, and e
 token is an additional special token. There is no unk token (every byte has an id) and no pad token.
 A training run writes all of these into its output set (`cs336-train-bpe --export hf`, see
 `export_files` and `serialization`), so that they are checked and replaced with the rest.
+
+Each export is one row of the table (`ExportFormat`, registered as `EXPORT_FORMATS` is made): its
+name, its files, its builder, the patterns it refuses; the CLI, `export_files`, `check_exportable`
+and the output set read the rows (docs/EXPORT.md, "Adding an export").
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ __all__ = [
     "hf_tokenizer_config",
     "hf_tokenizer_json",
     "load_tiktoken_ranks",
+    "register_export",
     "save_hf_tokenizer",
     "save_hf_tokenizer_json",
     "save_tiktoken_ranks",
