@@ -319,10 +319,9 @@ def _loads_in_hf(expression: str, translated: str) -> None:
 def check_exportable(formats: Iterable[str], pattern: str | Pattern | None) -> None:
     """Refuses, before anything is trained or written, a pattern an export in `formats` cannot carry:
     one HF's Oniguruma cannot read after `hf_split_regex` ("hf"), one tiktoken cannot ("tiktoken"),
-    naming the construct."""
+    naming the construct. Named patterns are checked as any regex (tests/test_pattern_table.py finds
+    every row exportable)."""
     resolved = resolve_pattern(pattern)
-    if resolved.name is not None:
-        return
     formats = list(formats)
     if "hf" in formats:
         _loads_in_hf(resolved.regex, hf_split_regex(resolved.regex))
@@ -342,8 +341,7 @@ def hf_tokenizer_json(
     pattern it cannot write, or that HF's Oniguruma then rejects, is refused: `check_exportable`)."""
     resolved = resolve_pattern(pattern)
     split_regex = hf_split_regex(resolved.regex)
-    if resolved.name is None:
-        _loads_in_hf(resolved.regex, split_regex)
+    _loads_in_hf(resolved.regex, split_regex)
     specials = check_special_tokens(special_tokens)
     regular, special_ids = _split_ids(vocab, specials)
     model_vocab = {
@@ -605,7 +603,7 @@ def tiktoken_encoding(
         # tiktoken's special-token regex takes them in hash-map order, not longest first.
         raise BPEInputError(f"tiktoken cannot split overlapping special tokens exactly: {overlapping}")
     resolved = resolve_pattern(pattern)
-    if resolved.name is None and (problem := tiktoken_pattern_problem(resolved.regex)):
+    if problem := tiktoken_pattern_problem(resolved.regex):
         raise _unexportable(resolved.regex, problem, "tiktoken")
     pat_str = resolved.regex
     return tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=mergeable, special_tokens=special_ids)
