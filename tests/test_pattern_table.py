@@ -7,6 +7,7 @@ with no other module told of it."""
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -99,6 +100,20 @@ def test_a_row_exports(row: NamedPattern) -> None:
     split = tokenizers.pre_tokenizers.Split(tokenizers.Regex(hf_split_regex(row.regex)), "isolated")
     for text in TEXTS:
         assert [piece for piece, _ in split.pre_tokenize_str(text)] == regex.findall(row.regex, text)
+
+
+@pytest.mark.parametrize("row", [row for row in PATTERN_ROWS if row.version1], ids=lambda row: row.name)
+def test_a_version1_rows_classes_as_sets_match_as_lookaheads(row: NamedPattern) -> None:
+    # `version1`: another Unicode version's classes spelled as sets split text as the lookaheads that
+    # any regex gets (the same expression with an alternative that never matches is no row's).
+    rng = random.Random(row.name)
+    pool = [*patterns._differing_code_points()[::7], *"aZ1 '\n!\u0301"]
+    for unicode in (patterns.UNICODE_VERSIONS[0], patterns.UNICODE_VERSIONS[-1]):  # the newest, the oldest
+        as_sets = regex.compile(patterns.classes_as(row.regex, unicode))
+        as_lookaheads = regex.compile(patterns.classes_as(row.regex + "|(?!)", unicode))
+        for _ in range(40):
+            text = "".join(rng.choice(pool) for _ in range(rng.randint(1, 30)))
+            assert as_sets.findall(text) == as_lookaheads.findall(text), (unicode, ascii(text))
 
 
 def test_a_native_row_cuts_at_whitespace() -> None:
