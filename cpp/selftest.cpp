@@ -46,8 +46,6 @@ using Tokens = std::vector<std::string>;
 
 constexpr int kThreads = 4;
 const ScannerPath kPaths[] = {ScannerPath::kFast, ScannerPath::kSwar, ScannerPath::kScalar};
-const PretokenPattern kPatterns[] = {PretokenPattern::kGpt2, PretokenPattern::kCl100k, PretokenPattern::kRustbpe,
-                                     PretokenPattern::kO200k};
 
 int checks = 0;
 int failures = 0;
@@ -60,13 +58,12 @@ const char* path_name(ScannerPath path) {
     }
 }
 
+// Every named scanner (bpe::kNamedScanners) is checked; its name is how failures name it.
 const char* pattern_name(PretokenPattern pattern) {
-    switch (pattern) {
-        case PretokenPattern::kCl100k: return "cl100k";
-        case PretokenPattern::kRustbpe: return "rustbpe";
-        case PretokenPattern::kO200k: return "o200k";
-        default: return "gpt2";
+    for (const bpe::NamedScanner& scanner : bpe::kNamedScanners) {
+        if (scanner.pattern == pattern) return scanner.name.data();
     }
+    return "?";
 }
 
 const char* fast_path_kind() {
@@ -304,7 +301,8 @@ void paths_agree() {
             const char first = piece[0];
             text += random.below(8) == 0 && (unsigned char)first < 0x80 ? std::string(random.below(40), first) : piece;
         }
-        for (PretokenPattern pattern : kPatterns) {
+        for (const bpe::NamedScanner& named : bpe::kNamedScanners) {
+            const PretokenPattern pattern = named.pattern;
             size_t scalar_error;
             const Tokens scalar = split(pattern, ScannerPath::kScalar, text, &scalar_error);
             if (scalar_error != bpe::kValidUtf8) ++invalid_texts;
@@ -327,7 +325,8 @@ void paths_agree() {
     check(invalid_texts > 100, "the random texts include invalid UTF-8");
 
     // The offset of the first byte that does not start a valid character.
-    for (PretokenPattern pattern : kPatterns) {
+    for (const bpe::NamedScanner& named : bpe::kNamedScanners) {
+        const PretokenPattern pattern = named.pattern;
         for (ScannerPath path : kPaths) {
             size_t error;
             split(pattern, path, "abc \xE2\x82", &error);
@@ -394,8 +393,10 @@ void counting() {
     }
     std::filesystem::remove(path);
 
-    // GPT-4's patterns: the counts are those of the scalar scanner's pre-tokens, document by document.
-    for (PretokenPattern pattern : {PretokenPattern::kCl100k, PretokenPattern::kRustbpe, PretokenPattern::kO200k}) {
+    // Every other named scanner: the counts are those of the scalar scanner's pre-tokens, document by document.
+    for (const bpe::NamedScanner& named : bpe::kNamedScanners) {
+        const PretokenPattern pattern = named.pattern;
+        if (pattern == PretokenPattern::kGpt2) continue;  // GPT-2's counts are checked above
         Counts split_counts;
         size_t begin = 0;
         for (;;) {

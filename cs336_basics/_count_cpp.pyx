@@ -65,19 +65,33 @@ def use_scanner_path(name: str) -> str:
     return previous
 
 
-# The flag's rule as backend.env_flag states it; this module imports nothing of the package.
+# The flag's rule as backend.env_flag states it; this module imports of the package only pattern's check.
 if os.environ.get("CS336_SCALAR_SCANNER", "").strip().lower() not in ("", "0", "false", "no"):
     use_scanner_path("scalar")
 
 
-NATIVE_PATTERNS = ("gpt2", "cl100k", "rustbpe", "o200k")  # the order of bpe::PretokenPattern
+# The named scanners of the C++ (kNamedScanners), checked against pattern.py's rows at load.
+NATIVE_PATTERNS = tuple(lib.named_scanner_name(index).decode() for index in range(lib.kNamedScannerCount))
+
+
+def _check_rows() -> None:
+    """pattern.check_native_scanners, the one check of this list against the rows (a relative import:
+    this module loads under either name of the package)."""
+    from .pattern import check_native_scanners
+
+    check_native_scanners(NATIVE_PATTERNS)
+
+
+_check_rows()
 
 
 cdef lib.PretokenPattern pattern_code(object name) except *:
-    """A named pattern's value for the C++ (pattern.py names them; this module imports nothing of the package)."""
-    if name not in NATIVE_PATTERNS:
+    """The C++ value of the scanner named `name` (a row's `scanner`, pattern.py)."""
+    cdef lib.PretokenPattern code = lib.PretokenPattern.kGpt2  # found below
+    cdef bytes spelled = name.encode() if isinstance(name, str) else b""
+    if not lib.find_named_scanner(string_view(<const char*>spelled, len(spelled)), code):
         raise ValueError(f"the native scanner runs the patterns {NATIVE_PATTERNS}, not {name!r}")
-    return <lib.PretokenPattern><int>NATIVE_PATTERNS.index(name)
+    return code
 
 
 # The Unicode versions of the native tables (unicode_tables.hpp), the installed regex's first when current.

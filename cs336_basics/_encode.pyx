@@ -9,7 +9,7 @@ tokenizer.py.
 
 import os
 
-from .pattern import NATIVE_PATTERNS
+from .pattern import check_native_scanners
 
 cimport cs336_basics._libbpe as lib
 from cpython.array cimport array, clone, resize
@@ -35,6 +35,10 @@ cdef extern from "Python.h":
     Py_ssize_t Py_REFCNT(PyObject* value)
     void Py_SET_REFCNT(PyObject* value, Py_ssize_t count)
     PyObject* PyLong_FromUnsignedLong_raw "PyLong_FromUnsignedLong"(unsigned long value)
+
+# The named scanners of the C++ (kNamedScanners), checked against pattern.py's rows at load.
+NATIVE_PATTERNS = tuple(lib.named_scanner_name(index).decode() for index in range(lib.kNamedScannerCount))
+check_native_scanners(NATIVE_PATTERNS)
 
 cdef array UINT32_ARRAY = array("I")
 cdef array UINT16_ARRAY = array("H")
@@ -152,7 +156,7 @@ cdef cbool take_ids(void* context, const uint32_t* ids, size_t count, size_t byt
 cdef class NativeEncoder:
     """`byte_ids`: the id of each byte 0..255; `merges`: (left id, right id, merged id) in rank
     order; `special_tokens`: (UTF-8 bytes, id) pairs; `cache_slots`: size of each thread's cache;
-    `pattern`: the pre-tokenizer, one of `pattern.NATIVE_PATTERNS` (by name)."""
+    `pattern`: the pre-tokenizer, by its native scanner's name (`pattern.NamedPattern.scanner`)."""
 
     cdef lib.Encoder* encoder
     cdef list ints  # ints[i] is i, for every id below SHARED_INTS_LIMIT
@@ -161,7 +165,9 @@ cdef class NativeEncoder:
 
     def __cinit__(self, list byte_ids, list merges, list special_tokens, size_t cache_slots, str pattern="gpt2",
                   unsigned unicode_table=0):
-        if pattern not in NATIVE_PATTERNS:
+        cdef lib.PretokenPattern code = lib.PretokenPattern.kGpt2  # found below
+        cdef bytes spelled = pattern.encode()
+        if not lib.find_named_scanner(string_view(<const char*>spelled, len(spelled)), code):
             raise ValueError(f"the compiled encoder runs the patterns {NATIVE_PATTERNS}, not {pattern!r}")
         largest = max(max(byte_ids), max([merged for _, _, merged in merges], default=0),
                       max([token_id for _, token_id in special_tokens], default=0))
@@ -175,7 +181,6 @@ cdef class NativeEncoder:
         for rule.left, rule.right, rule.merged in merges:
             c_merges.push_back(rule)
         cdef vector[pair[string, uint32_t]] c_specials = special_tokens
-        cdef lib.PretokenPattern code = <lib.PretokenPattern><int>NATIVE_PATTERNS.index(pattern)
         self.encoder = new lib.Encoder(c_byte_ids, c_merges, c_specials, cache_slots, code, unicode_table)
 
     def __dealloc__(self):

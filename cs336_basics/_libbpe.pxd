@@ -69,10 +69,13 @@ cdef extern from "scan/pretokenize.hpp" namespace "bpe" nogil:
     ScannerPath scanner_path() noexcept
 
 
-# pretokenize_gpt4.hpp: the other patterns the native scanner runs (NATIVE_PATTERNS' order).
+# pretokenize_gpt4.hpp: the patterns the native scanner runs, each found by its name (kNamedScanners).
 cdef extern from "scan/pretokenize_gpt4.hpp" namespace "bpe" nogil:
     enum class PretokenPattern:
-        pass
+        kGpt2
+    const size_t kNamedScannerCount
+    bint find_named_scanner(string_view name, PretokenPattern& pattern) noexcept
+    const char* named_scanner_name(size_t index) noexcept
     vector[size_t] pretoken_ends(string_view text, PretokenPattern pattern, unsigned unicode_table) except +
 
 

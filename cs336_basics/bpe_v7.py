@@ -23,7 +23,7 @@ from os import PathLike
 from . import _count_cpp, _merge_cpp, bpe_v3
 from .backend import effective_num_threads, openmp_enabled
 from .contract import Merges, WordCountDict, check_input_file
-from .pattern import NATIVE_PATTERNS, Pattern, pattern_label, resolve_pattern
+from .pattern import Pattern, native_pattern_names, pattern_label, resolve_pattern
 from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
 from .tie_break import CS336
 
@@ -60,7 +60,7 @@ def pretokenize_and_count(
         named = pattern_label(pattern.regex)
         print(
             f"note: the pattern {named} runs through the regex module on worker processes, the slower path "
-            f"(the native scanner runs {', '.join(NATIVE_PATTERNS)})",
+            f"(the native scanner runs {native_pattern_names()})",
             file=sys.stderr,
         )
         return bpe_v3.pretokenize_and_count(input_path, special_tokens, options, advance, pattern=pattern)
@@ -71,7 +71,7 @@ def pretokenize_and_count(
     if options.num_chunks:
         chunk_bytes = max(1, -(-path.stat().st_size // options.num_chunks))
     return _count_cpp.count_words(
-        os.fspath(path), special_tokens, threads, chunk_bytes, advance, pattern.name, unicode=pattern.unicode_version
+        os.fspath(path), special_tokens, threads, chunk_bytes, advance, pattern.scanner, unicode=pattern.unicode_version
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from .contract import ENDOFTEXT
 from .ingest.table import known_formats
 from .merge_limits import MAX_LIMIT
-from .pattern import CL100K, GPT2, NANOCHAT, O200K, RUSTBPE, TOOLS_UNICODE, UNICODE_VERSIONS
+from .pattern import TOOLS_UNICODE, UNICODE_VERSIONS, pattern_rows
 from .presets import PRESETS
 from .tie_break import TIE_BREAKS
 
@@ -79,14 +79,15 @@ def unicode_argument(text: str) -> str:
 
 
 def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
+    named = ", ".join(f"{row.name} ({row.about})" for row in pattern_rows())
+    aliases = ", ".join(alias for row in pattern_rows() for alias in row.aliases)
     parser.add_argument(
         "--pattern",
         type=unicode_argument,
         default=None,
         metavar="NAME|REGEX",
-        help=f"the pre-tokenizer: {GPT2} (default, CS336's), {CL100K} (GPT-4), {O200K} (GPT-4o), {RUSTBPE} "
-        f"(rustbpe's GPT-4 split), {NANOCHAT} (nanochat's), tiktoken's cl100k_base, o200k_base, r50k_base, "
-        f"or a regex for the regex module (counted through that module, the slower path)",
+        help=f"the pre-tokenizer: {named}, their aliases {aliases} (tiktoken's names), or a regex for the "
+        "regex module (counted through that module, the slower path)",
     )
 
 

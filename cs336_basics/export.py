@@ -191,95 +191,118 @@ def hf_split_regex(expression: str) -> str:
     BPEInputError naming it."""
     if construct := _regex_only_construct(expression):
         raise _unexportable(expression, construct, "HF tokenizers")
-    out: list[str] = []
-    groups: list[int] = []  # where each open group starts in `out`
-    numbers: dict[str, int] = {}  # a named group's number
-    captured = 0
-    atom: int | None = None  # where the last atom (what a repeat applies to) starts in `out`
-    line_anchors = False  # a leading (?m): ^ and $ stay Ruby's
-    leading = True  # nothing but flag groups so far
+    writer = _HfWriter(expression)
     position = 0
     while position < len(expression):
-        char = expression[position]
+        position = writer.step(position)
+    return "".join(writer.out)
+
+
+class _HfWriter:
+    """hf_split_regex's walk: each step writes one construct of `expression` for Oniguruma into `out`."""
+
+    def __init__(self, expression: str) -> None:
+        self.expression = expression
+        self.out: list[str] = []
+        self.groups: list[int] = []  # where each open group starts in `out`
+        self.numbers: dict[str, int] = {}  # a named group's number
+        self.captured = 0
+        self.atom: int | None = None  # where the last atom (what a repeat applies to) starts in `out`
+        self.line_anchors = False  # a leading (?m): ^ and $ stay Ruby's
+        self.leading = True  # nothing but flag groups so far
+
+    def refuse(self, construct: str) -> BPEInputError:
+        return _unexportable(self.expression, construct, "HF tokenizers")
+
+    def step(self, position: int) -> int:
+        """Writes the construct at `position`; returns where the next one starts."""
+        expression, char = self.expression, self.expression[position]
         repeat = _BOUNDED_REPEAT.match(expression, position) if char == "{" else None
         flags = _FLAG_GROUP.match(expression, position) if expression.startswith("(?", position) else None
         if char == "\\":
-            end = _escape_end(expression, position)
-            escape = expression[position:end]
-            atom = len(out)
-            if escape.startswith("\\g<"):
-                name = escape[3:-1]
-                if not name.isdigit() and name not in numbers:
-                    raise _unexportable(expression, f"a reference {escape} to no group before it", "HF tokenizers")
-                out.append(f"\\k<{name if name.isdigit() else numbers[name]}>")
-            else:
-                out.append("\\z" if escape == "\\Z" else escape)
+            end = self.escape(position)
         elif char == "[":
             end = _class_end(expression, position)
-            atom = len(out)
-            out.append(expression[position:end])
+            self.atom = len(self.out)
+            self.out.append(expression[position:end])
         elif flags is not None and (flags.group(1) or flags.group(2)):
-            end = flags.end()
-            on, off, kind = flags.group(1), flags.group(2) or "", flags.group(3)
-            if kind == ")" and not leading:
-                construct = f"the inline flag group {flags.group()} after the start"
-                raise _unexportable(expression, construct, "HF tokenizers")
-            at_start = kind == ")"
-            line_anchors = line_anchors or (at_start and "m" in on)
-            on_hf = _flags(expression, on, at_start, "HF tokenizers")
-            off_hf = _flags(expression, off.replace("x", ""), False, "HF tokenizers")  # never on: (?x) is refused
-            written = on_hf + (f"-{off_hf}" if off_hf else "")
-            if kind == ":":
-                groups.append(len(out))
-                atom = None
-                out.append(f"(?{written}:")
-            elif written:
-                out.append(f"(?{written})")
+            end = self.flag_group(flags)
         elif char == "(":
-            named = _NAMED_GROUP.match(expression, position)
-            reference = _NAMED_REFERENCE.match(expression, position)
-            if reference is not None:
-                end = reference.end()
-                if reference.group(1) not in numbers:
-                    raise _unexportable(
-                        expression, f"a reference {reference.group()} to no group before it", "HF tokenizers"
-                    )
-                atom = len(out)
-                out.append(f"\\k<{numbers[reference.group(1)]}>")
-            elif expression.startswith("(?#", position):
-                end = expression.index(")", position) + 1 if ")" in expression[position:] else len(expression)
-            else:
-                if named is not None or not expression.startswith("(?", position):
-                    captured += 1
-                    if named is not None:
-                        numbers[named.group(1)] = captured
-                end = position + 1 if named is None else named.end()
-                groups.append(len(out))
-                atom = None
-                out.append("(" if named is not None else char)
+            end = self.group(position)
         elif char == ")":
             end = position + 1
-            atom = groups.pop() if groups else None
-            out.append(char)
-        elif repeat is not None and atom is not None:
+            self.atom = self.groups.pop() if self.groups else None
+            self.out.append(char)
+        elif repeat is not None and self.atom is not None:
             end = repeat.end()
-            if expression.startswith("+", end):
-                out[atom:] = ["(?>" + "".join(out[atom:]) + repeat.group() + ")"]
+            if expression.startswith("+", end):  # possessive: an atomic group in Ruby's syntax
+                self.out[self.atom :] = ["(?>" + "".join(self.out[self.atom :]) + repeat.group() + ")"]
                 end += 1
             else:
-                out.append(repeat.group())
-            atom = None
+                self.out.append(repeat.group())
+            self.atom = None
         elif char in "^$":
             end = position + 1
-            atom = None
-            out.append(char if line_anchors else "\\A" if char == "^" else "\\Z")
+            self.atom = None
+            self.out.append(char if self.line_anchors else "\\A" if char == "^" else "\\Z")
         else:
             end = position + 1
-            atom = None if char in "|*+?" else len(out)
-            out.append(char)
-        leading = leading and flags is not None and flags.group(3) == ")"
-        position = end
-    return "".join(out)
+            self.atom = None if char in "|*+?" else len(self.out)
+            self.out.append(char)
+        self.leading = self.leading and flags is not None and flags.group(3) == ")"
+        return end
+
+    def escape(self, position: int) -> int:
+        end = _escape_end(self.expression, position)
+        escape = self.expression[position:end]
+        self.atom = len(self.out)
+        if escape.startswith("\\g<"):
+            name = escape[3:-1]
+            if not name.isdigit() and name not in self.numbers:
+                raise self.refuse(f"a reference {escape} to no group before it")
+            self.out.append(f"\\k<{name if name.isdigit() else self.numbers[name]}>")
+        else:
+            self.out.append("\\z" if escape == "\\Z" else escape)
+        return end
+
+    def flag_group(self, flags: re.Match[str]) -> int:
+        on, off, kind = flags.group(1), flags.group(2) or "", flags.group(3)
+        if kind == ")" and not self.leading:
+            raise self.refuse(f"the inline flag group {flags.group()} after the start")
+        at_start = kind == ")"
+        self.line_anchors = self.line_anchors or (at_start and "m" in on)
+        on_hf = _flags(self.expression, on, at_start, "HF tokenizers")
+        off_hf = _flags(self.expression, off.replace("x", ""), False, "HF tokenizers")  # never on: (?x) is refused
+        written = on_hf + (f"-{off_hf}" if off_hf else "")
+        if kind == ":":
+            self.groups.append(len(self.out))
+            self.atom = None
+            self.out.append(f"(?{written}:")
+        elif written:
+            self.out.append(f"(?{written})")
+        return flags.end()
+
+    def group(self, position: int) -> int:
+        """A group's opening, a named back-reference or a comment at `position`."""
+        expression = self.expression
+        named = _NAMED_GROUP.match(expression, position)
+        reference = _NAMED_REFERENCE.match(expression, position)
+        if reference is not None:
+            if reference.group(1) not in self.numbers:
+                raise self.refuse(f"a reference {reference.group()} to no group before it")
+            self.atom = len(self.out)
+            self.out.append(f"\\k<{self.numbers[reference.group(1)]}>")
+            return reference.end()
+        if expression.startswith("(?#", position):
+            return expression.index(")", position) + 1 if ")" in expression[position:] else len(expression)
+        if named is not None or not expression.startswith("(?", position):
+            self.captured += 1
+            if named is not None:
+                self.numbers[named.group(1)] = self.captured
+        self.groups.append(len(self.out))
+        self.atom = None
+        self.out.append("(")
+        return position + 1 if named is None else named.end()
 
 
 def tiktoken_pattern_problem(expression: str) -> str | None:
@@ -381,12 +404,11 @@ def export_file_names() -> tuple[str, ...]:
 
 
 def check_exportable(formats: Iterable[str], pattern: str | Pattern | None) -> None:
-    """Refuses, before anything is trained or written, a custom pattern an export in `formats` cannot
-    carry (its row's `refuses`: HF's Oniguruma cannot read it after `hf_split_regex`, tiktoken cannot
-    read it), naming the construct."""
+    """Refuses, before anything is trained or written, a pattern an export in `formats` cannot carry
+    (its row's `refuses`: HF's Oniguruma cannot read it after `hf_split_regex`, tiktoken cannot read
+    it), naming the construct. Named patterns are checked as any regex (tests/test_pattern_table.py
+    finds every row exportable)."""
     resolved = resolve_pattern(pattern)
-    if resolved.name is not None:
-        return
     formats = set(formats)
     for row in _EXPORTS.values():
         if row.name in formats and row.refuses is not None:
@@ -405,8 +427,7 @@ def hf_tokenizer_json(
     pattern it cannot write, or that HF's Oniguruma then rejects, is refused: `check_exportable`)."""
     resolved = resolve_pattern(pattern)
     split_regex = hf_split_regex(resolved.regex)
-    if resolved.name is None:
-        _loads_in_hf(resolved.regex, split_regex)
+    _loads_in_hf(resolved.regex, split_regex)
     specials = check_special_tokens(special_tokens)
     regular, special_ids = _split_ids(vocab, specials)
     model_vocab = {
@@ -702,7 +723,7 @@ def tiktoken_encoding(
         # tiktoken's special-token regex takes them in hash-map order, not longest first.
         raise BPEInputError(f"tiktoken cannot split overlapping special tokens exactly: {overlapping}")
     resolved = resolve_pattern(pattern)
-    if resolved.name is None and (problem := tiktoken_pattern_problem(resolved.regex)):
+    if problem := tiktoken_pattern_problem(resolved.regex):
         raise _unexportable(resolved.regex, problem, "tiktoken")
     pat_str = resolved.regex
     return tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=mergeable, special_tokens=special_ids)

@@ -12,7 +12,9 @@ Named patterns:
   contractions after either, `[\\r\\n/]*` after punctuation).
 - `nanochat`: nanochat's `SPLIT_PATTERN`: rustbpe's with numbers of one or two digits (`\\p{N}{1,2}`).
 
-Names are case-insensitive, and tiktoken's encoding names are aliases: `cl100k_base` is `cl100k`,
+Each is one row of PATTERN_ROWS (`NamedPattern`: its name, regex, native scanner, safe cuts and
+Unicode facts), which every other module reads; adding one is docs/PATTERNS.md. Names are
+case-insensitive, and tiktoken's encoding names are aliases: `cl100k_base` is `cl100k`,
 `o200k_base` is `o200k`, `r50k_base` and `gpt2` are `gpt2`. A pattern that looks like a name (letters,
 digits, `_` and `-` alone: no regex would pre-tokenize with it) but is none is refused, listing them.
 
@@ -37,6 +39,7 @@ classes (every named pattern's); other Unicode classes (`\\w`, scripts) keep the
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, cached_property
 
@@ -87,27 +90,157 @@ _NANOCHAT_PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 
-# What the native scanners count, in bpe::PretokenPattern's order (`_count_cpp.NATIVE_PATTERNS`).
-NATIVE_PATTERNS = (GPT2, CL100K, RUSTBPE, O200K)
-
-NAMED_PATTERNS: dict[str, str] = {
-    GPT2: GPT2_SPLIT_PATTERN,
-    CL100K: _CL100K_PATTERN,
-    O200K: _O200K_PATTERN,
-    RUSTBPE: _RUSTBPE_PATTERN,
-    NANOCHAT: _NANOCHAT_PATTERN,
-}
-
-# tiktoken's encoding names for our patterns (r50k's pat_str is gpt2's but for `\s++$`, see above).
-PATTERN_ALIASES: dict[str, str] = {"cl100k_base": CL100K, "o200k_base": O200K, "r50k_base": GPT2}
-
-# What a name looks like; a regex spelled so (no metacharacter) matches only that word.
-_NAME_LIKE = regex.compile(r"[A-Za-z0-9_\-]+")
-
+# Two adjacent characters that no GPT-2 pre-token spans, whatever text comes before or after them
+# (matched backwards, `NamedPattern.safe_cut`): a non-space before whitespace; a letter before a
+# number or a symbol; a number before a letter or a symbol; a symbol before a letter or a number,
+# except an apostrophe before a letter (it may start a contraction such as 's).
+_GPT2_SAFE_CUT = r"\S(?=\s)|\p{L}(?=[^\s\p{L}])|\p{N}(?=[^\s\p{N}])|[^\s\p{L}\p{N}'](?=[\p{L}\p{N}])|'(?=\p{N})"
+# The same for cl100k's and o200k's patterns, which take more across a class change: a symbol or a
+# space before letters (cl100k's `[^\r\n\p{L}\p{N}]?+\p{L}+`), a symbol before newlines (`[\r\n]*`, o200k
+# `[\r\n/]*`), marks and contractions after letters (o200k). What no alternative of either spans: a
+# letter before anything but a letter, a mark or an apostrophe (a letter run ends; contractions need
+# the apostrophe); a number before a non-number (only `\p{N}{1,3}` takes numbers, and a run is never
+# cut inside); anything else but whitespace before a number or a space or tab (a symbol run's
+# `[\r\n/]*` stops there and letters do not follow). Neither pattern looks behind, and a piece never
+# ends in whitespace, where cl100k's `\s++$` would see an end. rustbpe's pattern takes at most what
+# cl100k's takes, so cl100k's cuts hold for it.
+_GPT4_SAFE_CUT = r"\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=\P{N})|[^\s\p{L}\p{N}](?=\p{N}|[^\S\r\n])"
 
 # The Unicode version rustbpe 0.1.0, tiktoken 0.14 and HF tokenizers 0.23 class characters by: each
 # one's classes equal regex's Unicode 16.0 ones on every code point (docs/REFERENCES.md, the probe).
 TOOLS_UNICODE = "16.0"
+
+
+@dataclass(frozen=True)
+class NamedPattern:
+    """One named pre-tokenizer, a row of PATTERN_ROWS: all the package knows of it (docs/PATTERNS.md).
+    A named pattern matches every character of any text (tests/test_pattern_table.py checks each row).
+
+    - `name`: what `pattern=` and `--pattern` take (any case), lower-case letters, digits, `_`, `-`;
+      `aliases` other names it is found by (tiktoken's encodings'); `about` what `--pattern`'s help
+      says it is.
+    - `scanner`: the native scanner that counts and encodes it exactly as `regex` matches `regex`, by
+      its name in cpp/scan/pretokenize_gpt4.hpp's `kNamedScanners`; None: `regex` runs it.
+    - `safe_cut`: an expression, matched backwards, whose match ends where no pre-token spans
+      whatever text follows (`Tokenizer.encode_iterable` cuts its buffer there); None: only after
+      special tokens.
+    - `whitespace_cuts`: whether counting may cut text before a space or newline after an ASCII letter
+      or digit (`splitting.whitespace_cuts`: no alternative spans one); a native scanner's must (the
+      C++ counter cuts so). Otherwise text is cut at special tokens only.
+    - `encodes_by`: the Unicode version a `Tokenizer` given it with none encodes by (tiktoken's
+      encodings': TOOLS_UNICODE, as tiktoken); None: the installed `regex`'s.
+    - `version1`: `regex` reads `regex` alike under VERSION1 without full case folding (no `--`, `&&`,
+      `||`, `~~` or nested `[` in a class), so that `classes_as` spells another Unicode version's
+      classes as sets (fast); else as lookaheads (3-4 times slower)."""
+
+    name: str
+    regex: str
+    about: str
+    aliases: tuple[str, ...] = ()
+    scanner: str | None = None
+    safe_cut: str | None = None
+    whitespace_cuts: bool = False
+    encodes_by: str | None = None
+    version1: bool = False
+
+    def __post_init__(self) -> None:
+        for name in (self.name, *self.aliases):
+            if not (_NAME_LIKE.fullmatch(name) and name == name.lower()):
+                raise ValueError(f"a pattern's name is lower-case letters, digits, _ and -, not {name!r}")
+        if self.scanner is not None and not self.whitespace_cuts:
+            raise ValueError(f"pattern {self.name!r}: the native counter cuts at whitespace (whitespace_cuts=True)")
+
+
+# What a name looks like; a regex spelled so (no metacharacter) matches only that word.
+_NAME_LIKE = regex.compile(r"[A-Za-z0-9_\-]+")
+
+# Every named pattern, one row each; `resolve_pattern` finds them by name, the rest of the package by
+# `Pattern.row`. The order is how names are listed. A new one is this one row (docs/PATTERNS.md).
+PATTERN_ROWS: tuple[NamedPattern, ...] = (
+    NamedPattern(
+        GPT2,
+        GPT2_SPLIT_PATTERN,
+        "default, CS336's",
+        aliases=("r50k_base",),  # r50k's pat_str is gpt2's but for `\s++$` (see above)
+        scanner=GPT2,
+        safe_cut=_GPT2_SAFE_CUT,
+        whitespace_cuts=True,
+        version1=True,
+    ),
+    NamedPattern(
+        CL100K,
+        _CL100K_PATTERN,
+        "GPT-4",
+        aliases=("cl100k_base",),
+        scanner=CL100K,
+        safe_cut=_GPT4_SAFE_CUT,
+        whitespace_cuts=True,
+        encodes_by=TOOLS_UNICODE,
+        version1=True,
+    ),
+    NamedPattern(
+        O200K,
+        _O200K_PATTERN,
+        "GPT-4o",
+        aliases=("o200k_base",),
+        scanner=O200K,
+        safe_cut=_GPT4_SAFE_CUT,
+        whitespace_cuts=True,
+        encodes_by=TOOLS_UNICODE,
+        version1=True,
+    ),
+    NamedPattern(
+        RUSTBPE,
+        _RUSTBPE_PATTERN,
+        "rustbpe's GPT-4 split",
+        scanner=RUSTBPE,
+        safe_cut=_GPT4_SAFE_CUT,
+        whitespace_cuts=True,
+        version1=True,
+    ),
+    NamedPattern(NANOCHAT, _NANOCHAT_PATTERN, "nanochat's", whitespace_cuts=True, version1=True),
+)
+
+
+def pattern_rows() -> tuple[NamedPattern, ...]:
+    """Every row, in order (read when asked: a row added to PATTERN_ROWS at run time is among them)."""
+    return PATTERN_ROWS
+
+
+def named_pattern(name: str) -> NamedPattern | None:
+    """The row named `name` or one of its aliases, in any case; None when there is none."""
+    wanted = name.lower()
+    for row in PATTERN_ROWS:
+        if wanted == row.name or wanted in row.aliases:
+            return row
+    return None
+
+
+def _row_of_regex(expression: str) -> NamedPattern | None:
+    """The row whose expression is `expression`, if any."""
+    for row in PATTERN_ROWS:
+        if expression == row.regex:
+            return row
+    return None
+
+
+def check_native_scanners(scanners: Iterable[str]) -> None:
+    """The one check that the native library's named scanners (`_count_cpp.NATIVE_PATTERNS`, from
+    the C++'s `kNamedScanners`) are the rows' `scanner`s: each binding runs it when it loads; a
+    mismatch (a library built before a row changed) is an ImportError saying to rebuild."""
+    built = tuple(scanners)
+    named = tuple(row.scanner for row in PATTERN_ROWS if row.scanner is not None)
+    if set(built) != set(named) or len(set(built)) != len(built):
+        raise ImportError(
+            f"the native library's scanners ({', '.join(built)}) are not the pattern rows' ({', '.join(named)}): "
+            "rebuild it (pip install -e .)"
+        )
+
+
+# Views of the rows as they were at import, for callers of old (the package reads the rows).
+NATIVE_PATTERNS = tuple(row.name for row in PATTERN_ROWS if row.scanner is not None)
+NAMED_PATTERNS: dict[str, str] = {row.name: row.regex for row in PATTERN_ROWS}
+PATTERN_ALIASES: dict[str, str] = {alias: row.name for row in PATTERN_ROWS for alias in row.aliases}
 
 
 @dataclass(frozen=True)
@@ -129,22 +262,35 @@ class Pattern:
         return self.unicode or installed_unicode()
 
     @property
+    def row(self) -> NamedPattern | None:
+        """Its row of PATTERN_ROWS; None for a regex of no name."""
+        return None if self.name is None else named_pattern(self.name)
+
+    @property
+    def scanner(self) -> str | None:
+        """The native scanner that runs it (`NamedPattern.scanner`), what the bindings take; None:
+        counting and encoding go through `regex`."""
+        row = self.row
+        return None if row is None else row.scanner
+
+    @property
     def native(self) -> bool:
         """Whether the native scanner counts it (else counting goes through `regex`)."""
-        return self.name in NATIVE_PATTERNS
+        return self.scanner is not None
 
     @property
     def native_encoding(self) -> bool:
         """Whether the compiled encoder runs it (the native scanner's patterns; else encoding goes
         through `regex`)."""
-        return self.name in NATIVE_PATTERNS
+        return self.scanner is not None
 
     @property
     def whitespace_cuts_safe(self) -> bool:
         """Whether text may be cut before a space or newline that follows an ASCII letter or digit
-        (`splitting.whitespace_cuts`) without splitting a match: true of the named patterns, whose
-        every alternative ends before such whitespace; any other regex is cut only at special tokens."""
-        return self.name is not None
+        (`splitting.whitespace_cuts`) without splitting a match (`NamedPattern.whitespace_cuts`); any
+        other regex is cut only at special tokens."""
+        row = self.row
+        return row is not None and row.whitespace_cuts
 
     @property
     def label(self) -> str:
@@ -177,9 +323,14 @@ class Pattern:
         return pieces
 
 
+def native_pattern_names() -> str:
+    """The names of the patterns a native scanner runs, for messages."""
+    return ", ".join(row.name for row in PATTERN_ROWS if row.scanner is not None)
+
+
 def known_pattern_names() -> str:
     """The names `resolve_pattern` takes, for messages."""
-    return ", ".join([*NAMED_PATTERNS, *PATTERN_ALIASES])
+    return ", ".join([*(row.name for row in PATTERN_ROWS), *(alias for row in PATTERN_ROWS for alias in row.aliases)])
 
 
 def resolve_pattern(pattern: str | Pattern | None) -> Pattern:
@@ -193,22 +344,21 @@ def resolve_pattern(pattern: str | Pattern | None) -> Pattern:
     if not isinstance(pattern, str):
         raise BPEInputError(f"pattern must be a name ({known_pattern_names()}) or a regex string, got {pattern!r}")
     if _NAME_LIKE.fullmatch(pattern):
-        name = PATTERN_ALIASES.get(pattern.lower(), pattern.lower())
-        if name not in NAMED_PATTERNS:
+        row = named_pattern(pattern)
+        if row is None:
             raise BPEInputError(
                 f"pattern {pattern!r} is no known name; give one of {known_pattern_names()} (any case), "
                 "or a regular expression"
             )
-        return Pattern(NAMED_PATTERNS[name], name)
+        return Pattern(row.regex, row.name)
     return pattern_from_regex(pattern)
 
 
 def pattern_from_regex(pattern: str) -> Pattern:
     """A pattern given by its expression (a run's or a count file's record): the named pattern whose
     text it is, else that regex. Refuses an expression that does not compile, naming it."""
-    for name, expression in NAMED_PATTERNS.items():
-        if pattern == expression:
-            return Pattern(expression, name)
+    if (row := _row_of_regex(pattern)) is not None:
+        return Pattern(row.regex, row.name)
     if not pattern:
         raise BPEInputError("pattern must not be empty")
     try:
@@ -243,9 +393,8 @@ def runaway_error(pattern: Pattern, num_chars: int, seconds: float) -> BPEInputE
 def pattern_label(expression: str) -> str:
     """How messages name a pattern known by its regex (a count file's, a run's): the name of a named
     one, else the regex in quotes."""
-    for name, named in NAMED_PATTERNS.items():
-        if expression == named:
-            return name
+    if (row := _row_of_regex(expression)) is not None:
+        return row.name
     # Quoted as written (repr would double every backslash), unless it holds a newline or the like.
     return f"'{expression}'" if expression.isprintable() else repr(expression)
 
@@ -339,12 +488,13 @@ def classes_as(expression: str, unicode: str | None) -> str:
     """`expression` for `regex`, matching by the classes of Unicode `unicode` where the installed
     `regex` has another's: each `\\p{..}` / `\\P{..}` and each bracketed class holding one becomes
     the class less R and with A, R the code points the version's class lacks and A those it adds. In a
-    named pattern that is one set, `[[X--[R]][A]]` under `(?V1-f)` (version 1's set operations without
-    its full case folding; those patterns mean the same in either version), as fast as the class; in
-    any other regex `(?:(?![R])X|[A])`, which leaves its version 0 syntax alone (3-4 times slower)."""
+    named pattern whose row says `version1` that is one set, `[[X--[R]][A]]` under `(?V1-f)` (version
+    1's set operations without its full case folding; the row says it means the same in either
+    version), as fast as the class; in any other regex `(?:(?![R])X|[A])`, which leaves its version 0
+    syntax alone (3-4 times slower)."""
     if unicode is None or unicode == installed_unicode():
         return expression
-    as_set = expression in NAMED_PATTERNS.values()
+    as_set = (row := _row_of_regex(expression)) is not None and row.version1
     pieces = []
     position = 0
     while position < len(expression):

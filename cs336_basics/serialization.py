@@ -54,7 +54,7 @@ from typing import Any, BinaryIO
 from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
 from .contract import BPEInputError, Merges, Vocab
 from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .pattern import GPT2, NAMED_PATTERNS, Pattern, check_unicode, pattern_from_regex
+from .pattern import GPT2, GPT2_SPLIT_PATTERN, Pattern, check_unicode, pattern_from_regex
 from .tie_break import CS336
 from .vocab_layout import CS336_LAYOUT
 
@@ -116,7 +116,7 @@ def recorded_rules(run: dict[str, Any]) -> dict[str, Any]:
     """`run_rules`' fields of a run's metadata; a file older than them trained by gpt2, cs336, cs336,
     without limits."""
     default = {
-        "pattern": {"name": GPT2, "regex": NAMED_PATTERNS[GPT2]},
+        "pattern": {"name": GPT2, "regex": GPT2_SPLIT_PATTERN},
         "tie_break": CS336,
         "layout": CS336_LAYOUT,
         "min_frequency": NO_LIMITS.min_frequency,

@@ -86,7 +86,7 @@ class _StreamCounter:
                 self.tokens,
                 num_threads,
                 expected_bytes,
-                pattern=self.pattern.name,
+                pattern=self.pattern.scanner,
                 unicode=self.pattern.unicode_version,
             )
             if native is not None

@@ -264,7 +264,7 @@ def _count_buffer(
     try:
         if native is not None:
             return native.count_words_in_buffer(
-                data, special_tokens, num_threads, pattern=pattern.name, unicode=pattern.unicode_version
+                data, special_tokens, num_threads, pattern=pattern.scanner, unicode=pattern.unicode_version
             )
         return dict(count_words_in_text(decode_utf8(bytes(data)), special_tokens, pattern))
     except (ValueError, UnicodeDecodeError) as error:
@@ -342,7 +342,7 @@ def count_tasks(
                 progress(task_size(task))
         table = add_tables(tables)
         return table if num_slices is None else split_table(table, num_slices)
-    counter = native.WordCounter(special_tokens, num_threads, pattern=pattern.name, unicode=pattern.unicode_version)
+    counter = native.WordCounter(special_tokens, num_threads, pattern=pattern.scanner, unicode=pattern.unicode_version)
     for task in tasks:
         try:
             if len(task) == 1 and not is_url(task[0].path):

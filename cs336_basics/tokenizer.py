@@ -37,6 +37,7 @@ import tempfile
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import BinaryIO
 
@@ -54,14 +55,9 @@ from .contract import (
     invalid_utf8_error,
 )
 from .pattern import (
-    CL100K,
-    GPT2,
-    NATIVE_PATTERNS,
-    O200K,
-    RUSTBPE,
-    TOOLS_UNICODE,
     UNICODE_VERSIONS,
     Pattern,
+    native_pattern_names,
     resolve_pattern,
 )
 from .serialization import _current_umask, load_tokenizer_files, run_pattern
@@ -85,34 +81,12 @@ _MIN_PIECE_CHARS = 1 << 12
 # encode_iterable reads a file (and re-slices longer strings) in blocks of this many characters, so
 # a file of one long line is never held whole.
 _READ_BLOCK_CHARS = 1 << 13
-# Two adjacent characters that no GPT-2 pre-token spans, whatever text comes before or after them
-# (see split_stream): a non-space before whitespace; a letter before a number or a symbol; a number
-# before a letter or a symbol; a symbol before a letter or a number, except an apostrophe before a
-# letter (it may start a contraction such as 's).
-_LAST_SAFE_CUT = regex.compile(
-    r"\S(?=\s)|\p{L}(?=[^\s\p{L}])|\p{N}(?=[^\s\p{N}])|[^\s\p{L}\p{N}'](?=[\p{L}\p{N}])|'(?=\p{N})",
-    flags=regex.REVERSE,
-)
-# The same for cl100k's and o200k's patterns, which take more across a class change: a symbol or a
-# space before letters (cl100k's `[^\r\n\p{L}\p{N}]?+\p{L}+`), a symbol before newlines (`[\r\n]*`, o200k
-# `[\r\n/]*`), marks and contractions after letters (o200k). What no alternative of either spans: a
-# letter before anything but a letter, a mark or an apostrophe (a letter run ends; contractions need
-# the apostrophe); a number before a non-number (only `\p{N}{1,3}` takes numbers, and a run is never
-# cut inside); anything else but whitespace before a number or a space or tab (a symbol run's
-# `[\r\n/]*` stops there and letters do not follow). Neither pattern looks behind, and a piece never
-# ends in whitespace, where cl100k's `\s++$` would see an end.
-_LAST_SAFE_CUT_CL100K_O200K = regex.compile(
-    r"\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=\P{N})|[^\s\p{L}\p{N}](?=\p{N}|[^\S\r\n])",
-    flags=regex.REVERSE,
-)
-# Any other regex is cut only after special tokens: where it may be cut otherwise is not known.
-# rustbpe's pattern takes at most what cl100k's takes, so cl100k's cuts hold for it.
-_SAFE_CUTS = {
-    GPT2: _LAST_SAFE_CUT,
-    CL100K: _LAST_SAFE_CUT_CL100K_O200K,
-    O200K: _LAST_SAFE_CUT_CL100K_O200K,
-    RUSTBPE: _LAST_SAFE_CUT_CL100K_O200K,
-}
+
+
+# Where a pattern's pre-tokens may be cut (`NamedPattern.safe_cut`), compiled once per expression.
+@cache
+def _safe_cut(expression: str) -> regex.Pattern:
+    return regex.compile(expression, flags=regex.REVERSE)
 
 
 def _native_module():
@@ -171,8 +145,8 @@ class Tokenizer:
     regex encodes on the pure-Python path (`native=True` is refused with it). There,
     `encode_iterable` and `encode_file` cut the text where the named patterns cannot span; a custom
     regex is cut only after special tokens, so text between two of them is held whole. Characters are
-    classed by the Unicode version the pattern carries (a run's records it); "cl100k" and "o200k"
-    without one by tiktoken's (`pattern.TOOLS_UNICODE`), the others by the installed `regex`'s.
+    classed by the Unicode version the pattern carries (a run's records it); without one by its row's
+    `encodes_by` ("cl100k" and "o200k": tiktoken's, `pattern.TOOLS_UNICODE`), else the installed `regex`'s.
 
     Text a custom regex does not match is not lost: each stretch between two matches is a
     pre-token of its own, encoded with the same merges, as the exported tokenizer.json's `Split`
@@ -199,8 +173,8 @@ class Tokenizer:
             raise BPEInputError(f"drop_unmatched must be True or False, got {drop_unmatched!r}")
         # What the pattern leaves unmatched is left out (tiktoken's behaviour) rather than encoded (HF's).
         self.drop_unmatched = drop_unmatched
-        if self.pattern.unicode is None and self.pattern.name in (CL100K, O200K):
-            self.pattern = replace(self.pattern, unicode=TOOLS_UNICODE)  # tiktoken's encodings, as tiktoken
+        if self.pattern.unicode is None and self.pattern.row is not None and self.pattern.row.encodes_by:
+            self.pattern = replace(self.pattern, unicode=self.pattern.row.encodes_by)  # tiktoken's, as tiktoken
         if isinstance(special_tokens, str):
             raise BPEInputError(f"special_tokens must be a list of strings; wrap {special_tokens!r} in a list")
         specials = check_special_tokens(special_tokens)
@@ -326,7 +300,7 @@ class Tokenizer:
         if not self.pattern.native_encoding:
             if native:
                 raise BPEInputError(
-                    f"native=True needs a pattern the compiled encoder runs ({', '.join(NATIVE_PATTERNS)}); "
+                    f"native=True needs a pattern the compiled encoder runs ({native_pattern_names()}); "
                     f"pattern {self.pattern.label!r} encodes with native=None or False"
                 )
             return None
@@ -341,7 +315,7 @@ class Tokenizer:
         merges = [(left, right, merged) for (left, right), (_, merged) in self._ranked_merges()]
         specials = [(token.encode("utf-8"), token_id) for token, token_id in self._special_ids.items()]
         table = UNICODE_VERSIONS.index(self.pattern.unicode_version)
-        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots, self.pattern.name, table)
+        return module.NativeEncoder(self._byte_ids, merges, specials, cache_slots, self.pattern.scanner, table)
 
     def _ranked_merges(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
         return sorted(self._merge_ranks.items(), key=lambda item: item[1][0])
@@ -561,9 +535,9 @@ class Tokenizer:
                 settled = match.end()
         # The character after the cut must lie in the buffer and before `undecided`.
         end = min(undecided, len(buffer) - 1)
-        safe_cut = _SAFE_CUTS.get(self.pattern.name)
-        if end > settled and safe_cut is not None:
-            match = safe_cut.search(buffer, settled, end + 1)
+        row = self.pattern.row
+        if end > settled and row is not None and row.safe_cut is not None:
+            match = _safe_cut(row.safe_cut).search(buffer, settled, end + 1)
             if match is not None:
                 return match.end()
         return settled

@@ -407,7 +407,7 @@ def _train_by_lines(
                 threads,
                 chunk_bytes,
                 advance,
-                rules.pattern.name,
+                rules.pattern.scanner,
                 by_lines=True,
                 unicode=rules.pattern.unicode_version,
             )

@@ -116,11 +116,11 @@ int main(int argc, char** argv) {
             std::printf("  ratio: count 2 threads / 1 thread (wall) %.2fx\n", count_wall[2] / count_wall[1]);
         }
     }
-    const std::pair<bpe::PretokenPattern, const char*> gpt4_patterns[] = {
-        {bpe::PretokenPattern::kCl100k, "cl100k"},
-        {bpe::PretokenPattern::kRustbpe, "rustbpe"},
-        {bpe::PretokenPattern::kO200k, "o200k"}};
-    for (const auto& [pattern, name] : gpt4_patterns) {
+    // Every other named scanner (bpe::kNamedScanners), GPT-2's being measured above.
+    for (const bpe::NamedScanner& scanner : bpe::kNamedScanners) {
+        const bpe::PretokenPattern pattern = scanner.pattern;
+        const char* name = scanner.name.data();
+        if (pattern == bpe::PretokenPattern::kGpt2) continue;
         if (mode != "all" && mode != "gpt4" && mode != name) continue;
         size_t pretokens = 0;
         size_t checksum = 0;

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from cs336_basics import train_bpe
 from cs336_basics.backend import pure_python_forced
-from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
+from cs336_basics.pattern import PATTERN_ROWS, resolve_pattern
 from cs336_basics.splitting import count_words_in_text
 
 if pure_python_forced():
@@ -42,8 +42,10 @@ def scanner_path(request: pytest.FixtureRequest) -> Iterator[str]:
     native.use_scanner_path(previous)
 
 
-GPT4_PATTERNS = ["cl100k", "rustbpe", "o200k"]
-COMPILED = {name: regex.compile(NAMED_PATTERNS[name]) for name in GPT4_PATTERNS}
+# Every row's native scanner but GPT-2's (tests/test_pretokenizer.py holds it to its regex), by its row.
+GPT4_PATTERNS = [row.name for row in PATTERN_ROWS if row.scanner is not None and row.name != "gpt2"]
+SCANNERS = {row.name: row.scanner for row in PATTERN_ROWS}
+COMPILED = {row.name: regex.compile(row.regex) for row in PATTERN_ROWS}
 
 # Where GPT-4's alternatives meet: contractions in any case (and U+017F, which folds to s), a non-letter
 # before letters (a tab, punctuation, an apostrophe), digit runs cut in threes, punctuation followed by
@@ -94,7 +96,7 @@ def test_the_native_patterns_are_named():
 @example(text="!!\u0301a \u0301x \u02b0ABC Ab\u0301Cd \u4e2d\u6587abc\u4e2dDEF ab\u02b0CD ab\u02b0cd" * 3)
 @example(text="L'd\u4e2d\u042fd Ae't\u02b0Ba a's's\u4e2dB" * 4)  # a contraction ends a word: no lower run goes on
 def test_scanner_equals_regex(name: str, text: str):
-    assert native.pretokenize(text, name) == COMPILED[name].findall(text)
+    assert native.pretokenize(text, SCANNERS[name]) == COMPILED[name].findall(text)
 
 
 def test_the_patterns_differ_only_at_the_end():
@@ -111,9 +113,9 @@ def test_invalid_utf8_names_the_decoders_offset(name: str, data: bytes):
         data.decode("utf-8")
     except UnicodeDecodeError as error:
         with pytest.raises(ValueError, match=f"at byte offset {error.start}$"):
-            native.pretoken_ends(data, name)
+            native.pretoken_ends(data, SCANNERS[name])
     else:
-        assert sum(1 for _ in native.pretoken_ends(data, name)) == len(COMPILED[name].findall(data.decode()))
+        assert sum(1 for _ in native.pretoken_ends(data, SCANNERS[name])) == len(COMPILED[name].findall(data.decode()))
 
 
 def as_dict(counts) -> dict[bytes, int]:
@@ -129,10 +131,11 @@ def test_counting_a_file_equals_regex(tmp_path: Path, name: str, parts: list[str
     path = tmp_path / "corpus.txt"
     path.write_bytes(text.encode("utf-8"))
     expected = dict(count_words_in_text(text, [ENDOFTEXT], name))
-    assert as_dict(native.count_words(str(path), [ENDOFTEXT], 1, pattern=name)) == expected
+    scanner = SCANNERS[name]
+    assert as_dict(native.count_words(str(path), [ENDOFTEXT], 1, pattern=scanner)) == expected
     for threads, chunk_bytes in ((3, 64), (2, 1 << 10)):
-        assert as_dict(native.count_words(str(path), [ENDOFTEXT], threads, chunk_bytes, pattern=name)) == expected
-    assert as_dict(native.count_words_in_buffer(text.encode(), [ENDOFTEXT], 2, 97, pattern=name)) == expected
+        assert as_dict(native.count_words(str(path), [ENDOFTEXT], threads, chunk_bytes, pattern=scanner)) == expected
+    assert as_dict(native.count_words_in_buffer(text.encode(), [ENDOFTEXT], 2, 97, pattern=scanner)) == expected
 
 
 @pytest.mark.parametrize("name", GPT4_PATTERNS)
@@ -147,14 +150,14 @@ def test_chunks_do_not_cut_where_the_pattern_joins(name: str):
     text += "tail \n \n "
     expected = dict(count_words_in_text(text, [ENDOFTEXT], name))
     for threads, chunk_bytes in ((1, None), (3, 50), (2, 333)):
-        counts = native.count_words_in_buffer(text.encode(), [ENDOFTEXT], threads, chunk_bytes, pattern=name)
+        counts = native.count_words_in_buffer(text.encode(), [ENDOFTEXT], threads, chunk_bytes, pattern=SCANNERS[name])
         assert as_dict(counts) == expected
 
 
 @pytest.mark.parametrize("name", GPT4_PATTERNS)
 def test_the_stream_counter_takes_the_pattern(name: str):
     documents = ["A doc'S end  \n", "12345 and!\n\n", "tail \t"]
-    counter = native.WordCounter([ENDOFTEXT], 2, pattern=name)
+    counter = native.WordCounter([ENDOFTEXT], 2, pattern=SCANNERS[name])
     counter.count(ENDOFTEXT.join(documents).encode())
     kept, _ = counter.count_texts(documents, ENDOFTEXT)
     assert kept

@@ -28,13 +28,41 @@
 
 namespace bpe {
 
-// The pre-tokenizers the native scanners run; the values are what the bindings pass.
+// The pre-tokenizers the native scanners run (for_each_pretoken_block_of dispatches on them).
 enum class PretokenPattern : int {
     kGpt2 = 0,
     kCl100k = 1,
     kRustbpe = 2,
     kO200k = 3,
 };
+
+// Each scanner by the name the bindings find it by: a row's `scanner` in cs336_basics/pattern.py,
+// the one list the bindings check the rows against when they load (pattern.check_native_scanners).
+struct NamedScanner {
+    std::string_view name;
+    PretokenPattern pattern;
+};
+inline constexpr NamedScanner kNamedScanners[] = {
+    {"gpt2", PretokenPattern::kGpt2},
+    {"cl100k", PretokenPattern::kCl100k},
+    {"rustbpe", PretokenPattern::kRustbpe},
+    {"o200k", PretokenPattern::kO200k},
+};
+inline constexpr size_t kNamedScannerCount = sizeof(kNamedScanners) / sizeof(kNamedScanners[0]);
+
+// The scanner named `name` into `pattern`; false when there is none of that name.
+inline bool find_named_scanner(std::string_view name, PretokenPattern& pattern) noexcept {
+    for (const NamedScanner& scanner : kNamedScanners) {
+        if (scanner.name == name) {
+            pattern = scanner.pattern;
+            return true;
+        }
+    }
+    return false;
+}
+
+// The name of the scanner at `index` of kNamedScanners (index < kNamedScannerCount).
+inline const char* named_scanner_name(size_t index) noexcept { return kNamedScanners[index].name.data(); }
 
 // The Unicode table at `index` of unicode_tables::kTables (the bindings pass the index); throws
 // std::invalid_argument past the last.
