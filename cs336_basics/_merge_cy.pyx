@@ -41,7 +41,7 @@ cdef inline int32_t right_of(Pair pair) noexcept nogil:
 
 
 cdef void merge_word(const vector[int32_t]& word, Pair pair, int32_t new_token, vector[int32_t]& merged):
-    """contract.merge_word: replace every non-overlapping occurrence of `pair`, left to right."""
+    """vocab_layout.merge_word: replace every non-overlapping occurrence of `pair`, left to right."""
     cdef int32_t left = left_of(pair), right = right_of(pair)
     cdef size_t index = 0, length = word.size()
     merged.clear()

@@ -53,7 +53,7 @@ bool ascii_alnum_before(std::string_view text, size_t p) {
 // special token. No GPT-2 alternative matches whitespace after a non-space, so the word before p
 // ends at p; the whitespace run starts a new word, and `(?!\S)` only looks forward from inside it.
 // GPT-4's patterns take newlines after punctuation (` ?[^\s\p{L}\p{N}]++[\r\n]*`), so under them the
-// character before p must be an ASCII letter or digit (contract.whitespace_cuts' rule): a letter or
+// character before p must be an ASCII letter or digit (splitting.whitespace_cuts' rule): a letter or
 // number run ends there, and the text before the cut ends in no whitespace for `\s++$` to see.
 // An ASCII byte never lies inside a multi-byte character.
 size_t find_whitespace_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t limit,
