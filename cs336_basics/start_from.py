@@ -35,8 +35,7 @@ from .contract import (
     check_special_tokens,
     merge_word,
 )
-from .pattern import Pattern, pattern_label, resolve_pattern
-from .presets import resolve_preset
+from .pattern import Pattern
 
 
 @dataclass(frozen=True)
@@ -106,9 +105,7 @@ def replay_ids(start_from: Merges | None) -> list[tuple[int, int]]:
 # Checking a base
 
 
-def check_base(
-    vocab: object, merges: object, special_tokens: Iterable[str] = (), source: str = "start_from"
-) -> Base:
+def check_base(vocab: object, merges: object, special_tokens: Iterable[str] = (), source: str = "start_from") -> Base:
     """The base, checked: byte-level BPE whose merges build its vocabulary. Every byte is a token;
     each merge joins the bytes or tokens of earlier merges into a token no earlier merge makes, and
     its token is in the vocabulary; a token no merge builds must be a special token (`special_tokens`,
@@ -125,8 +122,7 @@ def check_base(
             f"hold ({MAX_TOKEN_ID:,}, 2**32 - 2)"
         )
     if not isinstance(merges, (list, tuple)) or not all(
-        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair)
-        for pair in merges
+        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair) for pair in merges
     ):
         raise BPEInputError(f"{source}: the merges must be a list of (bytes, bytes) pairs")
     merges = list(merges)
@@ -191,32 +187,6 @@ def extended_vocab(base: Base, special_tokens: Iterable[str], new_merges: Merges
     for token_id, token in enumerate(order, start=base.next_id):
         vocab[token_id] = token
     return vocab
-
-
-def run_pattern_from(base: Base | None, pattern: str | Pattern | None, like: str | None) -> str | Pattern | None:
-    """The pattern a run from `base` trains with: the one asked for, else the base's (where it records
-    one), else `like`'s or the default. A pattern asked for (or `like`'s) that is not the base's is
-    refused, naming both: the new merges would be counted on other pre-tokens than the base's."""
-    if base is None or base.pattern is None:
-        return pattern
-    recorded = base.pattern
-    if pattern is None and like is not None:
-        preset = resolve_preset(like)
-        implied = None if preset.any_pattern else resolve_pattern(preset.pattern)
-        if implied is not None and implied.regex != recorded.regex:
-            raise BPEInputError(
-                f"like={like!r} trains with the pattern {implied.label}, but {base.source} was trained with "
-                f"{pattern_label(recorded.regex)}: go on from it with its pattern, or start from another base"
-            )
-    if pattern is None:
-        return recorded
-    asked = resolve_pattern(pattern)
-    if asked.regex != recorded.regex:
-        raise BPEInputError(
-            f"pattern {pattern_label(asked.regex)} contradicts {base.source}, which was trained with the pattern "
-            f"{pattern_label(recorded.regex)}; leave the pattern out to go on with the base's"
-        )
-    return asked
 
 
 def run_special_tokens(base: Base, special_tokens: Iterable[str]) -> list[str]:
@@ -352,8 +322,10 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
     model = document.get("model") if isinstance(document, dict) else None
     if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
         raise BPEInputError(f"start_from: {path} is not a BPE tokenizer.json (its model is not BPE)")
-    if not _byte_level(document.get("pre_tokenizer")) or model.get("continuing_subword_prefix") or model.get(
-        "end_of_word_suffix"
+    if (
+        not _byte_level(document.get("pre_tokenizer"))
+        or model.get("continuing_subword_prefix")
+        or model.get("end_of_word_suffix")
     ):
         raise BPEInputError(f"start_from: {path} is not byte-level BPE (no ByteLevel pre-tokenizer, or word affixes)")
     if not isinstance(model.get("vocab"), dict) or not isinstance(model["merges"], list):
@@ -422,4 +394,3 @@ def _load_tiktoken(path: Path, specials: list[str]) -> Base:
         merge_rank[(parts[0], parts[1])] = len(merges)
         merges.append((parts[0], parts[1]))
     return check_base(vocab, merges, specials, str(path))
-
