@@ -24,5 +24,5 @@ def merge(
     *,
     rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    # The binding checks tie_break and the limits, and replays start_from's merges first (start_from.py).
+    # The binding reads the rules once and replays the base's merges first (start_from.py).
     return _merge_cy.merge(word_counts, num_merges, advance, rules=rules)

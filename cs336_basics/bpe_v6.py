@@ -27,6 +27,6 @@ def merge(
     *,
     rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    # The binding checks tie_break and the limits; each word starts as its encoding by start_from
+    # The binding reads the rules once; each word starts as its encoding by the base's merges
     # (start_from.py).
     return _merge_cpp.merge(word_counts, num_merges, advance, rules=rules)

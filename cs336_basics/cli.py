@@ -202,7 +202,7 @@ def train_from_sources(
         num_workers=num_workers,
         # Count files keep their own pattern unless one is asked for, or a base's (then it must be theirs).
         rules=rules,
-        start_from=base,
+        base=base,
     )
     if args.counts:
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"

@@ -27,7 +27,7 @@ presets a `vocab_size` below the initial tokens (special tokens and bytes) train
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .contract import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, BPEInputError, trains_below_initial
 from .merge_limits import NO_LIMITS, MergeLimits
@@ -114,9 +114,12 @@ class TrainingRules:
     # Preset.special_tokens: the tool's own, which no note calls absent from the text.
     own_special_tokens: tuple[str, ...] = ()
     specials_as_text: bool = False  # Preset.specials_as_text
-    like: str | None = None  # the preset asked for (None: none, CS336's rules unless others are given)
-    asked_pattern: bool = True  # a pattern was given (not left to `like`'s or the default)
-    default_unicode: bool = False  # no Unicode version given, by `like` or by the pattern: the installed regex's
+    # How they were asked for, which two equal rules may differ in: the preset named (None: none), whether a
+    # pattern was given (not left to `like`'s or the default), and whether the Unicode version was left
+    # to the default (the installed regex's: neither given, nor `like`'s, nor the pattern's).
+    like: str | None = field(default=None, compare=False)
+    asked_pattern: bool = field(default=True, compare=False)
+    default_unicode: bool = field(default=False, compare=False)
 
     def counted_special_tokens(self, special_tokens: list[str]) -> list[str]:
         """The special tokens the text is split on and counting leaves out: none where they are text."""
@@ -170,10 +173,9 @@ class TrainingRules:
         version `unicode` (None: not recorded): theirs where the user left the pattern, or its Unicode
         version, to the default. Whether the counts fit the result is the caller's check."""
         pattern = resolve_pattern(pattern_from_regex(regex)) if self.default_pattern else self.pattern
-        if self.default_unicode:
-            pattern = replace(pattern, unicode=pattern.unicode or unicode or self.pattern.unicode)
-        else:
-            pattern = replace(pattern, unicode=self.pattern.unicode)
+        # The rules' pattern names a version already (the installed regex's where left to the default).
+        version = (unicode or self.pattern.unicode) if self.default_unicode else self.pattern.unicode
+        pattern = replace(pattern, unicode=version)
         return replace(self, pattern=pattern, asked_pattern=True, default_unicode=False)
 
 

@@ -9,6 +9,10 @@ Inside the merge loop the base's tokens take the ids a run from scratch would gi
 0-255, then 256 + k for the base's merge k), so the tie-breaks by id rank them as they rank a run's
 own tokens: training 1,000 tokens and then going on to 3,000 is training 3,000 at once.
 
+Three names, three stages: `start_from` is what the user gives (a path, or `(vocab, merges)`);
+`load_base` makes it a checked `Base`; a version's merge takes the base's merges as
+`MergeRules.base_merges` and replays them (`replay`, in ids: `replay_ids`, and the C++ loop's).
+
 The oracle, bpe_v1, encodes each word (`encode_word`). bpe_v2 to bpe_v5 replay the base's merges in
 order instead (`replay_ids`): each merge's parts come before it (`check_base`), so a merge can only
 make pairs ranked after it, and merging every pair in rank order, whatever its count, leaves each
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -82,20 +86,20 @@ def encode_word(word: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[byte
     return tokens
 
 
-def base_tokens(start_from: Merges | None) -> tuple[list[bytes], Callable[[bytes], list[int]]]:
+def base_tokens(base_merges: Sequence[tuple[bytes, bytes]]) -> tuple[list[bytes], Callable[[bytes], list[int]]]:
     """The token table a merge loop starts with (the 256 bytes, then each base merge's token) and
     the function that gives a word's ids in it, encoded by the base."""
-    token_bytes = [bytes([byte]) for byte in range(256)] + [left + right for left, right in start_from or ()]
+    token_bytes = [bytes([byte]) for byte in range(256)] + [left + right for left, right in base_merges]
     ids = {token: token_id for token_id, token in enumerate(token_bytes)}
-    ranks = merge_ranks(start_from or [])
+    ranks = merge_ranks(list(base_merges))
     return token_bytes, lambda word: [ids[token] for token in encode_word(word, ranks)]
 
 
-def replay_ids(start_from: Merges | None) -> list[tuple[int, int]]:
+def replay_ids(base_merges: Sequence[tuple[bytes, bytes]]) -> list[tuple[int, int]]:
     """The base's merges as pairs of ids in `base_tokens`' table: what the fast versions replay."""
     ids = {bytes([byte]): byte for byte in range(256)}
     pairs = []
-    for left, right in start_from or ():
+    for left, right in base_merges:
         pairs.append((ids[left], ids[right]))
         ids[left + right] = 256 + len(pairs) - 1
     return pairs

@@ -60,9 +60,10 @@ class TieBreak:
 
     def token_key(self) -> TokenKey:
         """The key whose greatest pair (left token's key, right token's key) wins a tie."""
-        if self.byte_ranks is None:
+        ranks = self.byte_ranks
+        if ranks is None:
             return lambda token_id, token: token
-        return lambda token_id, token: -self.rank(token_id)
+        return lambda token_id, token: -(ranks[token_id] if token_id < 256 else token_id)
 
 
 @cache

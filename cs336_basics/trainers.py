@@ -389,7 +389,7 @@ def _train_on_input(
             progress=progress,
             num_workers=count_options.num_workers,
             rules=rules,
-            start_from=base,
+            base=base,
         )[0]
     path = check_input_file(source.path)  # an empty file refused, as every version does
     return _train_in_place(name, version, path, vocab_size, specials, progress, count_options, rules, base)
@@ -893,11 +893,12 @@ def train_after_counting(
     first_phase: str = "pre-tokenize",
     num_workers: int | None = None,
     rules: TrainingRules | None = None,
-    start_from: StartFrom | None = None,
+    base: Base | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
     the counts, on `num_workers` threads, by `rules` (None: the defaults) as `train_from_counts` takes
-    them; the result's phases are `first_phase` (what `count` did) and the merging."""
+    them, from `base` (loaded: `start_from.load_base`) if given; the result's phases are `first_phase`
+    (what `count` did) and the merging."""
     started = time.perf_counter()
     counts = count()
     counted = time.perf_counter()
@@ -909,7 +910,7 @@ def train_after_counting(
         progress=progress,
         num_workers=num_workers,
         rules=rules or resolve_rules(),
-        start_from=start_from,
+        start_from=base,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -971,7 +972,7 @@ def train_from_iterator(
         progress=progress,
         num_workers=count_options.num_workers,
         rules=rules,
-        start_from=base,
+        base=base,
     )[0]
 
 

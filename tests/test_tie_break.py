@@ -15,7 +15,7 @@ from cs336_basics.backend import pure_python_forced
 from cs336_basics.contract import BPEInputError
 from cs336_basics.phases import MergeRules
 from cs336_basics.serialization import gpt2_bytes_to_unicode
-from cs336_basics.tie_break import CS336, HF, SMALLEST_ID, TIE_BREAKS
+from cs336_basics.tie_break import CS336, HF, SMALLEST_ID, TIE_BREAKS, TieBreak
 from cs336_basics.trainers import load_trainer
 
 WordCounts = dict[bytes, int]
@@ -172,6 +172,11 @@ def test_native_counts_check_the_rule() -> None:
     native = native_or_skip()
     counts = native.count_words_in_buffer(b"ab ab", [], 1)
     with pytest.raises(BPEInputError, match="tie_break"):
-        counts.merge(1, rules=MergeRules("HF"), release_words=True)
+        MergeRules("HF")  # a name no row has: refused where the rules are made
+    not_native = TieBreak("by-value", "a rule the C++ loop does not have", tuple(range(256)), native=False)
+    with pytest.raises(ValueError, match="no rule in the C\\+\\+ merge loop"):
+        counts.merge(1, rules=MergeRules(not_native), release_words=True)
     assert not counts.released  # refused before the words were loaded
+    with pytest.raises(TypeError, match="MergeRules"):
+        counts.merge(1, rules="hf")
     assert counts.merge(1, rules=MergeRules(HF)) == [(b"a", b"b")]
