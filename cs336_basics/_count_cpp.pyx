@@ -461,23 +461,17 @@ cdef class NativeWordCounts:
         prune_pairs: int | None = None,
         parallel_words: int | None = None,
         release_words: bool = False,
-        tie_break: str = "cs336",
         num_threads: int | None = None,
-        start_from: list | None = None,
-        min_frequency: int | None = None,
-        max_token_length: int | None = None,
+        rules: object = None,
     ) -> list:
         """Up to `num_merges` BPE merges of these words as `[(left_bytes, right_bytes), ...]`, in
         creation order, run by the C++ merge loop without the GIL on the threads the words were
         counted on. `progress`, if given, is called now and then with the merges done since its
         previous call (so `tqdm.update` fits). `prune_pairs` and `parallel_words` as for
         `_merge_cpp.merge`. `release_words`: free the words once the merge loop has loaded them (its
-        peak memory then holds them no longer); this object can do nothing after that. `tie_break`:
-        which pair wins among equal counts, a rule of `tie_break.py`. `num_threads`: at most this
-        many threads (a caller's --workers); fewer when the words were counted on fewer.
-        `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
-        only the new merges come back. `min_frequency`, `max_token_length`: HF's limits
-        (`merge_limits.py`), on the new merges only."""
+        peak memory then holds them no longer); this object can do nothing after that. `num_threads`:
+        at most this many threads (a caller's --workers); fewer when the words were counted on fewer.
+        `rules`: a `phases.MergeRules` (None: the defaults), as for `_merge_cpp.merge`."""
         self.check_held()
         cdef int threads = self.num_threads
         if num_threads is not None:
@@ -487,7 +481,7 @@ cdef class NativeWordCounts:
         try:
             return merge_held_words(
                 lend_words(&self.words), num_merges, progress, threads, prune_pairs, parallel_words, release_words,
-                tie_break, start_from, min_frequency, max_token_length,
+                rules,
             )
         finally:
             # Spent once the loop has loaded the words, even if it stopped later (a progress error);

@@ -36,8 +36,9 @@ cdef extern from "merge/bpe_merge.hpp" namespace "bpe" nogil:
     size_t kDefaultPrunePairs
     size_t kDefaultParallelWords
     ctypedef cbool (*MergeProgress)(void* context, size_t merges_done) noexcept nogil  # true: stop
-    enum class TieBreak:  # tie_break.TIE_BREAKS, in this order
+    enum class TieBreak:  # a value of tie_break_names(): the binding finds a row's by its name
         pass
+    vector[string] tie_break_names() except +
     cdef struct MergeLimits:  # merge_limits.MergeLimits; 0: no limit
         int64_t min_frequency
         size_t max_token_length

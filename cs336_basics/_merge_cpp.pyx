@@ -42,10 +42,7 @@ def merge(
     num_threads: int = 1,
     prune_pairs: int | None = None,
     parallel_words: int | None = None,
-    tie_break: str = "cs336",
-    start_from: list[tuple[bytes, bytes]] | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: object = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
@@ -57,19 +54,23 @@ def merge(
     `num_threads` (OpenMP threads; 1 without OpenMP) rewrite the words of a merge that touches at
     least `parallel_words` words (default 256) while timing shows that faster than one thread; 0
     sends every merge to the threads (a tuning and testing knob): the merges depend on neither.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`.
-    `start_from`: a base's merges; each word starts as its encoding by them (`start_from.py`), and
-    only the merges after them come back. `min_frequency`, `max_token_length`: HF's limits
-    (`merge_limits.py`), on the new merges only.
+    `rules`: a `phases.MergeRules` (None: the defaults): which pair wins among equal counts (a row of
+    `tie_break.py` the C++ has), HF's limits (`merge_limits.py`) and a base's merges, which each word
+    starts encoded by (`start_from.py`); only the merges after them come back, within the limits.
     """
     if isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be a positive integer, got {num_threads!r}")
     cdef lib.CountedWords words
     load_word_counts(words, word_counts)
     return train_merges(
-        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, tie_break, start_from,
-        min_frequency, max_token_length,
+        words, num_merges, progress, num_threads, prune_pairs, parallel_words, True, rules
     )
+
+
+def tie_break_names() -> list[str]:
+    """The tie-breaks the C++ merge loop has (`bpe::tie_break_names`), by name: what the rows of
+    `tie_break.py` marked native must be."""
+    return [name.decode() for name in lib.tie_break_names()]
 
 
 def last_thread_use() -> dict[str, int]:
@@ -92,12 +93,10 @@ def simulate_busy_machine(stalled_merges: int) -> int:
 
 def merge_held_words(
     words: object, num_merges: int, progress: Callable[[int], None] | None, num_threads: int, prune_pairs: int | None,
-    parallel_words: int | None, release_words: bool, tie_break: str, start_from: list | None,
-    min_frequency: int | None, max_token_length: int | None,
+    parallel_words: int | None, release_words: bool, rules: object,
 ) -> list[tuple[bytes, bytes]]:
     """`merge` on word counts a NativeWordCounts holds (its `merge` method, which documents the
     arguments and checks `num_threads`): `words` is the capsule it lends them in."""
     return train_merges(
-        borrowed_words(words)[0], num_merges, progress, num_threads, prune_pairs, parallel_words, release_words,
-        tie_break, start_from, min_frequency, max_token_length,
+        borrowed_words(words)[0], num_merges, progress, num_threads, prune_pairs, parallel_words, release_words, rules
     )

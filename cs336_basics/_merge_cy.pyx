@@ -9,9 +9,8 @@ the dicts, sets and lists become unordered_map and vector, so the loop runs with
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
-from .merge_limits import check_merge_limits
+from .phases import check_merge_rules
 from .start_from import replay_ids
-from .tie_break import CS336, check_tie_break, token_rank
 
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
@@ -179,15 +178,15 @@ cdef class PairHeap:
 
     cdef PairIndex index
     cdef vector[HeapEntry] heap
-    # A rule by id (tie_break.token_rank): each byte's rank, a merged token's being its id; empty
-    # for cs336, which compares bytes.
+    # A rule by rank (tie_break.TieBreak.rank): each byte's rank, a merged token's being its id;
+    # empty for a rule by bytes (cs336).
     cdef vector[int32_t] byte_ranks
 
-    def __cinit__(self, PairIndex index, str tie_break) -> None:
+    def __cinit__(self, PairIndex index, object tie_break) -> None:
         self.index = index
-        if tie_break != CS336:
-            for byte in range(256):
-                self.byte_ranks.push_back(token_rank(tie_break, byte))
+        if tie_break.byte_ranks is not None:
+            for rank in tie_break.byte_ranks:
+                self.byte_ranks.push_back(rank)
         self.rebuild()
 
     cdef inline int32_t rank(self, int32_t token) noexcept:
@@ -282,31 +281,27 @@ def merge(
     num_merges: int,
     progress: Callable[[int], None] | None = None,
     *,
-    tie_break: str = CS336,
-    start_from: list[tuple[bytes, bytes]] | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: object = None,
 ) -> list[tuple[bytes, bytes]]:
     """Up to `num_merges` merges as `[(left_bytes, right_bytes), ...]`, in creation order.
 
     `word_counts` maps each pre-token's UTF-8 bytes to how often it occurs (words seen 0 times are
     ignored). `progress`, if given, is called now and then with the number of merges done since its
     previous call, so `tqdm.update` fits; the sum of its arguments is the number of merges returned.
-    `tie_break`: which pair wins among equal counts, a rule of `tie_break.py`. `start_from`: a
-    base's merges, replayed first whatever their counts (`start_from.py`); only the merges after
-    them come back. `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`), on the
-    merges after the base's only.
+    `rules`: a `phases.MergeRules` (None: the defaults): which pair wins among equal counts (any row
+    of `tie_break.py`), a base's merges, replayed first whatever their counts (`start_from.py`; only
+    the merges after them come back), and HF's limits (`merge_limits.py`) on those.
     """
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
-    rule = check_tie_break(tie_break)
-    limits = check_merge_limits(min_frequency, max_token_length)
+    rules = check_merge_rules(rules)
+    limits = rules.limits
     cdef int64_t least_count = limits.min_frequency
     cdef PairIndex index = PairIndex(word_counts)
-    for left, right in replay_ids(start_from):  # each word becomes its encoding by the base
+    for left, right in replay_ids(rules.base_merges):  # each word becomes its encoding by the base
         index.apply_merge(make_pair(left, right))
     index.limit_token_length(limits.native_max_token_length)
-    cdef PairHeap heap = PairHeap(index, rule)
+    cdef PairHeap heap = PairHeap(index, rules.tie_break)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0
     merges = []

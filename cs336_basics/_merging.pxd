@@ -19,19 +19,24 @@ cdef inline size_t size_or_default(object value, str name, size_t default) excep
     return value
 
 
-# The rule a tie_break names (refused unless it names one), as bpe::TieBreak.
-cdef inline lib.TieBreak tie_break_rule(object tie_break) except *:
-    from .tie_break import TIE_BREAKS, check_tie_break
-
-    return <lib.TieBreak><int>TIE_BREAKS.index(check_tie_break(tie_break))
+# The C++ loop's value for a tie-break row (tie_break.TieBreak): its name's place in the C++'s own
+# list; a row the C++ does not have is refused in one line.
+cdef inline lib.TieBreak tie_break_rule(object row) except *:
+    names = [name.decode() for name in lib.tie_break_names()]
+    if not row.native or row.name not in names:
+        raise ValueError(
+            f"tie_break {row.name!r} has no rule in the C++ merge loop (it has {', '.join(names)}): train with "
+            "bpe_v1 ... bpe_v5, or add it to cpp/merge/bpe_merge.hpp (docs/RULES.md, 'Adding a tie-break')"
+        )
+    return <lib.TieBreak><int>names.index(row.name)
 
 
 # A base's merges (start_from.py) as the ids the loop gives their tokens, in `tokens` as bytes.
-cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) except *:
+cdef inline vector[lib.Merge] base_merge_ids(object base_merges, list tokens) except *:
     cdef vector[lib.Merge] replay
     cdef lib.Merge merge
     ids = {token: token_id for token_id, token in enumerate(tokens)}
-    for left, right in start_from or ():
+    for left, right in base_merges:
         if left not in ids or right not in ids:
             raise ValueError(f"the base merge ({left!r}, {right!r}) joins a token no earlier merge makes")
         merge.left = ids[left]
@@ -43,25 +48,24 @@ cdef inline vector[lib.Merge] base_merge_ids(object start_from, list tokens) exc
 
 
 # release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
-# start_from: a base's merges; each word starts as their encoding (bpe_merge.hpp, `replay`); only the
-# new merges come back.
-# min_frequency, max_token_length: HF's limits (merge_limits.py), checked here, on the new merges only.
+# rules: a phases.MergeRules, read once here: its tie-break row, HF's limits (merge_limits.py, on the
+# new merges only) and a base's merges, which each word starts encoded by (bpe_merge.hpp, `replay`);
+# only the new merges come back.
 cdef inline list train_merges(
     lib.CountedWords& words, object num_merges, object progress, int num_threads, object prune_pairs,
-    object parallel_words, bint release_words, object tie_break, object start_from=None,
-    object min_frequency=None, object max_token_length=None,
+    object parallel_words, bint release_words, object rules,
 ):
     if isinstance(num_merges, bool) or not isinstance(num_merges, int) or num_merges < 0:
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     cdef size_t prune_limit = size_or_default(prune_pairs, "prune_pairs", lib.kDefaultPrunePairs)
     cdef size_t parallel_limit = size_or_default(parallel_words, "parallel_words", lib.kDefaultParallelWords)
-    cdef lib.TieBreak rule = tie_break_rule(tie_break)
-    from .merge_limits import check_merge_limits
+    from .phases import check_merge_rules
 
-    checked = check_merge_limits(min_frequency, max_token_length)
+    rules = check_merge_rules(rules)
+    cdef lib.TieBreak rule = tie_break_rule(rules.tie_break)
     cdef lib.MergeLimits limits
-    limits.min_frequency = checked.min_frequency
-    limits.max_token_length = checked.native_max_token_length
+    limits.min_frequency = rules.limits.min_frequency
+    limits.max_token_length = rules.limits.native_max_token_length
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, PROGRESS_EVERY_MERGES)
@@ -70,7 +74,7 @@ cdef inline list train_merges(
         callback = relay_progress
     cdef size_t wanted = num_merges
     cdef list tokens = [bytes((byte,)) for byte in range(256)]
-    cdef vector[lib.Merge] replay = base_merge_ids(start_from, tokens)
+    cdef vector[lib.Merge] replay = base_merge_ids(rules.base_merges, tokens)
     cdef vector[lib.Merge] merges
     with nogil:
         if release_words:

@@ -16,12 +16,18 @@ from collections import defaultdict
 from os import PathLike
 
 from .contract import Merges, WordCountDict, read_corpus
-from .merge_limits import check_merge_limits
 from .pattern import Pattern
-from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
+from .phases import (
+    DEFAULT_MERGE_RULES,
+    DEFAULT_OPTIONS,
+    Advance,
+    CountParallelism,
+    MergeRules,
+    check_merge_rules,
+    ignore_progress,
+)
 from .splitting import count_words_in_text
 from .start_from import base_tokens
-from .tie_break import CS336, check_tie_break, token_key
 from .vocab_layout import merge_word
 
 
@@ -45,16 +51,14 @@ def merge(
     num_merges: int,
     advance: Advance = ignore_progress,
     *,
-    tie_break: str = CS336,
-    start_from: Merges | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    """`num_merges` merges (fewer if no pair is left); with `start_from`, a base's merges, each word
-    starts as its encoding by them and the merges returned are the ones after them (start_from.py)."""
-    token_bytes, encode = base_tokens(start_from)
-    key = token_key(check_tie_break(tie_break))
-    limits = check_merge_limits(min_frequency, max_token_length)
+    """`num_merges` merges (fewer if no pair is left) by `rules`; with a base's merges, each word starts
+    as its encoding by them and the merges returned are the ones after them (start_from.py)."""
+    rules = check_merge_rules(rules)
+    token_bytes, encode = base_tokens(rules.base_merges)
+    key = rules.tie_break.token_key()
+    limits = rules.limits
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [encode(word) for word in live]

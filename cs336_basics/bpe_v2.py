@@ -14,10 +14,9 @@ from collections import defaultdict
 
 from .bpe_v1 import pretokenize_and_count
 from .contract import Merges, WordCountDict
-from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
-from .phases import Advance, ignore_progress
+from .merge_limits import NO_LIMITS
+from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, check_merge_rules, ignore_progress
 from .start_from import replay_ids
-from .tie_break import CS336, check_tie_break, token_key
 from .vocab_layout import merge_word
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
@@ -28,17 +27,11 @@ Pair = tuple[int, int]
 class PairIndex:
     """Words as token ids, their pair counts, and the inverted index pair -> word indices."""
 
-    def __init__(
-        self,
-        word_counts: WordCountDict,
-        tie_break: str = CS336,
-        start_from: Merges | None = None,
-        limits: MergeLimits = NO_LIMITS,
-    ) -> None:
+    def __init__(self, word_counts: WordCountDict, rules: MergeRules = DEFAULT_MERGE_RULES) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
         self.limits = NO_LIMITS  # the base's merges are replayed whatever their tokens' lengths
         # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
-        self.tie_key = token_key(tie_break)
+        self.tie_key = rules.tie_break.token_key()
         self.tie_keys = [self.tie_key(token_id, token) for token_id, token in enumerate(self.token_bytes)]
         live = {word: count for word, count in word_counts.items() if count > 0}  # as bpe_v1: absent words add nothing
         self.words = [list(word) for word in live]
@@ -50,10 +43,10 @@ class PairIndex:
                 self.pair_counts[pair] += count
                 self.words_with[pair].add(index)
         # A base's merges replayed in order, whatever their counts: each word becomes its encoding.
-        for pair in replay_ids(start_from):
+        for pair in replay_ids(rules.base_merges):
             self.apply_merge(pair)
         # HF's max_token_length, on the new merges: a pair too long is never counted (merge_limits.py).
-        self.limits = limits
+        self.limits = rules.limits
         for pair in [pair for pair in self.pair_counts if not self.allows(pair)]:
             del self.pair_counts[pair]
             self.words_with.pop(pair, None)
@@ -108,13 +101,11 @@ def merge(
     num_merges: int,
     advance: Advance = ignore_progress,
     *,
-    tie_break: str = CS336,
-    start_from: Merges | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    limits = check_merge_limits(min_frequency, max_token_length)
-    index = PairIndex(word_counts, check_tie_break(tie_break), start_from, limits)
+    rules = check_merge_rules(rules)
+    limits = rules.limits
+    index = PairIndex(word_counts, rules)
     merges: Merges = []
     for _ in range(num_merges):
         if not index.pair_counts:

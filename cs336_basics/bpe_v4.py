@@ -16,9 +16,8 @@ from collections.abc import Callable
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
-from .merge_limits import check_merge_limits
-from .phases import Advance, ignore_progress
-from .tie_break import CS336, check_tie_break, token_rank
+from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, check_merge_rules, ignore_progress
+from .tie_break import TieBreak
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -35,18 +34,19 @@ def descending(token: bytes) -> tuple[int, ...]:
     return (*(255 - byte for byte in token), 256)
 
 
-def heap_key(tie_break: str) -> Callable[[int, bytes], object]:
-    """A token's key in the min-heap: `descending` bytes for CS336, else its rank (tie_break.token_rank)."""
-    if tie_break == CS336:
+def heap_key(tie_break: TieBreak) -> Callable[[int, bytes], object]:
+    """A token's key in the min-heap: `descending` bytes for a rule by bytes (cs336), else its rank
+    (`TieBreak.rank`)."""
+    if tie_break.by_bytes:
         return lambda token_id, token: descending(token)
-    return lambda token_id, token: token_rank(tie_break, token_id)
+    return lambda token_id, token: tie_break.rank(token_id)
 
 
 class PairHeap:
     """Max-heap of (count, left bytes, right bytes), or of (count, left rank, right rank) for a rule by
     id, with lazy deletion and compaction."""
 
-    def __init__(self, index: PairIndex, tie_break: str = CS336) -> None:
+    def __init__(self, index: PairIndex, tie_break: TieBreak = DEFAULT_MERGE_RULES.tie_break) -> None:
         self.index = index
         # Each token's heap key, chosen once: the min-heap pops the smallest rank first as it is.
         self.heap_key = heap_key(tie_break)
@@ -83,15 +83,12 @@ def merge(
     num_merges: int,
     advance: Advance = ignore_progress,
     *,
-    tie_break: str = CS336,
-    start_from: Merges | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    tie_break = check_tie_break(tie_break)
-    limits = check_merge_limits(min_frequency, max_token_length)
-    index = PairIndex(word_counts, tie_break, start_from, limits)
-    heap = PairHeap(index, tie_break)
+    rules = check_merge_rules(rules)
+    limits = rules.limits
+    index = PairIndex(word_counts, rules)
+    heap = PairHeap(index, rules.tie_break)
     merges: Merges = []
     for _ in range(num_merges):
         best = heap.pop_best()

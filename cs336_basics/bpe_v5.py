@@ -12,8 +12,7 @@ from __future__ import annotations
 from . import _merge_cy
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
-from .phases import Advance, ignore_progress
-from .tie_break import CS336
+from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -23,13 +22,7 @@ def merge(
     num_merges: int,
     advance: Advance = ignore_progress,
     *,
-    tie_break: str = CS336,
-    start_from: Merges | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    # The binding checks tie_break and the limits, and replays start_from's merges first (start_from.py).
-    return _merge_cy.merge(
-        word_counts, num_merges, advance, tie_break=tie_break, start_from=start_from,
-        min_frequency=min_frequency, max_token_length=max_token_length,
-    )
+    # The binding reads the rules once and replays the base's merges first (start_from.py).
+    return _merge_cy.merge(word_counts, num_merges, advance, rules=rules)

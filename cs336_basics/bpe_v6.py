@@ -15,8 +15,7 @@ from __future__ import annotations
 from . import _merge_cpp
 from .bpe_v3 import pretokenize_and_count
 from .contract import Merges, WordCountDict
-from .phases import Advance, ignore_progress
-from .tie_break import CS336
+from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -26,14 +25,8 @@ def merge(
     num_merges: int,
     advance: Advance = ignore_progress,
     *,
-    tie_break: str = CS336,
-    start_from: Merges | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
-    # The binding checks tie_break and the limits; each word starts as its encoding by start_from
+    # The binding reads the rules once; each word starts as its encoding by the base's merges
     # (start_from.py).
-    return _merge_cpp.merge(
-        word_counts, num_merges, advance, tie_break=tie_break, start_from=start_from,
-        min_frequency=min_frequency, max_token_length=max_token_length,
-    )
+    return _merge_cpp.merge(word_counts, num_merges, advance, rules=rules)

@@ -24,8 +24,7 @@ from . import _count_cpp, _merge_cpp, bpe_v3
 from .backend import effective_num_threads, openmp_enabled
 from .contract import Merges, WordCountDict, check_input_file
 from .pattern import Pattern, native_pattern_names, pattern_label, resolve_pattern
-from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
-from .tie_break import CS336
+from .phases import DEFAULT_MERGE_RULES, DEFAULT_OPTIONS, Advance, CountParallelism, MergeRules, ignore_progress
 
 __all__ = ["merge", "pretokenize_and_count"]
 
@@ -82,35 +81,26 @@ def merge(
     *,
     release_words: bool = False,
     num_threads: int | None = None,
-    tie_break: str = CS336,
-    start_from: Merges | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
+    rules: MergeRules = DEFAULT_MERGE_RULES,
 ) -> Merges:
     """The C++ merge loop, fed directly from the native word counts (a dict is converted first), on
     the threads they were counted on and at most `num_threads` (None: no limit, every core for a dict;
     -1, -2, ... as for counting). `release_words`: free the native counts once the loop has loaded
     them (they can do nothing after that), so that its peak memory does not hold them too.
-    `tie_break` (a rule of `tie_break.py`) and HF's limits (`merge_limits.py`) are checked by the
-    binding; `start_from`: a base's merges, each word starts as its encoding by them (`start_from.py`)."""
+    `rules` (`phases.MergeRules`: the tie-break, HF's limits, a base's merges) are read by the binding."""
     threads = None if num_threads is None else effective_num_threads(num_threads)
-    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
     if isinstance(word_counts, dict):
         return _merge_cpp.merge(
             word_counts,
             num_merges,
             advance,
             num_threads=effective_num_threads(threads),
-            tie_break=tie_break,
-            start_from=start_from,
-            **limits,
+            rules=rules,
         )
     return word_counts.merge(
         num_merges,
         advance,
         release_words=release_words,
-        tie_break=tie_break,
         num_threads=threads,
-        start_from=start_from,
-        **limits,
+        rules=rules,
     )

@@ -56,9 +56,9 @@ from .merge_limits import MergeLimits
 from .pattern import GPT2, installed_unicode, pattern_label
 from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, large_tokens_note, run_rules
-from .start_from import Base, load_base, num_new_merges, run_pattern_from, run_special_tokens
+from .start_from import Base, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
-from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
+from .trainers import TrainingResult, peak_rss_bytes
 from .vocab_layout import CS336_LAYOUT
 
 MISSING_DATA_HELP = """\
@@ -198,9 +198,9 @@ def train_from_sources(
         progress=not args.quiet,
         first_phase="read counts" if args.counts else "count",
         num_workers=num_workers,
-        start_from=base,
         # Count files keep their own pattern unless one is asked for, or a base's (then it must be theirs).
-        **rules_keywords(rules, args.like, explicit=args.pattern is not None or bool(base and base.pattern)),
+        rules=rules,
+        base=base,
     )
     if args.counts:
         described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
@@ -329,9 +329,9 @@ def _rules_and_base(args: argparse.Namespace) -> tuple[dict[str, int], TrainingR
     options = _workers_option(args.workers)
     special_tokens = preset_special_tokens(args.like, args.special)  # refuses others than nanochat's
     start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
-    # A base's recorded pattern carries over unless --pattern says otherwise (start_from.run_pattern_from).
-    pattern = run_pattern_from(start, args.pattern, args.like)
-    rules = resolve_rules(pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode)
+    rules = resolve_rules(
+        args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode
+    ).from_base(start)  # a base's recorded pattern carries over unless --pattern says otherwise
     check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
     for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
         num_new_merges(start, size, run_special_tokens(start, args.special))
@@ -390,8 +390,8 @@ def _train_on_inputs(
             args.special,
             trainer=trainer,
             progress=not args.quiet,
+            rules=rules,
             start_from=start,
-            **rules_keywords(rules, args.like),
             **options,
         )
         described = f"{data} ({human_bytes(data.stat().st_size)})"
@@ -418,7 +418,7 @@ def _run_details(args: argparse.Namespace, result: TrainingResult, start: Base |
     stderr before the (long) writing they explain."""
     details = {
         "trainer": result.trainer,
-        **run_rules(result.pattern, result.tie_break, result.layout, result.limits),
+        **run_rules(result),
     }
     if start is not None:
         kept = {"tokens": len(start.vocab), "merges": len(start.merges)}

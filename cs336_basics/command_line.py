@@ -94,7 +94,7 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
 def limit_argument(text: str) -> int:
     """`--min-frequency` / `--max-token-length`: a whole number at most MAX_LIMIT, refused here, before
     any work (a larger one would overflow the C++ loop after counting); the lower bounds are
-    `merge_limits.check_merge_limits`'s, as for the Python API."""
+    `merge_limits.MergeLimits`', as for the Python API."""
     try:
         value = int(text)
     except ValueError:  # not a number, or more digits than Python converts

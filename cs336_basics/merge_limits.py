@@ -9,8 +9,8 @@ applies them; they are generic, so every tie-break and preset takes them, and ev
   without the limit, so two-byte tokens are made whatever the limit. A length is in bytes: HF counts
   characters, and each of ByteLevel's characters is one byte.
 
-Refused one way for every version: `check_merge_limits`. None (the default) of each: no limit. Each is
-at most `MAX_LIMIT` (2**63 - 1, the C++ loop's integers): no count or token reaches it anyway.
+Refused one way for every version: `MergeLimits` checks itself when made. None (the default) of
+each: no limit. Each is at most `MAX_LIMIT` (2**63 - 1, the C++ loop's integers): no count or token reaches it anyway.
 """
 
 from __future__ import annotations
@@ -19,11 +19,31 @@ from dataclasses import dataclass
 
 from .errors import BPEInputError
 
+MAX_LIMIT = 2**63 - 1
+
+
+def _check_integer(name: str, value: object, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise BPEInputError(f"{name} must be an integer of at least {least} (or None), got {value!r}")
+    if value > MAX_LIMIT:
+        raise BPEInputError(f"{name} must be at most 2**63 - 1, got {value!r}")
+    return value
+
 
 @dataclass(frozen=True)
 class MergeLimits:
+    """HF's two limits, checked when made: refused in one line where either is not a whole number in
+    range. None of `min_frequency` is 0; a `max_token_length` of 2 or less leaves only the two-byte merges,
+    as in HF."""
+
     min_frequency: int = 0
     max_token_length: int | None = None  # None: no limit
+
+    def __post_init__(self) -> None:
+        least = 0 if self.min_frequency is None else _check_integer("min_frequency", self.min_frequency, 0)
+        object.__setattr__(self, "min_frequency", least)
+        if self.max_token_length is not None:
+            _check_integer("max_token_length", self.max_token_length, 1)
 
     def allows(self, token_length: int) -> bool:
         """Whether a pair whose merged token has `token_length` bytes may be merged."""
@@ -40,21 +60,3 @@ class MergeLimits:
 
 
 NO_LIMITS = MergeLimits()
-MAX_LIMIT = 2**63 - 1
-
-
-def _check_integer(name: str, value: object, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise BPEInputError(f"{name} must be an integer of at least {least} (or None), got {value!r}")
-    if value > MAX_LIMIT:
-        raise BPEInputError(f"{name} must be at most 2**63 - 1, got {value!r}")
-    return value
-
-
-def check_merge_limits(min_frequency: object = None, max_token_length: object = None) -> MergeLimits:
-    """The limits, refused in one line where either is not a whole number in range. A
-    `max_token_length` of 2 or less leaves only the two-byte merges, as in HF."""
-    return MergeLimits(
-        0 if min_frequency is None else _check_integer("min_frequency", min_frequency, 0),
-        None if max_token_length is None else _check_integer("max_token_length", max_token_length, 1),
-    )

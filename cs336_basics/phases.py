@@ -4,13 +4,12 @@ what the result must be is the contract (`contract.py`, `splitting.py`, `vocab_l
 A version is a module with two phases:
 
     pretokenize_and_count(input_path, special_tokens, options, advance, *, pattern=None) -> word counts
-    merge(word_counts, num_merges, advance, *, tie_break="cs336", start_from=None,
-          min_frequency=None, max_token_length=None) -> merges
+    merge(word_counts, num_merges, advance, *, rules=MergeRules()) -> merges
 
-`pattern` is a `pattern.Pattern` (None: GPT-2's), `tie_break` a rule of `tie_break.py`, `start_from`
-a base tokenizer's merges (`start_from.py`): each word starts as its encoding by them, and `merge`
-returns the merges after them; `min_frequency`, `max_token_length` HF's limits (`merge_limits.py`), on
-those new merges only.
+`pattern` is a `pattern.Pattern` (None: GPT-2's); `rules` a `MergeRules`, the one value of what the
+merge loop trains by: the tie-break (a row of `tie_break.py`), HF's limits (`merge_limits.py`) and a
+base tokenizer's merges (`start_from.py`), which each word starts encoded by; `merge` returns the
+merges after them, and the limits bound those new merges only.
 
 The driver checks every argument once, the same way for every version, and owns the progress
 display: a version only calls `advance(n)` when it has done `n` more units of work (bytes counted,
@@ -26,7 +25,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .contract import BPEInputError, Merges, check_num_workers
+from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern
+from .tie_break import CS336, TieBreak, tie_break_row
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
 Advance = Callable[[int], object]
@@ -69,6 +70,36 @@ class CountParallelism:
 DEFAULT_OPTIONS = CountParallelism()
 
 
+@dataclass(frozen=True)
+class MergeRules:
+    """What a merge loop trains by, checked when made, read once per `merge` call: `tie_break` a row
+    of `tie_break.py` (or its name), `limits` HF's (`merge_limits.MergeLimits`), `base_merges` a base
+    tokenizer's merges in rank order (`start_from.Base.merges`; empty: from the bytes). Made from a
+    run's `presets.TrainingRules` by `TrainingRules.merge_rules(base)`."""
+
+    tie_break: TieBreak = tie_break_row(CS336)
+    limits: MergeLimits = NO_LIMITS
+    base_merges: tuple[tuple[bytes, bytes], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tie_break", tie_break_row(self.tie_break))
+        if not isinstance(self.limits, MergeLimits):
+            raise TypeError(f"limits must be a merge_limits.MergeLimits, got {type(self.limits).__name__}")
+        object.__setattr__(self, "base_merges", tuple(self.base_merges))
+
+
+DEFAULT_MERGE_RULES = MergeRules()
+
+
+def check_merge_rules(rules: object) -> MergeRules:
+    """`rules` as a version's `merge` takes them: a MergeRules (None: the defaults); else TypeError."""
+    if rules is None:
+        return DEFAULT_MERGE_RULES
+    if not isinstance(rules, MergeRules):
+        raise TypeError(f"rules must be a phases.MergeRules, got {type(rules).__name__}")
+    return rules
+
+
 class TrainerVersion(Protocol):
     """What every `bpe_vN` module provides."""
 
@@ -91,11 +122,8 @@ class TrainerVersion(Protocol):
         num_merges: int,
         advance: Advance = ...,
         *,
-        tie_break: str = ...,
-        start_from: Merges | None = ...,
-        min_frequency: int | None = ...,
-        max_token_length: int | None = ...,
+        rules: MergeRules = ...,
     ) -> Merges:
-        """Up to `num_merges` merges in creation order, ties by `tie_break`, after `start_from`'s,
-        within HF's limits; `advance(merges)`."""
+        """Up to `num_merges` merges in creation order by `rules`: ties by its tie-break, after its
+        base's merges, within HF's limits; `advance(merges)`."""
         ...

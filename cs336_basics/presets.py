@@ -27,10 +27,10 @@ presets a `vocab_size` below the initial tokens (special tokens and bytes) train
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .contract import BPEInputError
-from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
+from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import (
     GPT2,
     NANOCHAT,
@@ -39,9 +39,11 @@ from .pattern import (
     Pattern,
     check_unicode,
     installed_unicode,
+    pattern_from_regex,
     pattern_label,
     resolve_pattern,
 )
+from .phases import MergeRules
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 from .vocab_layout import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, trains_below_initial
 
@@ -98,9 +100,12 @@ def resolve_preset(like: object) -> Preset:
 
 @dataclass(frozen=True)
 class TrainingRules:
-    """What a run trains by: its pre-tokenizer (with the Unicode version of its classes,
+    """What a run trains by, the one value of it passed inward from where the user hands the rules
+    over (`resolve_rules`): its pre-tokenizer (with the Unicode version of its classes,
     `Pattern.unicode`), its tie-break, how its vocabulary numbers tokens, and HF's limits on merging
-    (`merge_limits.py`; they apply under every preset and tie-break)."""
+    (`merge_limits.py`; they apply under every preset and tie-break). A base's record and count files
+    fill what the user left to a default (`from_base`, `for_counts`); `merge_rules` is what a
+    version's merge takes of it."""
 
     pattern: Pattern
     tie_break: str
@@ -110,6 +115,12 @@ class TrainingRules:
     # Preset.special_tokens: the tool's own, which no note calls absent from the text.
     own_special_tokens: tuple[str, ...] = ()
     specials_as_text: bool = False  # Preset.specials_as_text
+    # How they were asked for, which two equal rules may differ in: the preset named (None: none), whether a
+    # pattern was given (not left to `like`'s or the default), and whether the Unicode version was left
+    # to the default (the installed regex's: neither given, nor `like`'s, nor the pattern's).
+    like: str | None = field(default=None, compare=False)
+    asked_pattern: bool = field(default=True, compare=False)
+    default_unicode: bool = field(default=False, compare=False)
 
     def counted_special_tokens(self, special_tokens: list[str]) -> list[str]:
         """The special tokens the text is split on and counting leaves out: none where they are text."""
@@ -119,6 +130,54 @@ class TrainingRules:
     def below_initial(self) -> bool:
         """Whether a vocab_size below the initial tokens trains (HF's layouts: no merges then)."""
         return trains_below_initial(self.layout)
+
+    @property
+    def default_pattern(self) -> bool:
+        """Whether the pattern is the default, neither given nor `like`'s: count files keep theirs."""
+        return not self.asked_pattern and self.like is None
+
+    def merge_rules(self, base: object = None) -> MergeRules:
+        """What a version's merge takes (`phases.MergeRules`): the tie-break, the limits, and the merges of
+        `base` (a `start_from.Base`, or None) to start from."""
+        return MergeRules(self.tie_break, self.limits, () if base is None else base.merges)  # type: ignore[attr-defined]
+
+    def from_base(self, base: object) -> TrainingRules:
+        """The rules of a run from `base` (a `start_from.Base`, or None): its recorded pattern where none is
+        given, and its Unicode version where none is named. A pattern given (or `like`'s) that is not the
+        base's is refused, naming both: the new merges would be counted on other pre-tokens than the base's."""
+        recorded: Pattern | None = getattr(base, "pattern", None)
+        if recorded is None:
+            return self
+        source = base.source  # type: ignore[union-attr]
+        if self.asked_pattern:
+            if self.pattern.regex != recorded.regex:
+                raise BPEInputError(
+                    f"pattern {pattern_label(self.pattern.regex)} contradicts {source}, which was trained with the "
+                    f"pattern {pattern_label(recorded.regex)}; leave the pattern out to go on with the base's"
+                )
+            return self
+        if self.like is not None and not resolve_preset(self.like).any_pattern and self.pattern.regex != recorded.regex:
+            raise BPEInputError(
+                f"like={self.like!r} trains with the pattern {self.pattern.label}, but {source} was trained with "
+                f"{pattern_label(recorded.regex)}: go on from it with its pattern, or start from another base"
+            )
+        unicode = (recorded.unicode or self.pattern.unicode) if self.default_unicode else self.pattern.unicode
+        return replace(
+            self,
+            pattern=replace(resolve_pattern(recorded), unicode=unicode),
+            asked_pattern=True,
+            default_unicode=self.default_unicode and recorded.unicode is None,
+        )
+
+    def for_counts(self, regex: str, unicode: str | None) -> TrainingRules:
+        """The rules of a run on count files made with the pattern `regex` and classes of the Unicode
+        version `unicode` (None: not recorded): theirs where the user left the pattern, or its Unicode
+        version, to the default. Whether the counts fit the result is the caller's check."""
+        pattern = resolve_pattern(pattern_from_regex(regex)) if self.default_pattern else self.pattern
+        # The rules' pattern names a version already (the installed regex's where left to the default).
+        version = (unicode or self.pattern.unicode) if self.default_unicode else self.pattern.unicode
+        pattern = replace(pattern, unicode=version)
+        return replace(self, pattern=pattern, asked_pattern=True, default_unicode=False)
 
 
 def resolve_rules(
@@ -134,12 +193,24 @@ def resolve_rules(
     not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule (cs336),
     CS336's layout and the Unicode of a Pattern that carries one (a base's record), else the installed
     `regex`'s; the rules' pattern always names its version. `min_frequency` and
-    `max_token_length` go with any of them."""
-    limits = check_merge_limits(min_frequency, max_token_length)
+    `max_token_length` go with any of them. The one place the loose keywords become `TrainingRules`."""
+    limits = MergeLimits(min_frequency, max_token_length)  # type: ignore[arg-type]
     preset = resolve_preset(like)
     chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
-    chosen = resolve_unicode(chosen, unicode, like)
+    asked_unicode = check_unicode(unicode)
+    if (
+        like is not None
+        and asked_unicode is not None
+        and preset.unicode is not None
+        and asked_unicode != preset.unicode
+    ):
+        raise BPEInputError(
+            f"unicode={asked_unicode!r} contradicts like={like!r}, which classes characters by Unicode "
+            f"{preset.unicode}'s tables, as the tool does; give one or the other"
+        )
+    default_unicode = asked_unicode is None and preset.unicode is None and chosen.unicode is None
+    chosen = resolve_unicode(chosen, asked_unicode or preset.unicode)
     if like is not None:
         implied = resolve_pattern(preset.pattern)
         if chosen.regex != implied.regex and not preset.any_pattern:
@@ -153,23 +224,25 @@ def resolve_rules(
                 "give one or the other"
             )
     return TrainingRules(
-        chosen, rule, preset.layout, limits, preset.by_lines, preset.special_tokens or (), preset.specials_as_text
+        chosen,
+        rule,
+        preset.layout,
+        limits,
+        preset.by_lines,
+        preset.special_tokens or (),
+        preset.specials_as_text,
+        None if like is None else str(like),
+        pattern is not None,
+        default_unicode,
     )
 
 
-def resolve_unicode(pattern: Pattern, unicode: str | None = None, like: str | None = None) -> Pattern:
+def resolve_unicode(pattern: Pattern, unicode: str | None = None) -> Pattern:
     """`pattern` naming the Unicode version of its classes, as a run and a count take it: `unicode`
-    (one of `pattern.UNICODE_VERSIONS`) if given, else `like`'s (the tools' presets), else the
-    pattern's own (a base's record, a count's), else the installed `regex`'s. A `unicode` that
-    contradicts `like` is refused in one line."""
-    preset = resolve_preset(like)
+    (one of `pattern.UNICODE_VERSIONS`) if given, else the pattern's own (a base's record, a count's),
+    else the installed `regex`'s. (A run's `like` names its tool's: `resolve_rules`.)"""
     asked = check_unicode(unicode)
-    if like is not None and asked is not None and preset.unicode is not None and asked != preset.unicode:
-        raise BPEInputError(
-            f"unicode={asked!r} contradicts like={like!r}, which classes characters by Unicode {preset.unicode}'s "
-            "tables, as the tool does; give one or the other"
-        )
-    return replace(pattern, unicode=asked or preset.unicode or pattern.unicode or installed_unicode())
+    return replace(pattern, unicode=asked or pattern.unicode or installed_unicode())
 
 
 def preset_special_tokens(like: str | None, special_tokens: list[str] | None) -> list[str] | None:

@@ -53,7 +53,7 @@ from typing import Any, BinaryIO
 
 from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
 from .contract import BPEInputError, Merges, Vocab
-from .merge_limits import NO_LIMITS, MergeLimits, check_merge_limits
+from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import GPT2, GPT2_SPLIT_PATTERN, Pattern, check_unicode, pattern_from_regex
 from .tie_break import CS336
 from .vocab_layout import CS336_LAYOUT
@@ -99,14 +99,16 @@ class OutputBusyError(BPEInputError):
     """Another run holds the output directory's lock."""
 
 
-def run_rules(pattern: Pattern, tie_break: str, layout: str, limits: MergeLimits = NO_LIMITS) -> dict[str, Any]:
-    """bpe_run.json's fields for what a run trained by (`presets.TrainingRules`): `pattern` as its
-    name (null for a regex of no name), its regex and the Unicode version of its classes, `tie_break`,
-    `layout`, HF's `min_frequency` and `max_token_length` (null: none); pass as `details`."""
+def run_rules(trained: Any) -> dict[str, Any]:
+    """bpe_run.json's fields for what a run trained by (its `presets.TrainingRules`, or a
+    `trainers.TrainingResult`, which records them): `pattern` as its name (null for a regex of no
+    name), its regex and the Unicode version of its classes, `tie_break`, `layout`, HF's
+    `min_frequency` and `max_token_length` (null: none); pass as `details`."""
+    pattern, limits = trained.pattern, trained.limits
     return {
         "pattern": {"name": pattern.name, "regex": pattern.regex, "unicode": pattern.unicode_version},
-        "tie_break": tie_break,
-        "layout": layout,
+        "tie_break": trained.tie_break,
+        "layout": trained.layout,
         "min_frequency": limits.min_frequency,
         "max_token_length": limits.max_token_length,
     }
@@ -773,7 +775,7 @@ def _run_problem(run: object) -> str | None:
         if name in run and not isinstance(run[name], str):
             return f"{name} must be a string, not {run[name]!r}"
     try:
-        check_merge_limits(run.get("min_frequency"), run.get("max_token_length"))
+        MergeLimits(run.get("min_frequency"), run.get("max_token_length"))
     except BPEInputError as error:
         return str(error)
     return None

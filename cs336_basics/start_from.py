@@ -9,6 +9,10 @@ Inside the merge loop the base's tokens take the ids a run from scratch would gi
 0-255, then 256 + k for the base's merge k), so the tie-breaks by id rank them as they rank a run's
 own tokens: training 1,000 tokens and then going on to 3,000 is training 3,000 at once.
 
+Three names, three stages: `start_from` is what the user gives (a path, or `(vocab, merges)`);
+`load_base` makes it a checked `Base`; a version's merge takes the base's merges as
+`MergeRules.base_merges` and replays them (`replay`, in ids: `replay_ids`, and the C++ loop's).
+
 The oracle, bpe_v1, encodes each word (`encode_word`). bpe_v2 to bpe_v5 replay the base's merges in
 order instead (`replay_ids`): each merge's parts come before it (`check_base`), so a merge can only
 make pairs ranked after it, and merging every pair in rank order, whatever its count, leaves each
@@ -21,13 +25,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .contract import MAX_TOKEN_ID, BPEInputError, Merges, Vocab, check_special_tokens
-from .pattern import Pattern, pattern_label, resolve_pattern
-from .presets import resolve_preset
+from .pattern import Pattern
 from .vocab_layout import RUSTBPE_LAYOUT, _merged_tokens, merge_word
 
 
@@ -75,20 +78,20 @@ def encode_word(word: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[byte
     return tokens
 
 
-def base_tokens(start_from: Merges | None) -> tuple[list[bytes], Callable[[bytes], list[int]]]:
+def base_tokens(base_merges: Sequence[tuple[bytes, bytes]]) -> tuple[list[bytes], Callable[[bytes], list[int]]]:
     """The token table a merge loop starts with (the 256 bytes, then each base merge's token) and
     the function that gives a word's ids in it, encoded by the base."""
-    token_bytes = [bytes([byte]) for byte in range(256)] + [left + right for left, right in start_from or ()]
+    token_bytes = [bytes([byte]) for byte in range(256)] + [left + right for left, right in base_merges]
     ids = {token: token_id for token_id, token in enumerate(token_bytes)}
-    ranks = merge_ranks(start_from or [])
+    ranks = merge_ranks(list(base_merges))
     return token_bytes, lambda word: [ids[token] for token in encode_word(word, ranks)]
 
 
-def replay_ids(start_from: Merges | None) -> list[tuple[int, int]]:
+def replay_ids(base_merges: Sequence[tuple[bytes, bytes]]) -> list[tuple[int, int]]:
     """The base's merges as pairs of ids in `base_tokens`' table: what the fast versions replay."""
     ids = {bytes([byte]): byte for byte in range(256)}
     pairs = []
-    for left, right in start_from or ():
+    for left, right in base_merges:
         pairs.append((ids[left], ids[right]))
         ids[left + right] = 256 + len(pairs) - 1
     return pairs
@@ -98,9 +101,7 @@ def replay_ids(start_from: Merges | None) -> list[tuple[int, int]]:
 # Checking a base
 
 
-def check_base(
-    vocab: object, merges: object, special_tokens: Iterable[str] = (), source: str = "start_from"
-) -> Base:
+def check_base(vocab: object, merges: object, special_tokens: Iterable[str] = (), source: str = "start_from") -> Base:
     """The base, checked: byte-level BPE whose merges build its vocabulary. Every byte is a token;
     each merge joins the bytes or tokens of earlier merges into a token no earlier merge makes, and
     its token is in the vocabulary; a token no merge builds must be a special token (`special_tokens`,
@@ -117,8 +118,7 @@ def check_base(
             f"hold ({MAX_TOKEN_ID:,}, 2**32 - 2)"
         )
     if not isinstance(merges, (list, tuple)) or not all(
-        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair)
-        for pair in merges
+        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair) for pair in merges
     ):
         raise BPEInputError(f"{source}: the merges must be a list of (bytes, bytes) pairs")
     merges = list(merges)
@@ -183,32 +183,6 @@ def extended_vocab(base: Base, special_tokens: Iterable[str], new_merges: Merges
     for token_id, token in enumerate(order, start=base.next_id):
         vocab[token_id] = token
     return vocab
-
-
-def run_pattern_from(base: Base | None, pattern: str | Pattern | None, like: str | None) -> str | Pattern | None:
-    """The pattern a run from `base` trains with: the one asked for, else the base's (where it records
-    one), else `like`'s or the default. A pattern asked for (or `like`'s) that is not the base's is
-    refused, naming both: the new merges would be counted on other pre-tokens than the base's."""
-    if base is None or base.pattern is None:
-        return pattern
-    recorded = base.pattern
-    if pattern is None and like is not None:
-        preset = resolve_preset(like)
-        implied = None if preset.any_pattern else resolve_pattern(preset.pattern)
-        if implied is not None and implied.regex != recorded.regex:
-            raise BPEInputError(
-                f"like={like!r} trains with the pattern {implied.label}, but {base.source} was trained with "
-                f"{pattern_label(recorded.regex)}: go on from it with its pattern, or start from another base"
-            )
-    if pattern is None:
-        return recorded
-    asked = resolve_pattern(pattern)
-    if asked.regex != recorded.regex:
-        raise BPEInputError(
-            f"pattern {pattern_label(asked.regex)} contradicts {base.source}, which was trained with the pattern "
-            f"{pattern_label(recorded.regex)}; leave the pattern out to go on with the base's"
-        )
-    return asked
 
 
 def run_special_tokens(base: Base, special_tokens: Iterable[str]) -> list[str]:
@@ -344,8 +318,10 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
     model = document.get("model") if isinstance(document, dict) else None
     if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
         raise BPEInputError(f"start_from: {path} is not a BPE tokenizer.json (its model is not BPE)")
-    if not _byte_level(document.get("pre_tokenizer")) or model.get("continuing_subword_prefix") or model.get(
-        "end_of_word_suffix"
+    if (
+        not _byte_level(document.get("pre_tokenizer"))
+        or model.get("continuing_subword_prefix")
+        or model.get("end_of_word_suffix")
     ):
         raise BPEInputError(f"start_from: {path} is not byte-level BPE (no ByteLevel pre-tokenizer, or word affixes)")
     if not isinstance(model.get("vocab"), dict) or not isinstance(model["merges"], list):
@@ -414,4 +390,3 @@ def _load_tiktoken(path: Path, specials: list[str]) -> Base:
         merge_rank[(parts[0], parts[1])] = len(merges)
         merges.append((parts[0], parts[1]))
     return check_base(vocab, merges, specials, str(path))
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
 
@@ -36,7 +36,7 @@ from .contract import (
 )
 from .ingest.plan import InputPlan
 from .merge_limits import NO_LIMITS, MergeLimits
-from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
+from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
 from .presets import (
     TrainingRules,
@@ -54,7 +54,6 @@ from .start_from import (
     extended_vocab,
     load_base,
     num_new_merges,
-    run_pattern_from,
     run_special_tokens,
 )
 from .tie_break import CS336
@@ -258,6 +257,36 @@ def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int
     return {size: result.for_vocab_size(size) for size in sizes}
 
 
+# The loose keywords of the rules, which `resolve_rules` takes: the public entries take them, and
+# `train`, `train_from_counts` and `train_from_iterator` take them among their options too.
+RULE_KEYWORDS = ("pattern", "tie_break", "like", "min_frequency", "max_token_length", "unicode")
+
+
+def given_rules(rules: TrainingRules | None, keywords: dict[str, object]) -> TrainingRules:
+    """The rules of a run: `rules` as resolved (`presets.resolve_rules`), or resolved here, once, from the
+    loose keywords among `keywords` (`RULE_KEYWORDS`, taken out of it); not both."""
+    loose = {name: keywords.pop(name) for name in RULE_KEYWORDS if name in keywords}
+    if rules is None:
+        return resolve_rules(**loose)  # type: ignore[arg-type]
+    if loose:
+        raise TypeError(f"give rules= or the keywords {', '.join(loose)}, not both")
+    if not isinstance(rules, TrainingRules):
+        raise TypeError(f"rules must be presets.TrainingRules (presets.resolve_rules), got {type(rules).__name__}")
+    return rules
+
+
+def run_setup(
+    special_tokens: list[str] | None, start_from: StartFrom | None, rules: TrainingRules
+) -> tuple[list[str], Base | None, TrainingRules]:
+    """A run's special tokens (a preset's own where none are given), its base (`start_from` loaded, whose
+    special tokens join them) and its rules from the base (`TrainingRules.from_base`)."""
+    specials = check_special_tokens(preset_special_tokens(rules.like, special_tokens))
+    base = None if start_from is None else load_base(start_from, specials)
+    if base is not None:  # the base's special tokens split the text too
+        specials = run_special_tokens(base, specials)
+    return specials, base, rules.from_base(base)
+
+
 def train(
     input_path: str | PathLike | InputPlan,
     vocab_size: int,
@@ -268,24 +297,21 @@ def train(
     format: str | None = None,
     text_field: str = "text",
     skip_bad_records: bool = False,
-    pattern: str | Pattern | None = None,
-    tie_break: str | None = None,
-    like: str | None = None,
+    rules: TrainingRules | None = None,
     start_from: StartFrom | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
-    unicode: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
     `phases.CountParallelism`: `num_workers`, `num_chunks`; they never change the result.
 
+    `rules`: what it trains by (`presets.resolve_rules`); or, among `options`, the keywords it takes:
     `pattern`: the pre-tokenizer, `gpt2` (the default), `cl100k`, `o200k` or any regex for the
     `regex` package (`pattern.py`); `tie_break`: `cs336` (the default), `smallest-id` or `hf`
     (`tie_break.py`); `like`: `cs336`, `rustbpe` or `hf` sets both and the vocabulary's layout to
     give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
     `unicode`: the Unicode version of the pattern's character classes, one of `pattern.UNICODE_VERSIONS`
     (default: `like`'s, 16.0 for the tools' presets, else the installed `regex`'s); recorded in the run.
+    `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`).
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `ingest.plan.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
@@ -299,17 +325,32 @@ def train(
     tokens join `special_tokens` (docs/START_FROM.md). `input_path` may be a plan of inputs already
     inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records` are the
     plan's."""
+    rules = given_rules(rules, options)
+    specials, base, rules = run_setup(special_tokens, start_from, rules)
+    vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
+    return _train_on_input(
+        input_path, vocab_size, specials, trainer, progress, format, text_field, skip_bad_records, rules, base, options
+    )
+
+
+def _train_on_input(
+    input_path: str | PathLike | InputPlan,
+    vocab_size: int,
+    specials: list[str],
+    trainer: str | None,
+    progress: bool,
+    format: str | None,
+    text_field: str,
+    skip_bad_records: bool,
+    rules: TrainingRules,
+    base: Base | None,
+    options: dict[str, object],
+) -> TrainingResult:
+    """`train`'s input route: one local text file read in place by the version (by lines for
+    hf-files), anything else counted first (`count_inputs`) and merged by it."""
     from .formats import is_url
     from .ingest.plan import as_plan
 
-    specials = check_special_tokens(preset_special_tokens(like, special_tokens))
-    base = None if start_from is None else load_base(start_from, specials)
-    if base is not None:
-        specials = run_special_tokens(base, specials)
-    rules = resolve_rules(
-        run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length, unicode
-    )
-    vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
     source = plan.files[0]
@@ -344,13 +385,28 @@ def train(
             trainer=name,
             progress=progress,
             num_workers=count_options.num_workers,
-            start_from=base,
-            **rules_keywords(rules, like),
+            rules=rules,
+            base=base,
         )[0]
     path = check_input_file(source.path)  # an empty file refused, as every version does
+    return _train_in_place(name, version, path, vocab_size, specials, progress, count_options, rules, base)
+
+
+def _train_in_place(
+    name: str,
+    version: TrainerVersion,
+    path: Path,
+    vocab_size: int,
+    specials: list[str],
+    progress: bool,
+    count_options: CountParallelism,
+    rules: TrainingRules,
+    base: Base | None,
+) -> TrainingResult:
+    """Both phases of the version on one local text file, read in place."""
     # Below the initial tokens (HF's presets train it): no merges.
     num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
-
+    counted = rules.counted_special_tokens(specials)
     started = time.perf_counter()
     size = path.stat().st_size
     with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
@@ -439,19 +495,6 @@ def present_bytes(data: bytes) -> bytes:
     return bytes(byte for byte in range(256) if data.find(bytes((byte,))) >= 0)
 
 
-def rules_keywords(rules: TrainingRules, like: str | None, *, explicit: bool = True) -> dict[str, object]:
-    """Resolved rules as the keywords of `train`, `train_from_counts` and `train_after_counting`;
-    not `explicit`: no pattern, so that count files keep theirs (or `like`'s, which must be theirs)."""
-    return {
-        "pattern": rules.pattern if explicit else None,
-        "tie_break": rules.tie_break,
-        "like": like,
-        "min_frequency": rules.limits.min_frequency,
-        "max_token_length": rules.limits.max_token_length,
-        "unicode": rules.pattern.unicode,
-    }
-
-
 def _merge_phase(
     name: str,
     version: TrainerVersion,
@@ -494,12 +537,7 @@ def _merge_phase(
         options["release_words"] = True
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
-    options["tie_break"] = rules.tie_break
-    if base is not None:
-        options["start_from"] = base.merges
-    if rules.limits != NO_LIMITS:
-        options["min_frequency"] = rules.limits.min_frequency
-        options["max_token_length"] = rules.limits.max_token_length
+    options["rules"] = rules.merge_rules(base)
     with progress_bar(progress, num_merges, "merges", "merge") as advance:
         merges = version.merge(word_counts, num_merges, advance, **options)  # type: ignore[call-arg]
     finished = time.perf_counter()
@@ -643,20 +681,16 @@ def train_bpe(
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
-    rules = {
-        "pattern": pattern,
-        "tie_break": tie_break,
-        "like": like,
-        "start_from": start_from,
-        "min_frequency": min_frequency,
-        "max_token_length": max_token_length,
-        "unicode": unicode,
-    }
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
     if vocab_sizes is None:
-        result = train(input_path, vocab_size, special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
+        result = train(
+            input_path, vocab_size, special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
+        )  # type: ignore[arg-type]
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
-    result = train(input_path, sizes[-1], special_tokens, trainer=trainer, **rules, **options)  # type: ignore[arg-type]
+    result = train(
+        input_path, sizes[-1], special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
+    )
     return tokenizers_by_size(result, sizes)
 
 
@@ -672,81 +706,30 @@ def train_from_counts(
     trainer: str | None = None,
     progress: bool = False,
     num_workers: int | None = None,
-    pattern: str | Pattern | None = None,
-    tie_break: str | None = None,
-    like: str | None = None,
+    rules: TrainingRules | None = None,
     start_from: StartFrom | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
-    unicode: str | None = None,
+    **keywords: object,
 ) -> TrainingResult:
     """Run only the merge phase of a version on word counts: a `WordCounts`, a `{word_bytes: count}`
     mapping, or the path(s) of count files (summed). Every version's `merge` takes a dict (bpe_v7 also
     the table held in C++ that counting and loading make), so the result equals training that
     version on the text the counts came from. `num_workers`: at most this many bpe_v7 merge threads,
-    as in `train` (None: every core). `tie_break` and `like` as in `train`.
+    as in `train` (None: every core). `rules` (or the keywords of `RULE_KEYWORDS`) as in `train`.
 
-    `special_tokens` and `pattern` default to the ones the counts were made with; other ones are
+    `special_tokens` and the pattern default to the ones the counts were made with; other ones are
     refused, since the counts would not be those of the text split on them or pre-tokenized by it (a
-    plain mapping carries none, so any special tokens and pattern are taken as given). `unicode`
-    defaults to the counts' version where neither `like` nor a base names one; a run by another
-    version is refused where the words hold a character the two class differently
+    plain mapping carries none, so any special tokens and pattern are taken as given). The Unicode
+    version defaults to the counts' where neither `unicode`, `like` nor a base names one; a run by
+    another version is refused where the words hold a character the two class differently
     (`refuse_other_unicode`). `start_from` as in `train`: the counts do not depend on it, but its
     special tokens must be among theirs."""
-    from .word_counts import WordCounts
-
     started = time.perf_counter()
+    rules = given_rules(rules, keywords)
+    if keywords:
+        raise TypeError(f"train_from_counts() got unexpected keyword argument(s) {sorted(keywords)}")
     num_workers = check_num_workers(num_workers)
-    if isinstance(counts, (str, PathLike)):
-        counts = WordCounts.load(counts)
-    elif isinstance(counts, Sequence):
-        counts = WordCounts.load_all(counts)
-    special_tokens = preset_special_tokens(like, special_tokens)
-    as_text = resolve_preset(like).specials_as_text  # hf-raw: counted with none split out
-    if isinstance(counts, WordCounts):
-        if special_tokens is None:
-            special_tokens = [] if as_text else list(counts.special_tokens)
-        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
-        if as_text:
-            if counts.special_tokens:
-                raise BPEInputError(
-                    f"like={like!r} counts special tokens as text; the word counts were split on "
-                    f"{counts.special_tokens}: count again with none"
-                )
-        elif base is not None and set(run_special_tokens(base, special_tokens)) != set(counts.special_tokens):
-            raise BPEInputError(
-                f"the word counts were made with special tokens {counts.special_tokens}; the run from "
-                f"{base.source} splits on {run_special_tokens(base, special_tokens)}: count again with those"
-            )
-        if base is not None and not as_text:
-            special_tokens = list(counts.special_tokens)
-        elif not as_text and list(special_tokens) != list(counts.special_tokens):
-            raise BPEInputError(
-                f"the word counts were made with special tokens {counts.special_tokens}, not {list(special_tokens)}; "
-                "count again with these special tokens"
-            )
-        pattern = run_pattern_from(base, pattern, like)
-        if pattern is None and like is None:
-            pattern = pattern_from_regex(counts.pattern)
-        # The counts' Unicode version stands where no unicode, like or base names one, as their pattern does.
-        pattern = resolve_pattern(resolve_preset(like).pattern if pattern is None else pattern)
-        pattern = replace(pattern, unicode=pattern.unicode or counts.unicode)
-        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-        if counts.pattern != rules.pattern.regex:
-            raise BPEInputError(
-                f"the word counts were made with the pattern {counts.pattern_label}, not "
-                f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
-            )
-        refuse_other_unicode(counts, rules.pattern.unicode, like)
-    else:
-        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
-        pattern = run_pattern_from(base, pattern, like)
-        rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-        counts = WordCounts(dict(counts), pattern=rules.pattern.regex, unicode=rules.pattern.unicode)
+    counts, specials, base, rules = _counts_setup(counts, special_tokens, start_from, rules)
     refuse_by_lines(rules, "word counts")
-    specials = check_special_tokens(special_tokens)
-    if base is not None:
-        specials = run_special_tokens(base, specials)
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     name = trainer or default_trainer()
     version = load_trainer(name)
@@ -755,9 +738,7 @@ def train_from_counts(
     word_counts = counts.native if native else counts.counts
     # Below the initial tokens (HF's presets train it): no merges.
     num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
-
-    source_bytes = counts.source_bytes  # the note on absent special tokens needs the text's size
-    measured = counts.special_token_bytes
+    measured = counts.special_token_bytes  # the note on absent special tokens needs the text's size
     return _merge_phase(
         name,
         version,
@@ -768,7 +749,7 @@ def train_from_counts(
         "load counts",
         started,
         False,
-        source_bytes,
+        counts.source_bytes,
         num_workers=num_workers,
         rules=rules,
         base=base,
@@ -776,10 +757,76 @@ def train_from_counts(
     )
 
 
-def refuse_other_unicode(counts: WordCounts, unicode: str, like: str | None) -> None:
+def _counts_setup(
+    counts: WordCounts | Mapping[bytes, int] | str | PathLike | Sequence[str | PathLike],
+    special_tokens: list[str] | None,
+    start_from: StartFrom | None,
+    rules: TrainingRules,
+) -> tuple[WordCounts, list[str], Base | None, TrainingRules]:
+    """`train_from_counts`' counts (loaded where paths), special tokens, base and rules: what the counts
+    were made with where the user left it open, and refused in one line where they contradict it."""
+    from .word_counts import WordCounts
+
+    if isinstance(counts, (str, PathLike)):
+        counts = WordCounts.load(counts)
+    elif isinstance(counts, Sequence):
+        counts = WordCounts.load_all(counts)
+    special_tokens = preset_special_tokens(rules.like, special_tokens)
+    if not isinstance(counts, WordCounts):  # a plain mapping: the rules as given
+        base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+        rules = rules.from_base(base)
+        counts = WordCounts(dict(counts), pattern=rules.pattern.regex, unicode=rules.pattern.unicode)
+    else:
+        base, special_tokens = _counted_specials(counts, special_tokens, start_from, rules)
+        rules = rules.from_base(base).for_counts(counts.pattern, counts.unicode)
+        if counts.pattern != rules.pattern.regex:
+            raise BPEInputError(
+                f"the word counts were made with the pattern {counts.pattern_label}, not "
+                f"{pattern_label(rules.pattern.regex)}; count again with this pattern, or train with the counts' one"
+            )
+        refuse_other_unicode(counts, rules)
+    specials = check_special_tokens(special_tokens)
+    if base is not None:
+        specials = run_special_tokens(base, specials)
+    return counts, specials, base, rules
+
+
+def _counted_specials(
+    counts: WordCounts, special_tokens: list[str] | None, start_from: StartFrom | None, rules: TrainingRules
+) -> tuple[Base | None, list[str]]:
+    """The base and the special tokens of a run on `counts`: the counts' own where none are given (none
+    where the preset counts them as text); others refused, as counts split on others are not the run's."""
+    like = rules.like
+    if special_tokens is None:
+        special_tokens = [] if rules.specials_as_text else list(counts.special_tokens)
+    base = None if start_from is None else load_base(start_from, check_special_tokens(special_tokens))
+    if rules.specials_as_text:
+        if counts.special_tokens:
+            raise BPEInputError(
+                f"like={like!r} counts special tokens as text; the word counts were split on "
+                f"{counts.special_tokens}: count again with none"
+            )
+        return base, special_tokens
+    if base is not None and set(run_special_tokens(base, special_tokens)) != set(counts.special_tokens):
+        raise BPEInputError(
+            f"the word counts were made with special tokens {counts.special_tokens}; the run from "
+            f"{base.source} splits on {run_special_tokens(base, special_tokens)}: count again with those"
+        )
+    if base is not None:
+        return base, list(counts.special_tokens)
+    if list(special_tokens) != list(counts.special_tokens):
+        raise BPEInputError(
+            f"the word counts were made with special tokens {counts.special_tokens}, not {list(special_tokens)}; "
+            "count again with these special tokens"
+        )
+    return base, special_tokens
+
+
+def refuse_other_unicode(counts: WordCounts, rules: TrainingRules) -> None:
     """Refuse, in one line, counts made by another Unicode version's classes (or by one not recorded)
     than the run's `unicode` when their words hold a character the two class differently: the text
     would split otherwise. Elsewhere the versions split alike, and the counts are the run's own."""
+    unicode, like = rules.pattern.unicode, rules.like
     found = counts.first_classed_otherwise(unicode)
     if found is None:
         return
@@ -818,29 +865,14 @@ def train_bpe_from_counts(
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
     see `train_from_counts`."""
-    rules = {
-        "pattern": pattern,
-        "tie_break": tie_break,
-        "like": like,
-        "start_from": start_from,
-        "min_frequency": min_frequency,
-        "max_token_length": max_token_length,
-        "unicode": unicode,
-    }
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
+    # The pattern a count file was made with stands unless one is asked for (TrainingRules.for_counts).
+    given = {"trainer": trainer, "num_workers": num_workers, "rules": rules, "start_from": start_from}
     if vocab_sizes is None:
-        result = train_from_counts(
-            counts,
-            vocab_size,  # type: ignore[arg-type]
-            special_tokens,
-            trainer=trainer,
-            num_workers=num_workers,
-            **rules,  # type: ignore[arg-type]
-        )
+        result = train_from_counts(counts, vocab_size, special_tokens, **given)  # type: ignore[arg-type]
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
-    result = train_from_counts(
-        counts, sizes[-1], special_tokens, trainer=trainer, num_workers=num_workers, **rules  # type: ignore[arg-type]
-    )
+    result = train_from_counts(counts, sizes[-1], special_tokens, **given)  # type: ignore[arg-type]
     return tokenizers_by_size(result, sizes)
 
 
@@ -857,17 +889,13 @@ def train_after_counting(
     progress: bool = False,
     first_phase: str = "pre-tokenize",
     num_workers: int | None = None,
-    pattern: str | Pattern | None = None,
-    tie_break: str | None = None,
-    like: str | None = None,
-    start_from: StartFrom | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
-    unicode: str | None = None,
+    rules: TrainingRules | None = None,
+    base: Base | None = None,
 ) -> tuple[TrainingResult, WordCounts]:
     """`count()` (counting any source, or loading count files), then the version's merge phase on
-    the counts, on `num_workers` threads, by the rules `train_from_counts` takes; the result's
-    phases are `first_phase` (what `count` did) and the merging."""
+    the counts, on `num_workers` threads, by `rules` (None: the defaults) as `train_from_counts` takes
+    them, from `base` (loaded: `start_from.load_base`) if given; the result's phases are `first_phase`
+    (what `count` did) and the merging."""
     started = time.perf_counter()
     counts = count()
     counted = time.perf_counter()
@@ -878,13 +906,8 @@ def train_after_counting(
         trainer=trainer,
         progress=progress,
         num_workers=num_workers,
-        pattern=pattern,
-        tie_break=tie_break,
-        like=like,
-        start_from=start_from,
-        min_frequency=min_frequency,
-        max_token_length=max_token_length,
-        unicode=unicode,
+        rules=rules or resolve_rules(),
+        start_from=base,
     )
     result.seconds = {
         first_phase: counted - started,
@@ -903,13 +926,8 @@ def train_from_iterator(
     progress: bool = False,
     length: int | None = None,
     text_field: str = "text",
-    pattern: str | Pattern | None = None,
-    tie_break: str | None = None,
-    like: str | None = None,
+    rules: TrainingRules | None = None,
     start_from: StartFrom | None = None,
-    min_frequency: int | None = None,
-    max_token_length: int | None = None,
-    unicode: str | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -917,16 +935,12 @@ def train_from_iterator(
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
-    (counting and merging threads). `pattern`, `tie_break`, `like`, `start_from` as in `train`."""
+    (counting and merging threads). `rules` (or the keywords of `RULE_KEYWORDS` among `options`) and
+    `start_from` as in `train`."""
     from .counting import count_words_from_iterator
 
-    specials = check_special_tokens(preset_special_tokens(like, special_tokens))
-    base = None if start_from is None else load_base(start_from, specials)
-    if base is not None:  # the base's special tokens split the documents too
-        specials = run_special_tokens(base, specials)
-    rules = resolve_rules(
-        run_pattern_from(base, pattern, like), tie_break, like, min_frequency, max_token_length, unicode
-    )
+    rules = given_rules(rules, options)
+    specials, base, rules = run_setup(special_tokens, start_from, rules)
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     refuse_by_lines(rules, "documents")
     count_options = CountParallelism.from_keywords(options)
@@ -954,8 +968,8 @@ def train_from_iterator(
         trainer=name,
         progress=progress,
         num_workers=count_options.num_workers,
-        start_from=base,
-        **rules_keywords(rules, like),
+        rules=rules,
+        base=base,
     )[0]
 
 
@@ -976,19 +990,9 @@ def train_bpe_from_iterator(
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
     see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from` as in `train`)."""
+    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
     result = train_from_iterator(
-        texts,
-        vocab_size,
-        special_tokens,
-        trainer=trainer,
-        pattern=pattern,
-        tie_break=tie_break,
-        like=like,
-        start_from=start_from,
-        min_frequency=min_frequency,
-        max_token_length=max_token_length,
-        unicode=unicode,
-        **options,
+        texts, vocab_size, special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
     )
     return result.vocab, result.merges
 

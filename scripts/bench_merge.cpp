@@ -97,13 +97,13 @@ int main(int argc, char** argv) {
     const int repeats = argc > 4 ? std::atoi(argv[4]) : 1;
     const size_t parallel_words = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : bpe::kDefaultParallelWords;
     const std::string rule = argc > 6 ? argv[6] : "cs336";
-    const char* const rules[] = {"cs336", "smallest-id", "hf"};  // bpe::TieBreak's order
-    const auto found = std::find(std::begin(rules), std::end(rules), rule);
-    if (found == std::end(rules)) {
-        std::fprintf(stderr, "tie_break must be cs336, smallest-id or hf, got %s\n", rule.c_str());
+    const std::vector<std::string> rules = bpe::tie_break_names();  // at bpe::TieBreak's values
+    const auto found = std::find(rules.begin(), rules.end(), rule);
+    if (found == rules.end()) {
+        std::fprintf(stderr, "tie_break must be one of bpe::tie_break_names(), got %s\n", rule.c_str());
         return 2;
     }
-    const auto tie_break = static_cast<bpe::TieBreak>(found - std::begin(rules));
+    const auto tie_break = static_cast<bpe::TieBreak>(found - rules.begin());
     const bpe::CountedWords words = load_count_file(argv[1]);
     std::printf("%zu distinct words, vocab %zu, %d thread(s), ties %s\n", words.size(), vocab, threads, rule.c_str());
     std::vector<bpe::Merge> merges;

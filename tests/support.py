@@ -52,3 +52,15 @@ TOKENIZER_MEMORY_CHILD_PRELUDE = textwrap.dedent(
         raise RuntimeError("no VmSize in /proc/self/status")
     """
 )
+
+
+def merge_rules(**keywords: object) -> object:
+    """A `phases.MergeRules` from the loose keywords tests are parametrized by: `tie_break`,
+    `min_frequency`, `max_token_length` and `base_merges` (each optional)."""
+    from cs336_basics.merge_limits import MergeLimits
+    from cs336_basics.phases import MergeRules
+
+    limits = MergeLimits(keywords.pop("min_frequency", None), keywords.pop("max_token_length", None))
+    rules = MergeRules(keywords.pop("tie_break", None), limits, keywords.pop("base_merges", ()))
+    assert not keywords, f"unknown merge rule(s) {sorted(keywords)}"
+    return rules

@@ -20,11 +20,13 @@ from cs336_basics import (
     trainer_status,
 )
 from cs336_basics.cli import main as cli_main
-from cs336_basics.merge_limits import check_merge_limits
+from cs336_basics.merge_limits import MergeLimits
 from cs336_basics.serialization import load_merges
 from cs336_basics.splitting import count_words_in_text
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer
+
+from .support import merge_rules
 
 V7 = trainer_status()["bpe_v7"]
 LIMITS = [(0, None), (0, 1), (0, 3), (0, 4), (2, None), (3, 5), (1, 2)]
@@ -34,19 +36,22 @@ def test_max_token_length_keeps_tokens_shorter_than_it_but_two_bytes_always() ->
     # (a, b) counts 5 and goes first; then (ab, c) 5 before (c, d) 3, and "abc" would be 3 bytes:
     # refused under 3, which leaves (c, d), and "abcd" (4 bytes) then is refused too.
     words = {b"abcd": 3, b"abc": 2}
-    assert bpe_v1.merge(words, 5, tie_break="hf") == [(b"a", b"b"), (b"ab", b"c"), (b"abc", b"d")]
-    assert bpe_v1.merge(words, 5, tie_break="hf", max_token_length=3) == [(b"a", b"b"), (b"c", b"d")]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(tie_break="hf")) == [(b"a", b"b"), (b"ab", b"c"), (b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(tie_break="hf", max_token_length=3)) == [(b"a", b"b"), (b"c", b"d")]
     # Under 4, "abc" (3 bytes) is made, "abcd" (4) is not; under 1 or 2 the two-byte merges still are.
-    assert bpe_v1.merge(words, 5, tie_break="hf", max_token_length=4) == [(b"a", b"b"), (b"ab", b"c")]
-    assert bpe_v1.merge(words, 5, tie_break="hf", max_token_length=1) == [(b"a", b"b"), (b"c", b"d")]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(tie_break="hf", max_token_length=4)) == [
+        (b"a", b"b"),
+        (b"ab", b"c"),
+    ]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(tie_break="hf", max_token_length=1)) == [(b"a", b"b"), (b"c", b"d")]
 
 
 def test_min_frequency_stops_at_the_first_pair_counting_too_little() -> None:
     words = {b"ab": 5, b"cd": 2, b"ef": 1}
     assert len(bpe_v1.merge(words, 10)) == 3
-    assert bpe_v1.merge(words, 10, tie_break="hf", min_frequency=2) == [(b"a", b"b"), (b"c", b"d")]
-    assert bpe_v1.merge(words, 10, tie_break="hf", min_frequency=6) == []
-    assert len(bpe_v1.merge(words, 10, min_frequency=1)) == 3  # 0 and 1 change nothing
+    assert bpe_v1.merge(words, 10, rules=merge_rules(tie_break="hf", min_frequency=2)) == [(b"a", b"b"), (b"c", b"d")]
+    assert bpe_v1.merge(words, 10, rules=merge_rules(tie_break="hf", min_frequency=6)) == []
+    assert len(bpe_v1.merge(words, 10, rules=merge_rules(min_frequency=1))) == 3  # 0 and 1 change nothing
 
 
 @pytest.mark.parametrize(
@@ -61,9 +66,9 @@ def test_min_frequency_stops_at_the_first_pair_counting_too_little() -> None:
 )
 def test_bad_limits_are_refused_in_one_line(trainer: str, keywords: dict, named: str, tmp_path: Path) -> None:
     with pytest.raises(BPEInputError, match=named):
-        check_merge_limits(**keywords)
+        MergeLimits(**keywords)
     with pytest.raises((BPEInputError, ValueError), match=named):
-        load_trainer(trainer).merge({b"ab": 1}, 1, **keywords)
+        load_trainer(trainer).merge({b"ab": 1}, 1, rules=merge_rules(**keywords))
     path = tmp_path / "corpus.txt"
     path.write_text("ab ab", encoding="utf-8")
     with pytest.raises(BPEInputError, match=named):
@@ -86,8 +91,8 @@ def test_every_version_honours_the_limits_as_the_oracle(
     trainer: str, rule: str, min_frequency: int, max_token_length: int | None, words: dict, num_merges: int
 ) -> None:
     limits = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
-    expected = bpe_v1.merge(words, num_merges, **limits)
-    assert load_trainer(trainer).merge(dict(words), num_merges, **limits) == expected
+    expected = bpe_v1.merge(words, num_merges, rules=merge_rules(**limits))
+    assert load_trainer(trainer).merge(dict(words), num_merges, rules=merge_rules(**limits)) == expected
 
 
 @pytest.mark.skipif(not V7.available, reason=V7.reason)
@@ -101,7 +106,8 @@ def test_the_native_loop_on_threads_and_pruning(
     from cs336_basics import _merge_cpp
 
     limits = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
-    assert _merge_cpp.merge(words, 80, **knobs, **limits) == bpe_v1.merge(words, 80, **limits)
+    rules = merge_rules(**limits)
+    assert _merge_cpp.merge(words, 80, **knobs, rules=rules) == bpe_v1.merge(words, 80, rules=rules)
 
 
 def test_train_bpe_and_documents_take_the_limits(trainer: str, tmp_path: Path) -> None:
@@ -148,11 +154,11 @@ def test_the_command_takes_them_and_bpe_run_json_records_them(
 def test_with_start_from_the_limits_bound_the_new_merges_only() -> None:
     # The base makes "abc" (3 bytes) whatever the limit; after it, (abc, d) counts 3 and is 4 bytes.
     words, base = {b"abcd": 3, b"abc": 2}, [(b"a", b"b"), (b"ab", b"c")]
-    assert bpe_v1.merge(words, 5, start_from=base) == [(b"abc", b"d")]
-    assert bpe_v1.merge(words, 5, start_from=base, max_token_length=3) == []
-    assert bpe_v1.merge(words, 5, start_from=base, max_token_length=5) == [(b"abc", b"d")]
-    assert bpe_v1.merge(words, 5, start_from=base, min_frequency=4) == []
-    assert bpe_v1.merge(words, 5, start_from=base, min_frequency=3) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(base_merges=base)) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(base_merges=base, max_token_length=3)) == []
+    assert bpe_v1.merge(words, 5, rules=merge_rules(base_merges=base, max_token_length=5)) == [(b"abc", b"d")]
+    assert bpe_v1.merge(words, 5, rules=merge_rules(base_merges=base, min_frequency=4)) == []
+    assert bpe_v1.merge(words, 5, rules=merge_rules(base_merges=base, min_frequency=3)) == [(b"abc", b"d")]
 
 
 @pytest.mark.parametrize(("min_frequency", "max_token_length"), LIMITS)
@@ -172,10 +178,14 @@ def test_every_version_takes_start_from_and_the_limits_together_as_the_oracle(
     base_merges: int,
     num_merges: int,
 ) -> None:
-    base = bpe_v1.merge(words, base_merges, tie_break=rule)  # unlimited: its tokens may be longer than the limit
+    base = bpe_v1.merge(
+        words, base_merges, rules=merge_rules(tie_break=rule)
+    )  # unlimited: its tokens may be longer than the limit
     options = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
-    expected = bpe_v1.merge(words, num_merges, start_from=base, **options)
-    assert load_trainer(trainer).merge(dict(words), num_merges, start_from=base, **options) == expected
+    expected = bpe_v1.merge(words, num_merges, rules=merge_rules(base_merges=base, **options))
+    assert (
+        load_trainer(trainer).merge(dict(words), num_merges, rules=merge_rules(base_merges=base, **options)) == expected
+    )
 
 
 def test_hf_files_refuses_a_base(tmp_path: Path) -> None:

@@ -20,10 +20,10 @@ from cs336_basics import BPEInputError, Tokenizer, count_words, train_bpe
 from cs336_basics import pattern as patterns
 from cs336_basics.backend import pure_python_forced
 from cs336_basics.cli import main as cli_main
-from cs336_basics.splitting import whitespace_cuts
 from cs336_basics.export import check_exportable, hf_split_regex, tiktoken_pattern_problem
 from cs336_basics.pattern import PATTERN_ROWS, NamedPattern, check_native_scanners, resolve_pattern
 from cs336_basics.serialization import RUN_FILE
+from cs336_basics.splitting import whitespace_cuts
 from tests.support import REPO_ROOT
 
 SPECIAL = ["<|endoftext|>"]

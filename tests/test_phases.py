@@ -3,12 +3,14 @@ reports its progress through the driver's callable, and draws nothing itself."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 
 from cs336_basics import BPEInputError, train
-from cs336_basics.phases import CountParallelism
+from cs336_basics.merge_limits import MergeLimits
+from cs336_basics.phases import CountParallelism, MergeRules
 from cs336_basics.trainers import REGISTRY, load_trainer
 
 TEXT = "low lower lowest<|endoftext|> newer wider new\n" * 40
@@ -46,6 +48,18 @@ def test_phases_report_their_work(trainer: str, corpus: Path) -> None:
     merged: list[int] = []
     merges = version.merge(word_counts, 15, merged.append)
     assert len(merges) == 15 and sum(merged) == 15
+
+
+def test_every_merge_takes_the_rules_as_one_value(trainer: str) -> None:
+    version = load_trainer(trainer)
+    parameters = inspect.signature(version.merge).parameters
+    assert "rules" in parameters
+    assert not {"tie_break", "start_from", "min_frequency", "max_token_length"} & set(parameters)
+    words = {b"abcd": 3, b"abc": 2, b"dd": 2}
+    rules = MergeRules("smallest-id", MergeLimits(min_frequency=2, max_token_length=4), [(b"a", b"b")])
+    assert version.merge(dict(words), 10, rules=rules) == load_trainer("bpe_v1").merge(words, 10, rules=rules)
+    with pytest.raises(TypeError, match="MergeRules"):
+        version.merge(dict(words), 1, rules="smallest-id")
 
 
 def test_the_result_counts_the_distinct_words(trainer: str, corpus: Path) -> None:

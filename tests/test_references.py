@@ -21,6 +21,7 @@ from cs336_basics import BPEInputError, bpe_v1, train_bpe, train_bpe_from_iterat
 from cs336_basics.contract import ENDOFTEXT, Merges, Vocab
 from cs336_basics.export import _tiktoken_ranks, hf_tokenizer_json
 from cs336_basics.pattern import resolve_pattern
+from cs336_basics.phases import MergeRules
 from cs336_basics.presets import resolve_preset
 from cs336_basics.serialization import decode_token, gpt2_bytes_to_unicode
 from cs336_basics.vocab_layout import assemble_vocab
@@ -76,7 +77,7 @@ def oracle_merges(corpus: str, word_counts: dict[bytes, int], num_merges: int, t
     """bpe_v1's merges, all of them or, on the largest corpus, the first BPE_V1_MERGES."""
     if corpus not in SMALL_CORPORA:
         num_merges = min(num_merges, BPE_V1_MERGES)
-    return bpe_v1.merge(word_counts, num_merges, tie_break=tie_break)
+    return bpe_v1.merge(word_counts, num_merges, rules=MergeRules(tie_break))
 
 
 def counts(pieces: list[str], pattern: str) -> dict[bytes, int]:
@@ -125,9 +126,9 @@ def test_the_three_rules_take_three_different_first_merges() -> None:
     # first, and the space is "Ġ" (U+0120), after every printable byte, so (!, !).
     word_counts = counts(["zy !!"], "gpt2")
     assert word_counts == {b"zy": 1, b" !!": 1}
-    assert bpe_v1.merge(word_counts, 1, tie_break="cs336") == [(b"z", b"y")]
-    assert bpe_v1.merge(word_counts, 1, tie_break="smallest-id") == [(b" ", b"!")]
-    assert bpe_v1.merge(word_counts, 1, tie_break="hf") == [(b"!", b"!")]
+    assert bpe_v1.merge(word_counts, 1, rules=MergeRules("cs336")) == [(b"z", b"y")]
+    assert bpe_v1.merge(word_counts, 1, rules=MergeRules("smallest-id")) == [(b" ", b"!")]
+    assert bpe_v1.merge(word_counts, 1, rules=MergeRules("hf")) == [(b"!", b"!")]
 
 
 def test_the_tools_take_those_first_merges() -> None:
@@ -249,7 +250,7 @@ def test_hf_train_files_differs_from_train_from_iterator() -> None:
     documents = fixture_script.documents(text)
 
     def merges_of(pieces: list[str]) -> Merges:
-        return bpe_v1.merge(counts(pieces, "gpt2"), len(expected), tie_break="hf")
+        return bpe_v1.merge(counts(pieces, "gpt2"), len(expected), rules=MergeRules("hf"))
 
     assert merges_of(documents) != expected
     assert merges_of([text]) != expected  # the special token's text counted, but not by lines

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from cs336_basics import bpe_v1, bpe_v4
 from cs336_basics.backend import pure_python_forced
 from cs336_basics.contract import BPEInputError
+from cs336_basics.phases import MergeRules
 from cs336_basics.serialization import gpt2_bytes_to_unicode
-from cs336_basics.tie_break import CS336, HF, SMALLEST_ID, TIE_BREAKS
+from cs336_basics.tie_break import CS336, HF, SMALLEST_ID, TIE_BREAKS, TieBreak
 from cs336_basics.trainers import load_trainer
 
 WordCounts = dict[bytes, int]
@@ -54,8 +55,8 @@ def merge_of(trainer: str):
 def test_every_version_gives_the_oracles_merges_under_every_rule(
     trainer: str, counts: WordCounts, num_merges: int, tie_break: str
 ) -> None:
-    expected = bpe_v1.merge(counts, num_merges, tie_break=tie_break)
-    assert merge_of(trainer)(counts, num_merges, tie_break=tie_break) == expected
+    expected = bpe_v1.merge(counts, num_merges, rules=MergeRules(tie_break))
+    assert merge_of(trainer)(counts, num_merges, rules=MergeRules(tie_break)) == expected
 
 
 @pytest.mark.parametrize("tie_break", TIE_BREAKS)
@@ -63,8 +64,8 @@ def test_many_equal_counts(trainer: str, tie_break: str) -> None:
     # 400 words of count 1 over a few letters: nearly every merge is a tie among many pairs.
     rng = random.Random(17)
     counts = {bytes(rng.choices(b"ab \x80xyz", k=rng.randint(2, 9))): 1 for _ in range(400)}
-    expected = bpe_v1.merge(counts, 120, tie_break=tie_break)
-    assert merge_of(trainer)(counts, 120, tie_break=tie_break) == expected
+    expected = bpe_v1.merge(counts, 120, rules=MergeRules(tie_break))
+    assert merge_of(trainer)(counts, 120, rules=MergeRules(tie_break)) == expected
 
 
 # Known answers, checkable by hand.
@@ -77,9 +78,9 @@ def test_three_rules_three_first_merges(trainer: str) -> None:
     counts = {b"ab": 1, b" a": 1, b"zz": 1}
     merge = merge_of(trainer)
     assert merge(counts, 3) == [(b"z", b"z"), (b"a", b"b"), (b" ", b"a")]
-    assert merge(counts, 3, tie_break=CS336) == [(b"z", b"z"), (b"a", b"b"), (b" ", b"a")]
-    assert merge(counts, 3, tie_break=SMALLEST_ID) == [(b" ", b"a"), (b"a", b"b"), (b"z", b"z")]
-    assert merge(counts, 3, tie_break=HF) == [(b"a", b"b"), (b"z", b"z"), (b" ", b"a")]
+    assert merge(counts, 3, rules=MergeRules(CS336)) == [(b"z", b"z"), (b"a", b"b"), (b" ", b"a")]
+    assert merge(counts, 3, rules=MergeRules(SMALLEST_ID)) == [(b" ", b"a"), (b"a", b"b"), (b"z", b"z")]
+    assert merge(counts, 3, rules=MergeRules(HF)) == [(b"a", b"b"), (b"z", b"z"), (b" ", b"a")]
 
 
 def test_every_byte_in_the_rules_order(trainer: str) -> None:
@@ -94,7 +95,7 @@ def test_every_byte_in_the_rules_order(trainer: str) -> None:
     }
     for tie_break, order in orders.items():
         expected = [(bytes([byte]), bytes([byte])) for byte in order]
-        assert merge_of(trainer)(counts, 256, tie_break=tie_break) == expected, tie_break
+        assert merge_of(trainer)(counts, 256, rules=MergeRules(tie_break)) == expected, tie_break
 
 
 def test_merged_tokens_rank_by_their_ids(trainer: str) -> None:
@@ -102,16 +103,16 @@ def test_merged_tokens_rank_by_their_ids(trainer: str) -> None:
     # (256) ranks after every byte: (c, a) and (x, y) go first; cs336 compares bytes: x > c > ab.
     counts = {b"ab": 2, b"abc": 1, b"ca": 1, b"xy": 1}
     merge = merge_of(trainer)
-    assert merge(counts, 4, tie_break=CS336) == [(b"a", b"b"), (b"x", b"y"), (b"c", b"a"), (b"ab", b"c")]
-    assert merge(counts, 4, tie_break=SMALLEST_ID) == [(b"a", b"b"), (b"c", b"a"), (b"x", b"y"), (b"ab", b"c")]
-    assert merge(counts, 4, tie_break=HF) == [(b"a", b"b"), (b"c", b"a"), (b"x", b"y"), (b"ab", b"c")]
+    assert merge(counts, 4, rules=MergeRules(CS336)) == [(b"a", b"b"), (b"x", b"y"), (b"c", b"a"), (b"ab", b"c")]
+    assert merge(counts, 4, rules=MergeRules(SMALLEST_ID)) == [(b"a", b"b"), (b"c", b"a"), (b"x", b"y"), (b"ab", b"c")]
+    assert merge(counts, 4, rules=MergeRules(HF)) == [(b"a", b"b"), (b"c", b"a"), (b"x", b"y"), (b"ab", b"c")]
 
 
 def test_the_rule_is_checked(trainer: str) -> None:
     merge = merge_of(trainer)
     with pytest.raises(BPEInputError, match="smallest-id"):
-        merge({b"ab": 1}, 1, tie_break="largest-id")
-    assert merge({b"ab": 1, b"ba": 1}, 2, tie_break=None) == merge({b"ab": 1, b"ba": 1}, 2)  # None: cs336
+        merge({b"ab": 1}, 1, rules=MergeRules("largest-id"))
+    assert merge({b"ab": 1, b"ba": 1}, 2, rules=MergeRules(None)) == merge({b"ab": 1, b"ba": 1}, 2)  # None: cs336
 
 
 # bpe_v7's threads: every merge on the threads (parallel_words=0), the initial pairs counted on as
@@ -136,8 +137,8 @@ def test_threads_give_the_oracles_merges_under_every_rule(
     native_or_skip()
     from cs336_basics import _merge_cpp
 
-    got = _merge_cpp.merge(counts, num_merges, num_threads=num_threads, parallel_words=0, tie_break=tie_break)
-    assert got == bpe_v1.merge(counts, num_merges, tie_break=tie_break)
+    got = _merge_cpp.merge(counts, num_merges, num_threads=num_threads, parallel_words=0, rules=MergeRules(tie_break))
+    assert got == bpe_v1.merge(counts, num_merges, rules=MergeRules(tie_break))
 
 
 def random_text(seed: int, num_words: int) -> bytes:
@@ -154,7 +155,7 @@ MANY_WORDS = random_text(23, 60_000)
 def python_merges(tie_break: str) -> list[tuple[bytes, bytes]]:
     # bpe_v4 is the reference here (bpe_v1 would take minutes); the tests above hold it to bpe_v1.
     native = native_or_skip()
-    return bpe_v4.merge(native.count_words_in_buffer(MANY_WORDS, [], 1).to_dict(), 300, tie_break=tie_break)
+    return bpe_v4.merge(native.count_words_in_buffer(MANY_WORDS, [], 1).to_dict(), 300, rules=MergeRules(tie_break))
 
 
 @pytest.mark.parametrize("num_threads", THREADS)
@@ -163,14 +164,19 @@ def test_threads_on_native_counts_under_every_rule(num_threads: int, tie_break: 
     native = native_or_skip()
     counts = native.count_words_in_buffer(MANY_WORDS, [], num_threads)
     expected = python_merges(tie_break)
-    assert counts.merge(300, parallel_words=0, tie_break=tie_break) == expected
-    assert counts.merge(300, parallel_words=0, prune_pairs=20, tie_break=tie_break) == expected
+    assert counts.merge(300, parallel_words=0, rules=MergeRules(tie_break)) == expected
+    assert counts.merge(300, parallel_words=0, prune_pairs=20, rules=MergeRules(tie_break)) == expected
 
 
 def test_native_counts_check_the_rule() -> None:
     native = native_or_skip()
     counts = native.count_words_in_buffer(b"ab ab", [], 1)
     with pytest.raises(BPEInputError, match="tie_break"):
-        counts.merge(1, tie_break="HF", release_words=True)
+        MergeRules("HF")  # a name no row has: refused where the rules are made
+    not_native = TieBreak("by-value", "a rule the C++ loop does not have", tuple(range(256)), native=False)
+    with pytest.raises(ValueError, match="no rule in the C\\+\\+ merge loop"):
+        counts.merge(1, rules=MergeRules(not_native), release_words=True)
     assert not counts.released  # refused before the words were loaded
-    assert counts.merge(1, tie_break=HF) == [(b"a", b"b")]
+    with pytest.raises(TypeError, match="MergeRules"):
+        counts.merge(1, rules="hf")
+    assert counts.merge(1, rules=MergeRules(HF)) == [(b"a", b"b")]

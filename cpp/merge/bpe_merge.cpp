@@ -78,7 +78,7 @@ namespace {
 std::vector<Merge> train(const CountedWords& words, CountedWords* release, size_t num_merges, MergeProgress progress,
                          void* context, int num_threads, size_t prune_pairs, size_t parallel_words,
                          TieBreak tie_break, const std::vector<Merge>& replay, MergeLimits limits) {
-    if (tie_break != TieBreak::kCs336 && tie_break != TieBreak::kSmallestId && tie_break != TieBreak::kHf) {
+    if (static_cast<int>(tie_break) < 0 || static_cast<size_t>(tie_break) >= tie_break_names().size()) {
         throw std::invalid_argument("train_merges: unknown tie_break");
     }
     if (num_merges == 0) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,13 +22,16 @@ struct Merge {
 };
 constexpr uint32_t kFirstMergedToken = 256;
 
-// Which pair wins among pairs of equal count (cs336_basics/tie_break.py; the Python binding
-// relies on this order of the values):
+// Which pair wins among pairs of equal count (the rows of cs336_basics/tie_break.py):
 // kCs336: the greatest (left bytes, right bytes), the assignment's rule;
 // kSmallestId: the smallest (left id, right id), ids as in Merge (rustbpe);
 // kHf: the smallest ids in HF tokenizers' order: the 256 byte-level characters (GPT-2's
 // byte-to-unicode map) by code point, then the merges in order (BpeTrainer).
 enum class TieBreak : int { kCs336 = 0, kSmallestId = 1, kHf = 2 };
+
+// Each TieBreak's name, at its value: the binding finds a row's value here by the row's name, and a
+// test compares these with the rows that say the C++ has them.
+inline std::vector<std::string> tie_break_names() { return {"cs336", "smallest-id", "hf"}; }
 
 // HF tokenizers' limits (cs336_basics/merge_limits.py; zero: none). Training stops at the first best
 // pair counting fewer than min_frequency; a pair whose token would have max_token_length bytes or
