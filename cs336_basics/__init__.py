@@ -17,9 +17,7 @@ if __name__ == "cs336_basics":
     import sys as _sys
     from pathlib import Path as _Path
 
-    _spec = _util.spec_from_file_location(
-        "_cs336_identity", _Path(__file__).resolve().parent / "_identity.py"
-    )
+    _spec = _util.spec_from_file_location("_cs336_identity", _Path(__file__).resolve().parent / "_identity.py")
     _identity = _util.module_from_spec(_spec)
     _spec.loader.exec_module(_identity)
     _sys.modules[__name__] = _identity.adopt_canonical_name(__file__)
@@ -32,8 +30,8 @@ else:
     _PUBLIC = {
         "openmp_enabled": "backend",
         "BPEInputError": "contract",
-        "count_words": "counting",
-        "count_words_from_iterator": "counting",
+        "count_words": "ingest.counting",
+        "count_words_from_iterator": "ingest.counting",
         "Tokenizer": "tokenizer",
         "TRAINERS": "trainers",
         "TrainerStatus": "trainers",
@@ -45,7 +43,7 @@ else:
         "train_bpe_from_iterator": "trainers",
         "train_from_iterator": "trainers",
         "trainer_status": "trainers",
-        "WordCounts": "word_counts",
+        "WordCounts": "ingest.word_counts",
     }
     __all__ = sorted(_PUBLIC)
 

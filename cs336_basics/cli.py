@@ -29,11 +29,12 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import TRAINERS, BPEInputError, TrainerUnavailable, train
 from .backend import threads_that_fit
-from .cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -50,15 +51,20 @@ from .command_line import (
 from .contract import CS336_LAYOUT, ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, check_exportable, export_files
-from .formats import expand_inputs, is_url
+from .ingest.cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .ingest.plan import plan_inputs
+from .ingest.route import Route, count_inputs, inputs_described, route
+from .ingest.sources import expand_inputs, is_url
 from .merge_limits import MergeLimits
 from .pattern import GPT2, installed_unicode, pattern_label
 from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, large_tokens_note, run_rules
 from .start_from import Base, load_base, num_new_merges, run_pattern_from, run_special_tokens
 from .tie_break import CS336
-from .trainers import TrainingResult, peak_rss_bytes, rules_keywords
+from .trainers import TrainingResult, peak_rss_bytes, rules_keywords, train_after_counting
+
+if TYPE_CHECKING:
+    from .ingest.word_counts import WordCounts
 
 MISSING_DATA_HELP = """\
 error: the training file {path} does not exist{where}.
@@ -163,57 +169,82 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 EXPORTS = EXPORT_FORMATS
 
 
-def train_from_sources(
+def _train_on_inputs(
     args: argparse.Namespace,
     trainer: str | None,
     data: list[str],
-    num_workers: int | None,
     rules: TrainingRules,
-    base: Base | None = None,
+    base: Base | None,
+    options: dict[str, int],
 ) -> tuple[TrainingResult, str]:
-    """Training on count files, or on several files / a cluster by counting first, by `rules`, from
-    `base` if given; returns the result and a description of the data."""
-    from .trainers import count_inputs, train_after_counting
-    from .word_counts import WordCounts
+    """Training on count files, or on the inputs by the route `ingest.route` gives them: one local
+    text file read by the version itself (`train`), anything else counted first, here or on the
+    cluster, then merged; by `rules`, from `base` if given. Returns the result and a description of
+    the data."""
+    from .ingest.word_counts import WordCounts
+
+    if args.counts:
+        refuse_by_lines(rules, "count files")
+        result, counts = _train_after_counting(
+            args, trainer, rules, base, options, "read counts", lambda: WordCounts.load_all(args.counts)
+        )
+        return result, f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
+    # Inspected once: train and the counting read the plan, and the description asks it what the file is.
+    plan = plan_inputs(data, args.format, args.text_field, skip_bad_records=args.skip_bad_records)
+    way = route(plan, args.cluster)
+    if way is Route.VERSION:
+        result = train(
+            plan,
+            args.vocab_sizes[-1],
+            args.special,
+            trainer=trainer,
+            progress=not args.quiet,
+            start_from=base,
+            **rules_keywords(rules, args.like),
+            **options,
+        )
+        return result, f"{data[0]} ({human_bytes(Path(data[0]).stat().st_size)})"
+    refuse_by_lines(rules, inputs_described(plan, args.cluster))
 
     def count() -> WordCounts:
-        if args.counts:
-            return WordCounts.load_all(args.counts)
         return count_inputs(
-            data,
+            plan,
             run_special_tokens(base, args.special) if base else args.special,
             cluster=args.cluster,
             cluster_timeout=args.cluster_timeout,
-            num_workers=num_workers,
+            num_workers=options.get("num_workers"),
             progress=not args.quiet,
-            format=args.format,
-            text_field=args.text_field,
-            skip_bad_records=args.skip_bad_records,
             pattern=rules.pattern,
         )
 
-    result, counts = train_after_counting(
+    result, counts = _train_after_counting(args, trainer, rules, base, options, "count", count)
+    where = f", counted on {args.cluster}" if way is Route.CLUSTER else ""
+    if len(data) == 1:
+        return result, f"{data[0]} ({human_bytes(counts.source_bytes)} of text{where})"
+    return result, f"{len(data)} files, {human_bytes(counts.source_bytes)} of text{where or ', read as concatenated'}"
+
+
+def _train_after_counting(
+    args: argparse.Namespace,
+    trainer: str | None,
+    rules: TrainingRules,
+    base: Base | None,
+    options: dict[str, int],
+    first_phase: str,
+    count: Callable[[], WordCounts],
+) -> tuple[TrainingResult, WordCounts]:
+    return train_after_counting(
         count,
         args.vocab_sizes[-1],
         args.special,
         trainer=trainer,
         progress=not args.quiet,
-        first_phase="read counts" if args.counts else "count",
-        num_workers=num_workers,
+        first_phase=first_phase,
+        num_workers=options.get("num_workers"),
         start_from=base,
         # Count files keep their own pattern unless one is asked for, or a base's (then it must be theirs).
         **rules_keywords(rules, args.like, explicit=args.pattern is not None or bool(base and base.pattern)),
     )
-    if args.counts:
-        described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
-    else:
-        where = f", counted on {args.cluster}" if args.cluster else ""
-        if len(data) == 1:
-            described = f"{data[0]} ({human_bytes(counts.source_bytes)} of text{where})"
-        else:
-            where = where or ", read as concatenated"
-            described = f"{len(data)} files, {human_bytes(counts.source_bytes)} of text{where}"
-    return result, described
 
 
 def _start_from_argument(paths: list[str]) -> str | tuple[str, str]:
@@ -333,28 +364,8 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                         print(advice, file=sys.stderr)
                         return EXIT_BAD_INPUT
                 data = Path(sources[0])
-            urls = any(is_url(source) for source in args.data or [])
-            if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
-                refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
-                sources = args.data or ([str(data)] if data else [])
-                result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules, start)
-            else:
-                largest = args.vocab_sizes[-1]
-                # Inspected once: train reads the plan, and the description below asks it what the file is.
-                plan = plan_inputs([data], args.format, args.text_field, skip_bad_records=args.skip_bad_records)
-                result = train(
-                    plan,
-                    largest,
-                    args.special,
-                    trainer=trainer,
-                    progress=not args.quiet,
-                    start_from=start,
-                    **rules_keywords(rules, args.like),
-                    **options,
-                )
-                described = f"{data} ({human_bytes(data.stat().st_size)})"
-                if not plan.in_place:  # the size on disk is not the text's
-                    described = f"{data} ({human_bytes(data.stat().st_size)} of {plan.files[0].describe()})"
+            sources = args.data or ([str(data)] if data else [])
+            result, described = _train_on_inputs(args, trainer, sources, rules, start, options)
             base = 256 + len(args.special)
             if not result.merges and args.vocab_sizes[-1] > base:
                 if result.limits.min_frequency > 1 or result.limits.max_token_length is not None:

@@ -39,7 +39,9 @@ from .contract import (
     special_token_bytes_in_files,
     trains_below_initial,
 )
-from .ingest.plan import InputPlan
+from .ingest.plan import InputPlan, as_plan
+from .ingest.route import Route, count_inputs, inputs_described, route
+from .ingest.word_counts import counted_text_bytes
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
@@ -49,7 +51,6 @@ from .presets import (
     refuse_by_lines,
     resolve_preset,
     resolve_rules,
-    resolve_unicode,
 )
 from .progress import progress_bar
 from .start_from import (
@@ -62,12 +63,11 @@ from .start_from import (
     run_special_tokens,
 )
 from .tie_break import CS336
-from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .word_counts import WordCounts
+    from .ingest.word_counts import WordCounts
 
 
 class TrainerUnavailable(NativeUnavailable):
@@ -302,9 +302,6 @@ def train(
     tokens join `special_tokens` (docs/START_FROM.md). `input_path` may be a plan of inputs already
     inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records` are the
     plan's."""
-    from .formats import is_url
-    from .ingest.plan import as_plan
-
     specials = check_special_tokens(preset_special_tokens(like, special_tokens))
     base = None if start_from is None else load_base(start_from, specials)
     if base is not None:
@@ -315,8 +312,7 @@ def train(
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
-    source = plan.files[0]
-    in_place = len(plan.files) == 1 and source.in_place and not is_url(source.path)
+    way = route(plan)  # the version reads one local text file itself; any other input is counted first
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
@@ -326,14 +322,11 @@ def train(
                 "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
                 f"{base.source}: train with like='hf' to start from a base"
             )
-        if not in_place:
-            raise BPEInputError(
-                f"like='hf-files' reads a local text file line by line, as HF's train(files); {source.path} is "
-                f"{source.describe()}: decompress it to a text file, or train with like='hf'"
-            )
-        path = check_input_file(source.path)  # an empty file refused, as every version does
+        if way is not Route.VERSION:
+            refuse_by_lines(rules, inputs_described(plan))
+        path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
         return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
-    if not in_place:  # a version reads only one local text file in place
+    if way is not Route.VERSION:
 
         def count() -> WordCounts:
             return count_inputs(
@@ -350,7 +343,7 @@ def train(
             start_from=base,
             **rules_keywords(rules, like),
         )[0]
-    path = check_input_file(source.path)  # an empty file refused, as every version does
+    path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
     # Below the initial tokens (HF's presets train it): no merges.
     num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
 
@@ -404,7 +397,7 @@ def _train_by_lines(
         if native is not None:
             threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
             chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_words(
+            word_counts = native.count_file(
                 path,
                 [],
                 threads,
@@ -696,7 +689,7 @@ def train_from_counts(
     version is refused where the words hold a character the two class differently
     (`refuse_other_unicode`). `start_from` as in `train`: the counts do not depend on it, but its
     special tokens must be among theirs."""
-    from .word_counts import WordCounts
+    from .ingest.word_counts import WordCounts
 
     started = time.perf_counter()
     num_workers = check_num_workers(num_workers)
@@ -842,7 +835,12 @@ def train_bpe_from_counts(
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
     result = train_from_counts(
-        counts, sizes[-1], special_tokens, trainer=trainer, num_workers=num_workers, **rules  # type: ignore[arg-type]
+        counts,
+        sizes[-1],
+        special_tokens,
+        trainer=trainer,
+        num_workers=num_workers,
+        **rules,  # type: ignore[arg-type]
     )
     return tokenizers_by_size(result, sizes)
 
@@ -921,7 +919,7 @@ def train_from_iterator(
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
     (counting and merging threads). `pattern`, `tie_break`, `like`, `start_from` as in `train`."""
-    from .counting import count_words_from_iterator
+    from .ingest.counting import count_words_from_iterator
 
     specials = check_special_tokens(preset_special_tokens(like, special_tokens))
     base = None if start_from is None else load_base(start_from, specials)
@@ -994,102 +992,3 @@ def train_bpe_from_iterator(
         **options,
     )
     return result.vocab, result.merges
-
-
-# ---------------------------------------------------------------------------------------------
-# Counting inputs for the commands: on this machine, or on a Dask cluster
-
-
-def count_inputs(
-    paths: list[str] | InputPlan,
-    special_tokens: list[str],
-    *,
-    cluster: str | None = None,
-    cluster_timeout: float | None = None,
-    num_workers: int | None = None,
-    task_bytes: int | None = None,
-    progress: bool = False,
-    format: str | None = None,
-    text_field: str = "text",
-    skip_bad_records: bool = False,
-    pattern: str | Pattern | None = None,
-    unicode: str | None = None,
-) -> WordCounts:
-    """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
-    (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
-    Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
-    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
-    at all are refused, as an empty text file is: what every command and `train` count goes through.
-    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's), `unicode` the Unicode version of its
-    classes (`presets.resolve_unicode`: the pattern's own, else the installed `regex`'s). `paths` may be
-    a plan of inputs already inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and
-    `skip_bad_records` are the plan's."""
-    counts = _count_inputs(
-        paths,
-        special_tokens,
-        cluster=cluster,
-        cluster_timeout=cluster_timeout,
-        num_workers=num_workers,
-        task_bytes=task_bytes,
-        progress=progress,
-        format=format,
-        text_field=text_field,
-        skip_bad_records=skip_bad_records,
-        pattern=resolve_unicode(resolve_pattern(pattern), unicode),
-    )
-    if not counts.source_bytes:
-        named = list(paths.paths) if isinstance(paths, InputPlan) else paths
-        raise BPEInputError(no_text_message(named, counts.skipped_records))
-    return counts
-
-
-def no_text_message(paths: Sequence[str], skipped_records: int = 0) -> str:
-    """Inputs that hold no text: an empty file, blank lines only, a Parquet file of no rows, records
-    all skipped. Training on them would make a vocabulary of bytes alone, silently."""
-    if len(paths) == 1:
-        named = f"training file holds no text: {paths[0]}"
-    else:
-        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3:,} more" if len(paths) > 3 else "")
-        named = f"the {len(paths):,} training files hold no text: {shown}"
-    if skipped_records:
-        records = "record" if skipped_records == 1 else "records"
-        return f"{named} (every record was skipped: {skipped_records:,} bad {records})"
-    return f"{named} (empty, blank lines only, or no rows)"
-
-
-def _count_inputs(
-    paths: list[str] | InputPlan,
-    special_tokens: list[str],
-    *,
-    cluster: str | None,
-    cluster_timeout: float | None,
-    num_workers: int | None,
-    task_bytes: int | None,
-    progress: bool,
-    format: str | None,
-    text_field: str,
-    skip_bad_records: bool,
-    pattern: Pattern,
-) -> WordCounts:
-    from .ingest.plan import as_plan
-
-    # Inspected once, here: a bad input is refused before a cluster is started, and the plan is what
-    # the cluster or the threads count.
-    plan = as_plan(paths, format, text_field, skip_bad_records=skip_bad_records)
-    if cluster is not None:
-        from .cluster import connect, count_words_on_cluster
-
-        with connect(cluster, timeout=cluster_timeout) as client:
-            return count_words_on_cluster(
-                client, plan, special_tokens, task_bytes=task_bytes, progress=progress, pattern=pattern
-            )
-    from .counting import LOCAL_TASK_BYTES, count_plan
-
-    return count_plan(
-        plan,
-        special_tokens,
-        num_workers=num_workers,
-        task_bytes=task_bytes or LOCAL_TASK_BYTES,
-        progress=progress,
-        pattern=pattern,
-    )

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-import cs336_basics.stream_counter as stream_counter
+import cs336_basics.ingest.stream_counter as stream_counter
 from cs336_basics import BPEInputError, count_words, train, train_bpe, train_bpe_from_iterator
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import ENDOFTEXT
 from cs336_basics.count_cli import main as count_main
-from cs336_basics.word_counts import WordCounts
+from cs336_basics.ingest.word_counts import WordCounts
 
 DOCUMENTS = [
     "hello world, the cat sat on the mat",
@@ -273,9 +273,7 @@ def test_no_note_when_the_token_is_there_or_cannot_be_told(corpus: Path, capsys)
     ],
     ids=["plain", "apart", "case", "spaces", "other-token", "short-form", "no-brackets"],
 )
-def test_the_note_is_for_a_near_miss_alone(
-    tmp_path: Path, capsys, text: str, declared: str, noted: bool
-) -> None:
+def test_the_note_is_for_a_near_miss_alone(tmp_path: Path, capsys, text: str, declared: str, noted: bool) -> None:
     path = tmp_path / "text.txt"
     path.write_text(text, encoding="utf-8")
     result = train(path, 280, [declared])

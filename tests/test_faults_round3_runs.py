@@ -300,7 +300,11 @@ def test_two_runs_started_together_give_one_whole_set(corpus: Path, tmp_path: Pa
     children = [
         subprocess.Popen(
             [sys.executable, "-c", START_TOGETHER_CHILD, "bpe_v1", str(out), "-d", str(corpus), "-q", "-v", str(size)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=CHILD_ENV,
         )  # fmt: skip
         for size in sizes
     ]
@@ -352,7 +356,7 @@ def test_bad_input_on_the_cluster_is_not_retried(tmp_path: Path) -> None:
     from distributed import Client, LocalCluster
 
     from cs336_basics import BPEInputError
-    from cs336_basics.cluster import count_words_on_cluster
+    from cs336_basics.ingest.cluster import count_words_on_cluster
 
     text = tmp_path / "part.txt"
     text.write_text("some words to count " * 100)
@@ -401,7 +405,7 @@ def test_bad_input_on_a_local_cluster_ends_as_it_does_locally(tmp_path: Path, ki
 SLOW_SCRATCH_CHILD = textwrap.dedent(
     """
     import warnings
-    from cs336_basics.cluster import connect
+    from cs336_basics.ingest.cluster import connect
 
     def slow_scratch():  # what Dask says when making a scratch directory takes over a second
         warnings.warn("Creating scratch directories is taking a surprisingly long time. (1.01s)", UserWarning)
@@ -429,7 +433,7 @@ def test_a_local_cluster_says_nothing_of_slow_scratch_directories(tmp_path: Path
 CLUSTER_CHILD = textwrap.dedent(
     """
     import os, sys, time
-    import cs336_basics.cluster as cluster
+    import cs336_basics.ingest.cluster as cluster
     from cs336_basics.cli import main
 
     def counting_forever(tasks, special_tokens, threads, storage_options, **options):

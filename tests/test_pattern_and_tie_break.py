@@ -18,14 +18,14 @@ from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts, traine
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import assemble_vocab, count_words_in_text
 from cs336_basics.count_cli import main as count_main
-from cs336_basics.counting import count_words, count_words_from_iterator
+from cs336_basics.ingest.counting import count_words, count_words_from_iterator
+from cs336_basics.ingest.word_counts import WordCounts
 from cs336_basics.pattern import NAMED_PATTERNS, Pattern, installed_unicode, resolve_pattern
 from cs336_basics.phases import CountParallelism
 from cs336_basics.presets import resolve_rules
 from cs336_basics.serialization import run_pattern
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer, train, train_bpe_from_iterator
-from cs336_basics.word_counts import WordCounts
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS
 
 SPECIALS = ["<|endoftext|>"]
@@ -139,7 +139,7 @@ def test_a_regex_across_whitespace_is_cut_at_special_tokens_only(
 def test_count_words_counts_another_pattern_on_worker_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
 ) -> None:
-    import cs336_basics.counting as counting
+    import cs336_basics.ingest.counting as counting
 
     monkeypatch.setattr(counting, "_PARALLEL_MIN_BYTES", 1)  # processes even for a small file
     text = "<|endoftext|>".join(f"Doc {index}: It's 2024, we'RE here/there.\n  ok" for index in range(300))
@@ -245,8 +245,16 @@ def test_bad_rules_are_refused_naming_them(tmp_path: Path, keywords: dict[str, s
 
 @pytest.mark.parametrize(
     ("given", "name"),
-    [("GPT2", "gpt2"), ("Cl100K", "cl100k"), ("cl100k_base", "cl100k"), ("O200K_BASE", "o200k"),
-     ("o200k_base", "o200k"), ("r50k_base", "gpt2"), ("gpt2", "gpt2"), ("NanoChat", "nanochat")],
+    [
+        ("GPT2", "gpt2"),
+        ("Cl100K", "cl100k"),
+        ("cl100k_base", "cl100k"),
+        ("O200K_BASE", "o200k"),
+        ("o200k_base", "o200k"),
+        ("r50k_base", "gpt2"),
+        ("gpt2", "gpt2"),
+        ("NanoChat", "nanochat"),
+    ],
 )
 def test_pattern_names_take_any_case_and_tiktoken_aliases(given: str, name: str) -> None:
     assert resolve_pattern(given) == resolve_pattern(name) == Pattern(NAMED_PATTERNS[name], name)
@@ -381,7 +389,7 @@ def test_dask_counts_with_the_pattern(tmp_path: Path) -> None:
     pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
     from distributed import Client, LocalCluster
 
-    from cs336_basics.cluster import count_words_on_cluster
+    from cs336_basics.ingest.cluster import count_words_on_cluster
 
     text = "<|endoftext|>".join(f"Doc {index}: It's 2024, we'RE here.\n" * 5 for index in range(200))
     data = text.encode("utf-8")

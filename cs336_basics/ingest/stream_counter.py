@@ -4,22 +4,29 @@ counter where it is built. Documents are kept apart by a separator, never counte
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from .contract import BPEInputError, count_words_in_text, decode_utf8
-from .formats import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
-from .pattern import Pattern, resolve_pattern
+from ..contract import BPEInputError, count_words_in_text, decode_utf8
+from ..pattern import Pattern, resolve_pattern
+from .sources import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
 from .text_ranges import _CutFinder
 from .word_counts import CountTable, _native_module, add_count_tables
-
-if TYPE_CHECKING:
-    from .document_batches import DocumentBatch
 
 # Documents are joined by the first special token, as in a text file of documents joined by it. With
 # no special token this string stands in: the counter splits on it as on a special token (so nothing
 # crosses a document boundary and it is never counted), and text that holds it is refused. Its first
 # character occurs once in it, so no occurrence in a document can overlap one put between documents.
 DOCUMENT_SEPARATOR = "\U0010fffe<cs336 document boundary>"
+
+
+@dataclass
+class DocumentBatch:
+    """Documents as the caller gave them (str or bytes), which the native counter reads where they lie
+    (`WordCounter.count_texts`), and the index of the first, for error messages."""
+
+    documents: list[Any]
+    start: int
 
 
 class _BufferSource:

@@ -55,12 +55,12 @@ from pathlib import Path
 from pickle import PickleBuffer
 from typing import Any
 
-from .backend import NativeUnavailable, load_native
-from .contract import (
+from ..backend import NativeUnavailable, load_native
+from ..contract import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
 )
-from .pattern import check_unicode, first_classed_otherwise, pattern_label
+from ..pattern import check_unicode, first_classed_otherwise, pattern_label
 
 __all__ = [
     "FORMAT_VERSION",
@@ -81,7 +81,6 @@ FORMAT_VERSION = 2
 # Older format versions that still load (version 1: no Unicode version).
 _READABLE_VERSIONS = (1, FORMAT_VERSION)
 _LITTLE_ENDIAN = sys.byteorder == "little"
-
 
 
 class WordCountFileError(BPEInputError):
@@ -240,11 +239,12 @@ class WordCounts:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, WordCounts):
             return NotImplemented
-        return (
-            (self.special_tokens, self.pattern, self.unicode, self.source_bytes)
-            == (other.special_tokens, other.pattern, other.unicode, other.source_bytes)
-            and self._table_as_dict() == other._table_as_dict()
-        )
+        return (self.special_tokens, self.pattern, self.unicode, self.source_bytes) == (
+            other.special_tokens,
+            other.pattern,
+            other.unicode,
+            other.source_bytes,
+        ) and self._table_as_dict() == other._table_as_dict()
 
     def __repr__(self) -> str:
         return (
@@ -429,7 +429,7 @@ class WordCounts:
     def save(self, path: str | os.PathLike, *, on_commit: Callable[[], object] | None = None) -> Path:
         """Write the count file (to a temporary name, then renamed: never half-written); `on_commit`
         is called once it is in place (see `serialization.write_atomically`)."""
-        from .serialization import write_atomically
+        from ..serialization import write_atomically
 
         target = Path(path)
         write_atomically(target, self.to_bytes(), on_commit=on_commit)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .contract import (
+from ..contract import (
     _SCAN_BLOCK,
     BPEInputError,
     _spans_special_token,
@@ -24,8 +24,8 @@ from .contract import (
     decode_utf8,
     whitespace_cuts,
 )
-from .formats import is_url, url_filesystem
-from .pattern import Pattern, resolve_pattern
+from ..pattern import Pattern, resolve_pattern
+from .sources import is_url, url_filesystem
 from .word_counts import CountTable, _native_module, add_tables, split_table
 
 # Counting without the compiled module adds its tables up in groups of this many.
