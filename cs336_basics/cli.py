@@ -53,7 +53,7 @@ from .demo import write_demo_corpus
 from .export import EXPORT_FORMATS, check_exportable, export_files
 from .ingest.cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .ingest.plan import plan_inputs
-from .ingest.route import Route, count_inputs, inputs_described, route
+from .ingest.route import Route, count_plan_by_route, route
 from .ingest.sources import expand_inputs, is_url
 from .merge_limits import MergeLimits
 from .pattern import GPT2, installed_unicode, pattern_label
@@ -191,7 +191,7 @@ def _train_on_inputs(
         return result, f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
     # Inspected once: train and the counting read the plan, and the description asks it what the file is.
     plan = plan_inputs(data, args.format, args.text_field, skip_bad_records=args.skip_bad_records)
-    way = route(plan, args.cluster)
+    way = route(plan, args.cluster, rules)  # hf-files: one local text file, or refused here
     if way is Route.VERSION:
         result = train(
             plan,
@@ -204,10 +204,9 @@ def _train_on_inputs(
             **options,
         )
         return result, f"{data[0]} ({human_bytes(Path(data[0]).stat().st_size)})"
-    refuse_by_lines(rules, inputs_described(plan, args.cluster))
 
     def count() -> WordCounts:
-        return count_inputs(
+        return count_plan_by_route(
             plan,
             run_special_tokens(base, args.special) if base else args.special,
             cluster=args.cluster,

@@ -40,7 +40,12 @@ from .contract import (
     trains_below_initial,
 )
 from .ingest.plan import InputPlan, as_plan
-from .ingest.route import Route, count_inputs, inputs_described, route
+from .ingest.route import (
+    Route,
+    count_inputs,  # noqa: F401  (importable from here, its home before ingest/)
+    count_plan_by_route,
+    route,
+)
 from .ingest.word_counts import counted_text_bytes
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_from_regex, pattern_label, resolve_pattern
@@ -312,7 +317,7 @@ def train(
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
-    way = route(plan)  # the version reads one local text file itself; any other input is counted first
+    way = route(plan, rules=rules)  # a version reads one local text file itself; other inputs are counted first
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
@@ -322,14 +327,12 @@ def train(
                 "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
                 f"{base.source}: train with like='hf' to start from a base"
             )
-        if way is not Route.VERSION:
-            refuse_by_lines(rules, inputs_described(plan))
         path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
         return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
     if way is not Route.VERSION:
 
         def count() -> WordCounts:
-            return count_inputs(
+            return count_plan_by_route(
                 plan, counted, num_workers=count_options.num_workers, progress=progress, pattern=rules.pattern
             )
 

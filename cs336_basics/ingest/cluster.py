@@ -500,10 +500,41 @@ def count_words_on_cluster(
     JSON lines (cut at newlines) are tasks; a compressed file is one task (a compressed stream cannot
     be split). `paths` may be a plan of inputs already inspected (`ingest.plan.plan_inputs`), which
     then brings its own `format`, `text_field`, `skip_bad_records` and `storage_options`."""
-    specials = check_special_tokens(special_tokens)
-    pattern = resolve_unicode(resolve_pattern(pattern), unicode)
     _check_sizes(fan_in, slices, task_bytes, range_bytes)
-    plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
+    return count_plan_on_cluster(
+        client,
+        as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records),
+        special_tokens,
+        task_bytes=task_bytes,
+        range_bytes=range_bytes,
+        progress=progress,
+        retries=retries,
+        fan_in=fan_in,
+        slices=slices,
+        count=count,
+        pattern=resolve_unicode(resolve_pattern(pattern), unicode),
+    )
+
+
+def count_plan_on_cluster(
+    client: Client,
+    plan: InputPlan,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    task_bytes: int | None = None,
+    range_bytes: int | None = None,
+    progress: bool = False,
+    retries: int = 3,
+    fan_in: int = 8,
+    slices: int | None = None,
+    count: Callable[..., CountTable] = count_tasks,
+    pattern: str | Pattern | None = None,
+) -> WordCounts:
+    """`count_words_on_cluster` of inputs already inspected into a plan (`plan.plan_inputs`), which
+    brings its own `format`, `text_field`, `skip_bad_records` and `storage_options`."""
+    specials = check_special_tokens(special_tokens)
+    pattern = resolve_pattern(pattern)
+    _check_sizes(fan_in, slices, task_bytes, range_bytes)
     storage_options = plan.storage_options
     if not plan.in_place:
         return _count_streamed_on_cluster(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..contract import BPEInputError
 from ..pattern import Pattern, resolve_pattern
-from ..presets import resolve_unicode
+from ..presets import TrainingRules, refuse_by_lines, resolve_unicode
 from .plan import InputPlan, as_plan
 from .sources import is_url
 from .table import row_of
@@ -37,14 +37,20 @@ class Route(Enum):
     CLUSTER = "counted first, on a Dask cluster"
 
 
-def route(plan: InputPlan, cluster: str | None = None) -> Route:
+def route(plan: InputPlan, cluster: str | None = None, rules: TrainingRules | None = None) -> Route:
     """The route of a plan: on `cluster` when one is named; a version's own reading for one local
-    plain-text file (random access, no decompression); else counted here, streamed or by byte ranges."""
+    plain-text file (random access, no decompression); else counted here, streamed or by byte ranges.
+    `rules` that read the file line by line (like='hf-files', as HF's `train(files)`) take only a
+    version's own reading: any other route is refused, saying what the inputs are."""
     if cluster is not None:
-        return Route.CLUSTER
-    if len(plan.files) == 1 and plan.in_place and not is_url(plan.files[0].path):
-        return Route.VERSION
-    return Route.HERE
+        way = Route.CLUSTER
+    elif len(plan.files) == 1 and plan.in_place and not is_url(plan.files[0].path):
+        way = Route.VERSION
+    else:
+        way = Route.HERE
+    if rules is not None and way is not Route.VERSION:
+        refuse_by_lines(rules, inputs_described(plan, cluster))
+    return way
 
 
 def inputs_described(plan: InputPlan, cluster: str | None = None) -> str:
@@ -82,15 +88,37 @@ def count_inputs(
     of its classes (`presets.resolve_unicode`: the pattern's own, else the installed `regex`'s).
     `paths` may be a plan of inputs already inspected (`plan.plan_inputs`): then `format`,
     `text_field` and `skip_bad_records` are the plan's."""
-    resolved = resolve_unicode(resolve_pattern(pattern), unicode)
-    # Inspected once, here (or upstream): a bad input is refused before a cluster is started.
-    plan = as_plan(paths, format, text_field, skip_bad_records=skip_bad_records)
-    if route(plan, cluster) is Route.CLUSTER:
-        from .cluster import connect, count_words_on_cluster
+    return count_plan_by_route(
+        as_plan(paths, format, text_field, skip_bad_records=skip_bad_records),
+        special_tokens,
+        cluster=cluster,
+        cluster_timeout=cluster_timeout,
+        num_workers=num_workers,
+        task_bytes=task_bytes,
+        progress=progress,
+        pattern=resolve_unicode(resolve_pattern(pattern), unicode),
+    )
+
+
+def count_plan_by_route(
+    plan: InputPlan,
+    special_tokens: list[str],
+    *,
+    cluster: str | None = None,
+    cluster_timeout: float | None = None,
+    num_workers: int | None = None,
+    task_bytes: int | None = None,
+    progress: bool = False,
+    pattern: str | Pattern | None = None,
+) -> WordCounts:
+    """`count_inputs` of inputs already inspected into a plan (once, upstream: a bad input is refused
+    before a cluster is started), on `cluster` or here; inputs without text refused."""
+    if cluster is not None:
+        from .cluster import connect, count_plan_on_cluster
 
         with connect(cluster, timeout=cluster_timeout) as client:
-            counts = count_words_on_cluster(
-                client, plan, special_tokens, task_bytes=task_bytes, progress=progress, pattern=resolved
+            counts = count_plan_on_cluster(
+                client, plan, special_tokens, task_bytes=task_bytes, progress=progress, pattern=pattern
             )
     else:
         from .counting import LOCAL_TASK_BYTES, count_plan
@@ -101,7 +129,7 @@ def count_inputs(
             num_workers=num_workers,
             task_bytes=task_bytes or LOCAL_TASK_BYTES,
             progress=progress,
-            pattern=resolved,
+            pattern=pattern,
         )
     if not counts.source_bytes:
         raise BPEInputError(no_text_message(plan.paths, counts.skipped_records))
