@@ -17,7 +17,9 @@ if __name__ == "cs336_basics":
     import sys as _sys
     from pathlib import Path as _Path
 
-    _spec = _util.spec_from_file_location("_cs336_identity", _Path(__file__).resolve().parent / "_identity.py")
+    _spec = _util.spec_from_file_location(
+        "_cs336_identity", _Path(__file__).resolve().parent / "_identity.py"
+    )
     _identity = _util.module_from_spec(_spec)
     _spec.loader.exec_module(_identity)
     _sys.modules[__name__] = _identity.adopt_canonical_name(__file__)

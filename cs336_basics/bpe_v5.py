@@ -30,11 +30,6 @@ def merge(
 ) -> Merges:
     # The binding checks tie_break and the limits, and replays start_from's merges first (start_from.py).
     return _merge_cy.merge(
-        word_counts,
-        num_merges,
-        advance,
-        tie_break=tie_break,
-        start_from=start_from,
-        min_frequency=min_frequency,
-        max_token_length=max_token_length,
+        word_counts, num_merges, advance, tie_break=tie_break, start_from=start_from,
+        min_frequency=min_frequency, max_token_length=max_token_length,
     )

@@ -34,11 +34,6 @@ def merge(
     # The binding checks tie_break and the limits; each word starts as its encoding by start_from
     # (start_from.py).
     return _merge_cpp.merge(
-        word_counts,
-        num_merges,
-        advance,
-        tie_break=tie_break,
-        start_from=start_from,
-        min_frequency=min_frequency,
-        max_token_length=max_token_length,
+        word_counts, num_merges, advance, tie_break=tie_break, start_from=start_from,
+        min_frequency=min_frequency, max_token_length=max_token_length,
     )

@@ -157,7 +157,9 @@ def check_text_file(input_path: str | os.PathLike, what: str = "training file", 
     path, head = check_regular_file(input_path, what, allow_empty=allow_empty)
     for magic, (kind, command) in _COMPRESSED_MAGIC.items():
         if head.startswith(magic):
-            raise BPEInputError(f"{what} {path} is {kind}-compressed; decompress it first, e.g. {command} {path}")
+            raise BPEInputError(
+                f"{what} {path} is {kind}-compressed; decompress it first, e.g. {command} {path}"
+            )
     if path.suffix == ".bz2" and head.startswith(b"BZh"):
         raise BPEInputError(f"{what} {path} is bzip2-compressed; decompress it first, e.g. bunzip2 -k {path}")
     return path
@@ -418,6 +420,7 @@ def assemble_vocab(
     elif layout == RUSTBPE_LAYOUT:
         order = [*byte_tokens, *merged, *specials]
     else:
+
         characters = gpt2_bytes_to_unicode()
         byte_tokens.sort(key=lambda token: characters[token[0]])
         order = [*specials, *byte_tokens, *merged]

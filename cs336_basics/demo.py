@@ -36,7 +36,7 @@ MIDDLES = [
     "They counted {number} {thing}s, then {number2} more. That's a lot of {thing}s!",
     "{name} {verb} the {thing} near the {place}. It was {colour} and {colour2}.",
     "Suddenly, the {animal} ran away! {name} looked everywhere: under the {thing}, behind the {place}.",
-    '"I\'m {feeling}," said {name}. "You\'re my best friend," said the {animal}.',
+    "\"I'm {feeling},\" said {name}. \"You're my best friend,\" said the {animal}.",
 ]
 ENDINGS = [
     "In the end, {name} and the {animal} were {feeling} and played all day.",
@@ -48,35 +48,8 @@ ENDINGS = [
 
 # Invented words from syllables give the long tail of rare words real corpora have, so large
 # vocabularies can be reached (a few hundred fixed words would run out of pairs early).
-ONSETS = [
-    "b",
-    "br",
-    "ch",
-    "d",
-    "f",
-    "fl",
-    "g",
-    "gr",
-    "h",
-    "j",
-    "k",
-    "l",
-    "m",
-    "n",
-    "p",
-    "pl",
-    "r",
-    "s",
-    "sh",
-    "st",
-    "t",
-    "tr",
-    "v",
-    "w",
-    "z",
-    "ž",
-    "ñ",
-]
+ONSETS = ["b", "br", "ch", "d", "f", "fl", "g", "gr", "h", "j", "k", "l", "m", "n", "p", "pl", "r", "s", "sh", "st",
+          "t", "tr", "v", "w", "z", "ž", "ñ"]
 VOWELS = ["a", "e", "i", "o", "u", "ai", "ee", "oo", "ou", "é", "ü", "ø"]
 CODAS = ["", "", "n", "m", "r", "l", "st", "ck", "sh", "nd"]
 

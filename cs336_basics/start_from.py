@@ -106,7 +106,9 @@ def replay_ids(start_from: Merges | None) -> list[tuple[int, int]]:
 # Checking a base
 
 
-def check_base(vocab: object, merges: object, special_tokens: Iterable[str] = (), source: str = "start_from") -> Base:
+def check_base(
+    vocab: object, merges: object, special_tokens: Iterable[str] = (), source: str = "start_from"
+) -> Base:
     """The base, checked: byte-level BPE whose merges build its vocabulary. Every byte is a token;
     each merge joins the bytes or tokens of earlier merges into a token no earlier merge makes, and
     its token is in the vocabulary; a token no merge builds must be a special token (`special_tokens`,
@@ -123,7 +125,8 @@ def check_base(vocab: object, merges: object, special_tokens: Iterable[str] = ()
             f"hold ({MAX_TOKEN_ID:,}, 2**32 - 2)"
         )
     if not isinstance(merges, (list, tuple)) or not all(
-        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair) for pair in merges
+        isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(part, bytes) for part in pair)
+        for pair in merges
     ):
         raise BPEInputError(f"{source}: the merges must be a list of (bytes, bytes) pairs")
     merges = list(merges)
@@ -349,10 +352,8 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
     model = document.get("model") if isinstance(document, dict) else None
     if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "merges" not in model:
         raise BPEInputError(f"start_from: {path} is not a BPE tokenizer.json (its model is not BPE)")
-    if (
-        not _byte_level(document.get("pre_tokenizer"))
-        or model.get("continuing_subword_prefix")
-        or model.get("end_of_word_suffix")
+    if not _byte_level(document.get("pre_tokenizer")) or model.get("continuing_subword_prefix") or model.get(
+        "end_of_word_suffix"
     ):
         raise BPEInputError(f"start_from: {path} is not byte-level BPE (no ByteLevel pre-tokenizer, or word affixes)")
     if not isinstance(model.get("vocab"), dict) or not isinstance(model["merges"], list):
@@ -421,3 +422,4 @@ def _load_tiktoken(path: Path, specials: list[str]) -> Base:
         merge_rank[(parts[0], parts[1])] = len(merges)
         merges.append((parts[0], parts[1]))
     return check_base(vocab, merges, specials, str(path))
+

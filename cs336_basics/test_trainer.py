@@ -1,6 +1,6 @@
 """The assignment's command-line entry point; the CLI itself is `cs336_basics.cli`.
 
-python cs336_basics/test_trainer.py bpe_v7 out -v 32000 -d data/owt_train.txt
+    python cs336_basics/test_trainer.py bpe_v7 out -v 32000 -d data/owt_train.txt
 """
 
 import sys

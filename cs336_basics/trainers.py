@@ -838,12 +838,7 @@ def train_bpe_from_counts(
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
     result = train_from_counts(
-        counts,
-        sizes[-1],
-        special_tokens,
-        trainer=trainer,
-        num_workers=num_workers,
-        **rules,  # type: ignore[arg-type]
+        counts, sizes[-1], special_tokens, trainer=trainer, num_workers=num_workers, **rules  # type: ignore[arg-type]
     )
     return tokenizers_by_size(result, sizes)
 

@@ -63,10 +63,8 @@ def main() -> None:
     loads = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.loads)]
     try:
         time.sleep(0.5 if loads else 0)  # the loops running before the first round
-        print(
-            f"{args.corpus.name} ({args.corpus.stat().st_size / 1e6:.1f} MB) -> {args.vocab}, {cpu_model()}, "
-            f"{os.cpu_count()} cores, {args.loads} loop(s) of ours beside it; load average {load_average()}"
-        )
+        print(f"{args.corpus.name} ({args.corpus.stat().st_size / 1e6:.1f} MB) -> {args.vocab}, {cpu_model()}, "
+              f"{os.cpu_count()} cores, {args.loads} loop(s) of ours beside it; load average {load_average()}")
         with tempfile.TemporaryDirectory() as scratch:
             base = [sys.executable, "-m", "cs336_basics.cli", "bpe_v7", scratch, "-d", str(args.corpus),
                     "-v", str(args.vocab), "-q"]  # fmt: skip
@@ -77,10 +75,8 @@ def main() -> None:
                 default_times.append(default_merge)
                 one_times.append(one_merge)
                 ratios.append(default_merge / one_merge)
-                print(
-                    f"round {round_number}: merge default {default_merge:.3f} s (command {default_wall:.2f}), "
-                    f"--workers 1 {one_merge:.3f} s (command {one_wall:.2f}), ratio {ratios[-1]:.3f}"
-                )
+                print(f"round {round_number}: merge default {default_merge:.3f} s (command {default_wall:.2f}), "
+                      f"--workers 1 {one_merge:.3f} s (command {one_wall:.2f}), ratio {ratios[-1]:.3f}")
         print(f"merge, default workers: {spread(default_times)} s")
         print(f"merge, --workers 1:     {spread(one_times)} s")
         print(f"ratio default / one, pair by pair: {spread(ratios)}; load average {load_average()}")

@@ -110,7 +110,6 @@ BATCH_PIECES = 64
 def peer_encoders(vocab: dict, merges: list) -> dict[str, Peer]:
     encoders: dict[str, Peer] = {}
     if native_available():
-
         def ours() -> Tokenizer:
             return Tokenizer(vocab, merges, [ENDOFTEXT], native=True)
 

@@ -57,10 +57,7 @@ SPECIAL_TOKENS = ["<|endoftext|>"]
 # Each peer and the module it is imported as. Only ffbpe reports its merges (it alone breaks ties as
 # CS336 does), so only its merges are checked against ours.
 PEER_MODULES = {
-    "hf-tokenizers": "tokenizers",
-    "rustbpe": "rustbpe",
-    "gigatoken": "gigatoken",
-    "ffbpe": "ffbpe",
+    "hf-tokenizers": "tokenizers", "rustbpe": "rustbpe", "gigatoken": "gigatoken", "ffbpe": "ffbpe",
     "gigabpe": "gigabpe",
 }
 PEERS = tuple(PEER_MODULES)
@@ -166,6 +163,7 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
 
 
 # ------------------------------------------------------------------------------------------------
@@ -289,7 +287,9 @@ def run_gigabpe(path: Path, vocab_size: int) -> dict:
     from cs336_basics.trainers import peak_rss_bytes
 
     started = time.perf_counter()
-    vocab, merges = gigabpe.train_bpe([str(path)], vocab_size, special_tokens=SPECIAL_TOKENS, pretokenizer="bytelevel")
+    vocab, merges = gigabpe.train_bpe(
+        [str(path)], vocab_size, special_tokens=SPECIAL_TOKENS, pretokenizer="bytelevel"
+    )
     elapsed = time.perf_counter() - started
     return {"seconds": {"total": elapsed}, "peak_rss_bytes": peak_rss_bytes(), **hf_model_digests(vocab, merges)}
 
@@ -462,7 +462,9 @@ def speedups(runs: list[Run]) -> list[str]:
     figure per round (a round runs every trainer once, one after another)."""
     lines = []
     for corpus, vocab_size in dict.fromkeys((run.corpus, run.vocab_size) for run in runs):
-        finished = [run for run in runs if (run.corpus, run.vocab_size) == (corpus, vocab_size) and run.status == "ok"]
+        finished = [
+            run for run in runs if (run.corpus, run.vocab_size) == (corpus, vocab_size) and run.status == "ok"
+        ]
         ours = [name for name in dict.fromkeys(run.trainer for run in finished) if name not in PEERS]
         peers = [name for name in dict.fromkeys(run.trainer for run in finished) if name in PEERS]
         for mine in ours:
@@ -486,8 +488,7 @@ def markdown(runs: list[Run], header: str, notes: list[str]) -> str:
     lines = [
         header,
         "",
-        "| corpus | vocab | trainer | "
-        + ("round | " if rounds else "")
+        "| corpus | vocab | trainer | " + ("round | " if rounds else "")
         + "pre-tokenize s | merge s | total s | peak RSS MB | status |",
         "|---|---:|---|" + ("---:|" if rounds else "") + "---:|---:|---:|---:|---|",
     ]
@@ -499,8 +500,7 @@ def markdown(runs: list[Run], header: str, notes: list[str]) -> str:
     for run in runs:
         rss = f"{run.peak_rss_bytes / 1e6:,.0f}" if run.peak_rss_bytes else ""
         lines.append(
-            f"| {run.corpus} | {run.vocab_size} | {run.name} | "
-            + (f"{run.round} | " if rounds else "")
+            f"| {run.corpus} | {run.vocab_size} | {run.name} | " + (f"{run.round} | " if rounds else "")
             + f"{cell(run, 'pre-tokenize')} | {cell(run, 'merge')} | {cell(run, 'total')} | {rss} | {run.status} |"
         )
     return "\n".join([*lines, "", *notes]) + "\n"
@@ -681,6 +681,7 @@ def threads_table(args: argparse.Namespace, corpora: list[Corpus]) -> None:
         sys.exit("the thread counts made different merges: see the table")
 
 
+
 # ------------------------------------------------------------------------------------------------
 # --like-peers: our presets beside the tools they copy
 
@@ -765,18 +766,15 @@ def like_markdown(checks: list[LikeCheck]) -> list[str]:
         return ", ".join(f"{value:.3f}" if value < 10 else f"{value:.1f}" for value in values)
 
     lines = ["Checked before any time is compared (every round's output):", ""]
-    lines.extend(
-        f"- {check.corpus} @ {check.vocab_size}: {check.ours} against {check.peer}: {check.verdict}" for check in checks
-    )
-    lines.extend(
-        [
-            "",
-            "Total seconds per round, side by side; × faster is the peer's seconds over ours, round by round:",
-            "",
-            "| corpus | vocab | ours | s | peer | s | outputs | × faster |",
-            "|---|---:|---|---:|---|---:|---|---:|",
-        ]
-    )
+    lines.extend(f"- {check.corpus} @ {check.vocab_size}: {check.ours} against {check.peer}: {check.verdict}"
+                 for check in checks)
+    lines.extend([
+        "",
+        "Total seconds per round, side by side; × faster is the peer's seconds over ours, round by round:",
+        "",
+        "| corpus | vocab | ours | s | peer | s | outputs | × faster |",
+        "|---|---:|---|---:|---|---:|---|---:|",
+    ])
     for check in checks:
         outputs = check.verdict.partition(":")[0]
         faster = ", ".join(f"{ratio:.2f}" for ratio in check.ratios)
@@ -818,18 +816,15 @@ def like_peers(args: argparse.Namespace, corpora: list[Corpus]) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "like_peers.md").write_text(report)
     (args.out / "like_peers.json").write_text(
-        json.dumps(
-            {"cpu": machine(), "checks": [asdict(check) for check in checks], "runs": [asdict(run) for run in runs]},
-            indent=2,
-        )
+        json.dumps({"cpu": machine(), "checks": [asdict(check) for check in checks],
+                    "runs": [asdict(run) for run in runs]}, indent=2)
     )
     print(report)
     print(f"wrote {args.out / 'like_peers.md'}, like_peers.json")
     mismatched = [check for check in checks if check.verdict.startswith("MISMATCH")]
     if mismatched:
-        sys.exit(
-            "\n".join(f"{check.ours} against {check.peer} on {check.corpus}: {check.verdict}" for check in mismatched)
-        )
+        sys.exit("\n".join(f"{check.ours} against {check.peer} on {check.corpus}: {check.verdict}"
+                            for check in mismatched))
 
 
 if __name__ == "__main__":

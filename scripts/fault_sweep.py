@@ -631,6 +631,7 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
         """
     )
 
+
     def _running(pid: int) -> bool:
         try:
             with open(f"/proc/{pid}/stat") as status:
@@ -751,18 +752,8 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
 
         yield Case(
             f"--cluster local:2, {label} while counting",
-            [
-                str(script),
-                str(pids),
-                mode,
-                "bpe_v2",
-                str(work / f"round3-cluster-{mode}"),
-                "-d",
-                str(corpus),
-                "-q",
-                "--cluster",
-                "local:2",
-            ],  # fmt: skip
+            [str(script), str(pids), mode, "bpe_v2", str(work / f"round3-cluster-{mode}"), "-d", str(corpus), "-q",
+             "--cluster", "local:2"],  # fmt: skip
             (128 + signum,),
             r"\Ainterrupted\Z",
             fast=False,
@@ -841,18 +832,11 @@ def round4_base_cases(work: Path, full: bool) -> Iterator[Case]:
     near = root / "near.txt"
     near.write_text("the cat sat.\n<|EndOfText|>\na bat and a hat\n" * 200)
     special = ("--special", "<|endoftext|>")
-    yield Case(
-        "round4: <|endoftext|> on text without it, no note",
-        ["-c", CLI, "bpe_v2", str(root / "o6"), "-d", str(plain), "-v", "300", "-q", *special],
-        (0,),
-        r"\A\Z",
-    )
-    yield Case(
-        "round4: <|endoftext|> on text of <|EndOfText|>, noted",
-        ["-c", CLI, "bpe_v2", str(root / "o7"), "-d", str(near), "-v", "300", "-q", *special],
-        (0,),
-        r"\Anote: special token '<\|endoftext\|>' never occurs in the training text \(a typo\?\)\Z",
-    )
+    yield Case("round4: <|endoftext|> on text without it, no note",
+               ["-c", CLI, "bpe_v2", str(root / "o6"), "-d", str(plain), "-v", "300", "-q", *special], (0,), r"\A\Z")
+    yield Case("round4: <|endoftext|> on text of <|EndOfText|>, noted",
+               ["-c", CLI, "bpe_v2", str(root / "o7"), "-d", str(near), "-v", "300", "-q", *special], (0,),
+               r"\Anote: special token '<\|endoftext\|>' never occurs in the training text \(a typo\?\)\Z")
 
 
 def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
@@ -975,19 +959,8 @@ def round4_surface_cases(work: Path, full: bool) -> Iterator[Case]:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 yield Case(
                     f"round4: {signal.Signals(signum).name} as a local cluster's workers are {moment}",
-                    [
-                        str(moment_child),
-                        moment,
-                        "bpe_v2",
-                        str(root / f"o-cluster-{moment}-{signum}"),
-                        "-d",
-                        str(corpus),
-                        "-q",
-                        "-v",
-                        "300",
-                        "--cluster",
-                        "local:2",
-                    ],  # fmt: skip
+                    [str(moment_child), moment, "bpe_v2", str(root / f"o-cluster-{moment}-{signum}"), "-d",
+                     str(corpus), "-q", "-v", "300", "--cluster", "local:2"],  # fmt: skip
                     (128 + signum,),
                     r"\Ainterrupted\Z",
                     fast=False,
@@ -1081,7 +1054,6 @@ def round4_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
 
 def build_cases(work: Path, full: bool) -> Iterator[Case]:
     small = words_corpus(work / "small.txt", 20_000)
-
     def train_quietly(out: Path, vocab_size: int = 400) -> dict[str, bytes]:
         command = [sys.executable, "-c", CLI, "bpe_v2", str(out), "-d", str(small), "-v", str(vocab_size), "-q"]
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -1223,7 +1195,6 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
                    check=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
     yield Case("count of 2**63 in a count file", ["-c", CLI, "bpe_v2", str(work / "o32"), "--counts", str(huge), "-q"],
                (2,), r"huge\.counts.*64-bit")  # fmt: skip
-
     def nested(directory: Path) -> None:
         (directory / "bpe_run.json").write_text("[" * 100_000 + "]" * 100_000)
 
@@ -1321,10 +1292,8 @@ def main(argv: list[str] | None = None) -> int:
     status = trainer_status()
     outcomes: list[Outcome] = []
     with contextlib.ExitStack() as stack:
-        work = (
-            Path(tempfile.mkdtemp(prefix="cs336-fault-sweep-"))
-            if args.keep
-            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cs336-fault-sweep-")))
+        work = Path(tempfile.mkdtemp(prefix="cs336-fault-sweep-")) if args.keep else Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="cs336-fault-sweep-"))
         )
         for case in build_cases(work, full=not args.fast):
             if args.fast and not case.fast:

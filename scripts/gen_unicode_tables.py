@@ -165,19 +165,12 @@ def unicode_versions(classes: bytearray, cases: bytearray) -> list[tuple[str, di
     `regex`'s version (first) and each version DATA records as differences from it."""
     data = json.loads(DATA.read_text(encoding="utf-8"))
     base = data["base"]
-    counts = {
-        "letter": classes.count(LETTER),
-        "number": classes.count(NUMBER),
-        "space": classes.count(SPACE),
-        "upper": sum(1 for case in cases if case & UPPER),
-        "lower": sum(1 for case in cases if case & LOWER),
-    }
+    counts = {"letter": classes.count(LETTER), "number": classes.count(NUMBER), "space": classes.count(SPACE),
+              "upper": sum(1 for case in cases if case & UPPER), "lower": sum(1 for case in cases if case & LOWER)}
     if any(base["counts"][name] != count for name, count in counts.items()):
-        sys.exit(
-            f"{DATA.name} was probed against regex {', '.join(base['regex'])} (Unicode {base['unicode']}), whose "
-            f"classes the installed regex {regex.__version__} does not have: rerun "
-            "scripts/probe_unicode_classes.py --write (docs/REFERENCES.md)"
-        )
+        sys.exit(f"{DATA.name} was probed against regex {', '.join(base['regex'])} (Unicode {base['unicode']}), whose "
+                 f"classes the installed regex {regex.__version__} does not have: rerun "
+                 "scripts/probe_unicode_classes.py --write (docs/REFERENCES.md)")
     values = bytearray(cls | (case << BITS_PER_CLASS) for cls, case in zip(classes, cases))
     versions = [(base["unicode"], base, values)]
     for unicode, entry in sorted(data["tables"].items(), key=lambda item: version_key(item[0]), reverse=True):
@@ -256,9 +249,8 @@ def render_all() -> tuple[str, str]:
 
 def render(classes: bytearray, cases: bytearray, versions: list[tuple[str, dict, bytearray]]) -> str:
     tables = [table for _, _, table in versions]
-    indexes, blocks, table_end = build_tables(
-        [bytearray(value & 3 for value in table) for table in tables], BITS_PER_CLASS
-    )
+    indexes, blocks, table_end = build_tables([bytearray(value & 3 for value in table) for table in tables],
+                                              BITS_PER_CLASS)
     both_indexes, both_blocks, both_table_end = build_tables(tables, BITS_PER_CLASS_AND_CASE)
     differing = differing_ranges(tables)
     class_counts = ", ".join(f"{pattern[:-1]} {classes.count(code)}" for code, pattern in CLASS_PATTERNS.items())

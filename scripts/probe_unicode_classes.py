@@ -203,19 +203,11 @@ def unicode_version_of_regex() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--regex",
-        action="append",
-        default=[],
-        metavar="DIR",
-        help="also probe the regex release installed in DIR (pip install --target DIR regex==X)",
-    )
+    parser.add_argument("--regex", action="append", default=[], metavar="DIR",
+                        help="also probe the regex release installed in DIR (pip install --target DIR regex==X)")
     parser.add_argument("--tools", default="tiktoken,hf,rustbpe", help="which tools to probe (comma-separated)")
-    parser.add_argument(
-        "--write",
-        action="store_true",
-        help=f"write what the tables of the other Unicode versions need to {DATA.relative_to(ROOT)}",
-    )
+    parser.add_argument("--write", action="store_true",
+                        help=f"write what the tables of the other Unicode versions need to {DATA.relative_to(ROOT)}")
     parser.add_argument("--dump-regex", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.dump_regex:
@@ -223,10 +215,8 @@ def main() -> int:
         return 0
 
     base_release, base_unicode, base = probe_regex_release(None)
-    print(
-        f"regex {base_release} (installed, Unicode {base_unicode}; the native base table's source): "
-        + ", ".join(f"{cls} {sum(members)}" for cls, members in base.items())
-    )
+    print(f"regex {base_release} (installed, Unicode {base_unicode}; the native base table's source): "
+          + ", ".join(f"{cls} {sum(members)}" for cls, members in base.items()))
     releases: dict[str, list[str]] = {base_unicode: [base_release]}
     tables: dict[str, bytes] = {base_unicode: values(base)}
     for directory in args.regex:
@@ -246,36 +236,24 @@ def main() -> int:
         name, classes = probed
         counts = {cls: differences(members, base[cls]) for cls, members in classes.items()}
         same = [u for u, table in tables.items() if table == values(classes) and classes["fold"] == base["fold"]]
-        print(
-            f"{name}: differs from regex {base_release} on "
-            + ", ".join(f"{cls} {count}" for cls, count in counts.items())
-            + (f"; equal to regex's Unicode {same[0]} classes everywhere" if same else "; equal to no probed regex")
-        )
+        print(f"{name}: differs from regex {base_release} on "
+              + ", ".join(f"{cls} {count}" for cls, count in counts.items())
+              + (f"; equal to regex's Unicode {same[0]} classes everywhere" if same else "; equal to no probed regex"))
         if same:
             tools.setdefault(same[0], []).append(name)
     for unicode, table in tables.items():
         if unicode != base_unicode:
-            print(
-                f"regex Unicode {unicode} ({', '.join(releases[unicode])}): differs from the base on "
-                f"{sum(1 for a, b in zip(table, tables[base_unicode]) if a != b)} code points"
-            )
+            print(f"regex Unicode {unicode} ({', '.join(releases[unicode])}): differs from the base on "
+                  f"{sum(1 for a, b in zip(table, tables[base_unicode]) if a != b)} code points")
     if args.write:
         data = {
             "about": "Written by scripts/probe_unicode_classes.py --write; read by scripts/gen_unicode_tables.py.",
-            "base": {
-                "unicode": base_unicode,
-                "regex": releases[base_unicode],
-                "tools": tools.get(base_unicode, []),
-                "counts": {cls: sum(members) for cls, members in base.items()},
-            },
+            "base": {"unicode": base_unicode, "regex": releases[base_unicode], "tools": tools.get(base_unicode, []),
+                     "counts": {cls: sum(members) for cls, members in base.items()}},
             "tables": {
-                unicode: {
-                    "regex": releases[unicode],
-                    "tools": tools.get(unicode, []),
-                    "ranges": differing_ranges(table, tables[base_unicode]),
-                }
-                for unicode, table in sorted(tables.items())
-                if unicode != base_unicode
+                unicode: {"regex": releases[unicode], "tools": tools.get(unicode, []),
+                          "ranges": differing_ranges(table, tables[base_unicode])}
+                for unicode, table in sorted(tables.items()) if unicode != base_unicode
             },
         }
         DATA.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

@@ -293,10 +293,8 @@ def test_the_installed_seeding_command_names_what_it_lacks(workspace: dict[str, 
     result = subprocess.run(
         seeding, cwd=workspace["root"], env=scratch_environment(), capture_output=True, text=True, timeout=120
     )
-    assert (result.returncode, result.stderr) == (
-        2,
-        f"error: {fixtures / 'gpt2_merges.txt'} not found: give the handout's tests/fixtures directory\n",
-    )
+    assert (result.returncode, result.stderr) == (2, f"error: {fixtures / 'gpt2_merges.txt'} not found: "
+                                                      "give the handout's tests/fixtures directory\n")
 
 
 def test_the_installed_package_pickles_its_counts(workspace: dict[str, Path]) -> None:

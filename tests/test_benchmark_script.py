@@ -45,23 +45,9 @@ def test_rounds_end_to_end(tmp_path: Path) -> None:
     corpus.write_text("low lower lowest newer wider<|endoftext|>new newest widest\n" * 40, encoding="utf-8")
     out = tmp_path / "out"
     completed = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "scripts" / "benchmark.py"),
-            "--corpus",
-            f"{corpus}@300",
-            "--trainers",
-            "bpe_v2",
-            "bpe_v4",
-            "ffbpe",
-            "--rounds",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, str(REPO_ROOT / "scripts" / "benchmark.py"), "--corpus", f"{corpus}@300",
+         "--trainers", "bpe_v2", "bpe_v4", "ffbpe", "--rounds", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
     )
     assert completed.returncode == 0, completed.stderr
     table = (out / "results.md").read_text()
@@ -106,22 +92,9 @@ def test_like_peers_end_to_end(tmp_path: Path) -> None:
     corpus.write_text("low lower lowest newer wider<|endoftext|>new newest widest\n" * 40, encoding="utf-8")
     out = tmp_path / "out"
     completed = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "scripts" / "benchmark.py"),
-            "--corpus",
-            f"{corpus}@300",
-            "--like-peers",
-            "--trainers",
-            "bpe_v2",
-            "--rounds",
-            "2",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [sys.executable, str(REPO_ROOT / "scripts" / "benchmark.py"), "--corpus", f"{corpus}@300",
+         "--like-peers", "--trainers", "bpe_v2", "--rounds", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=600,
     )
     assert completed.returncode == 0, completed.stderr
     report = (out / "like_peers.md").read_text()

@@ -9,26 +9,8 @@ from hypothesis import strategies as st
 
 from cs336_basics.contract import count_words_in_text, find_chunk_boundaries
 
-PIECES = [
-    "word",
-    " word",
-    "w0rd",
-    "42",
-    " ",
-    "  ",
-    "\n",
-    "\n\n",
-    " \n",
-    "é",
-    "中",
-    "'s",
-    "!!",
-    "\t",
-    "\u3000",
-    "<|endoftext|>",
-    "<|endoftext|><|endoftext|>",
-    "<|end",
-]
+PIECES = ["word", " word", "w0rd", "42", " ", "  ", "\n", "\n\n", " \n", "é", "中", "'s", "!!", "\t", "\u3000",
+          "<|endoftext|>", "<|endoftext|><|endoftext|>", "<|end"]
 SPECIALS = [[], ["<|endoftext|>"], ["<|endoftext|>", "<|endoftext|><|endoftext|>"], ["d\n"]]
 
 

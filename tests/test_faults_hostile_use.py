@@ -378,7 +378,7 @@ def test_corrupt_files_name_the_file(tmp_path: Path, name: str, content: bytes) 
     (tmp_path / "merges.pkl").write_bytes(pickle.dumps([]))
     (tmp_path / name).write_bytes(content)
     kind = Path(name).suffix
-    vocab, merges = ("vocab.pkl", "merges.pkl") if kind == ".pkl" else ("vocab.json", "merges.txt")
+    vocab, merges = (("vocab.pkl", "merges.pkl") if kind == ".pkl" else ("vocab.json", "merges.txt"))
     with pytest.raises(BPEInputError, match=name.replace(".", r"\.")):
         Tokenizer.from_files(tmp_path / vocab, tmp_path / merges)
 

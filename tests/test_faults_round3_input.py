@@ -273,7 +273,9 @@ def test_no_note_when_the_token_is_there_or_cannot_be_told(corpus: Path, capsys)
     ],
     ids=["plain", "apart", "case", "spaces", "other-token", "short-form", "no-brackets"],
 )
-def test_the_note_is_for_a_near_miss_alone(tmp_path: Path, capsys, text: str, declared: str, noted: bool) -> None:
+def test_the_note_is_for_a_near_miss_alone(
+    tmp_path: Path, capsys, text: str, declared: str, noted: bool
+) -> None:
     path = tmp_path / "text.txt"
     path.write_text(text, encoding="utf-8")
     result = train(path, 280, [declared])

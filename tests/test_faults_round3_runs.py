@@ -300,11 +300,7 @@ def test_two_runs_started_together_give_one_whole_set(corpus: Path, tmp_path: Pa
     children = [
         subprocess.Popen(
             [sys.executable, "-c", START_TOGETHER_CHILD, "bpe_v1", str(out), "-d", str(corpus), "-q", "-v", str(size)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=CHILD_ENV,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=CHILD_ENV,
         )  # fmt: skip
         for size in sizes
     ]

@@ -231,7 +231,9 @@ def test_encode_file_to_a_path_writes_the_ids(tokenizer: Tokenizer, corpus: Path
     assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus.txt", "ids.bin"]  # no temporary left
 
 
-def test_encode_file_to_a_path_keeps_the_old_file_when_encoding_fails(tokenizer: Tokenizer, tmp_path: Path) -> None:
+def test_encode_file_to_a_path_keeps_the_old_file_when_encoding_fails(
+    tokenizer: Tokenizer, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine text " * 50_000 + b"\xff")
     out = tmp_path / "ids.bin"

@@ -556,10 +556,8 @@ def test_skip_bad_records(trainer: str, tmp_path: Path, reference, capsys) -> No
     counts = count_words(path, SPECIAL, skip_bad_records=True)
     assert counts == count_words(plain, SPECIAL) and counts.skipped_records == 3
     note = capsys.readouterr().err
-    assert (
-        note
-        == f"note: skipped 3 bad records (--skip-bad-records); the first: {path}:6: not a JSON record "
-        + (note.split("not a JSON record ", 1)[1])
+    assert note == f"note: skipped 3 bad records (--skip-bad-records); the first: {path}:6: not a JSON record " + (
+        note.split("not a JSON record ", 1)[1]
     )
     assert note.count("\n") == 1
     assert train_bpe(path, VOCAB_SIZE, SPECIAL, trainer=trainer, skip_bad_records=True) == expected

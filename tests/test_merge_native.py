@@ -250,7 +250,9 @@ def test_initial_pairs_counted_on_several_threads_give_the_same_merges(num_threa
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
     native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
     rng = random.Random(7)
-    text = " ".join("".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 9))) for _ in range(60_000)).encode()
+    text = " ".join(
+        "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 9))) for _ in range(60_000)
+    ).encode()
     counts = native.count_words_in_buffer(text, [], num_threads)
     assert len(counts) > 3 * 4096 and counts.num_threads == effective_num_threads(num_threads)
     assert counts.merge(400) == bpe_v4.merge(counts.to_dict(), 400)
@@ -354,7 +356,9 @@ def native_or_skip():
 def test_merges_do_not_depend_on_the_thread_count(parallel_words: int) -> None:
     native = native_or_skip()
     rng = random.Random(5)
-    text = " ".join("".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 12))) for _ in range(40_000)).encode()
+    text = " ".join(
+        "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 12))) for _ in range(40_000)
+    ).encode()
     expected = bpe_v4.merge(native.count_words_in_buffer(text, [], 1).to_dict(), 600)
     for num_threads in (1, 2, 4):
         counts = native.count_words_in_buffer(text, [], num_threads)
@@ -483,7 +487,9 @@ def test_a_busy_machine_sends_the_merges_to_one_thread_and_back(parallel_words: 
     from cs336_basics import _merge_cpp
 
     rng = random.Random(5)
-    text = " ".join("".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 12))) for _ in range(40_000)).encode()
+    text = " ".join(
+        "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 12))) for _ in range(40_000)
+    ).encode()
     expected = native.count_words_in_buffer(text, [], 1).merge(600, parallel_words=10**9)
     counts = native.count_words_in_buffer(text, [], 2)
     previous = _merge_cpp.simulate_busy_machine(2)

@@ -165,24 +165,8 @@ def test_the_stream_counter_takes_the_pattern(name: str):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_bpe_v7_with_o200k_equals_bpe_v1(tmp_path: Path, threads: int):
-    words = [
-        "The",
-        "McDonald's",
-        " DON'T",
-        " 12345",
-        "!!\n/",
-        "\r\n",
-        "  ",
-        "\tkey",
-        " \u00e9t\u00e9",
-        " \u4e2d\u6587",
-        "'LL",
-        "\n \n",
-        "HTTPServer",
-        " na\u0303o",
-        "\u01c5ab",
-        " /path/to\n",
-    ]
+    words = ["The", "McDonald's", " DON'T", " 12345", "!!\n/", "\r\n", "  ", "\tkey", " \u00e9t\u00e9", " \u4e2d\u6587",
+             "'LL", "\n \n", "HTTPServer", " na\u0303o", "\u01c5ab", " /path/to\n"]
     text = "".join(words[(i * 7 + i // 3) % len(words)] for i in range(4000))
     text = ENDOFTEXT.join([text[:9000] + "\n  ", text[9000:] + " \n"])
     path = tmp_path / "corpus.txt"

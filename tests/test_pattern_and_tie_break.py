@@ -245,16 +245,8 @@ def test_bad_rules_are_refused_naming_them(tmp_path: Path, keywords: dict[str, s
 
 @pytest.mark.parametrize(
     ("given", "name"),
-    [
-        ("GPT2", "gpt2"),
-        ("Cl100K", "cl100k"),
-        ("cl100k_base", "cl100k"),
-        ("O200K_BASE", "o200k"),
-        ("o200k_base", "o200k"),
-        ("r50k_base", "gpt2"),
-        ("gpt2", "gpt2"),
-        ("NanoChat", "nanochat"),
-    ],
+    [("GPT2", "gpt2"), ("Cl100K", "cl100k"), ("cl100k_base", "cl100k"), ("O200K_BASE", "o200k"),
+     ("o200k_base", "o200k"), ("r50k_base", "gpt2"), ("gpt2", "gpt2"), ("NanoChat", "nanochat")],
 )
 def test_pattern_names_take_any_case_and_tiktoken_aliases(given: str, name: str) -> None:
     assert resolve_pattern(given) == resolve_pattern(name) == Pattern(NAMED_PATTERNS[name], name)

@@ -69,7 +69,9 @@ ASCII_PIECES = [
     "x" * 70, " " * 70, "1" * 70, "." * 70, "\n" * 33, "ab" * 20,
 ]
 # fmt: on
-ascii_heavy = st.lists(st.sampled_from(ASCII_PIECES) | st.sampled_from(TRICKY), min_size=10, max_size=150).map("".join)
+ascii_heavy = st.lists(
+    st.sampled_from(ASCII_PIECES) | st.sampled_from(TRICKY), min_size=10, max_size=150
+).map("".join)
 # Every character here is where some rule of the block path applies.
 contraction_soup = st.text(st.sampled_from(list(" \n\r\t'sdmtlvreSx1.!é\u3000")), min_size=50, max_size=400)
 
@@ -281,6 +283,7 @@ def test_counts_match_python_for_any_threads_and_chunks(pieces: list[str], speci
             assert counts.to_dict() == expected, (threads, chunk_bytes)
             first = first or ordered(counts)
             assert ordered(counts) == first, "the order of words depends on threads or chunks"
+
 
 
 def test_counts_match_where_tables_grow_to_their_predicted_size() -> None:

@@ -249,7 +249,9 @@ def oldest_regex(tmp_path: Path) -> Path:
     )
     if result.returncode != 0:
         said = (result.stderr.strip().splitlines() or ["no message"])[-1]
-        pytest.skip(f"regex {OLDEST_REGEX} could not be installed ({said}); set CS336_OLD_REGEX to a directory with it")
+        pytest.skip(
+            f"regex {OLDEST_REGEX} could not be installed ({said}); set CS336_OLD_REGEX to a directory with it"
+        )
     return target
 
 

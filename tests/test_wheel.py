@@ -73,11 +73,8 @@ def test_the_sdist_holds_what_the_extensions_are_built_from(artifacts: dict[str,
     assert any(name.endswith(".hpp") for name in needed) and any(name.endswith(".pyx") for name in needed)
     assert [name for name in needed if name not in names] == []
     assert {"setup.py", "pyproject.toml", "cs336_basics/backend.py"} <= names
-    built = [
-        name
-        for name in names
-        if name.endswith((".so", ".pyd", ".o")) or name.startswith("cs336_basics/_") and name.endswith((".c", ".cpp"))
-    ]
+    built = [name for name in names if name.endswith((".so", ".pyd", ".o")) or name.startswith("cs336_basics/_")
+             and name.endswith((".c", ".cpp"))]
     assert built == [], "build products or Cython's generated sources in the sdist"
 
 
@@ -102,13 +99,8 @@ def test_the_wheel_works_without_a_compiler(artifacts: dict[str, Path]) -> None:
     (site / "borrowed_packages.pth").write_text("\n".join(sorted(borrowed)) + "\n", encoding="utf-8")
 
     # Nothing on PATH but the venv, and compilers that do not exist: an attempt to build would fail.
-    env = {
-        "PATH": str(venv / "bin"),
-        "PYTHONNOUSERSITE": "1",
-        "CC": "/nonexistent/cc",
-        "CXX": "/nonexistent/c++",
-        "HOME": str(root),
-    }
+    env = {"PATH": str(venv / "bin"), "PYTHONNOUSERSITE": "1", "CC": "/nonexistent/cc", "CXX": "/nonexistent/c++",
+           "HOME": str(root)}
     command = [python, REPO_ROOT / "scripts" / "wheel_smoke.py"] + (["--require-openmp"] if openmp_enabled() else [])
     result = run(command, cwd=root, env=env)
     assert "wheel_smoke: ok" in result.stdout

@@ -253,7 +253,9 @@ def _count_streamed(
                     _feed(counter, item)
                     advance(counter.text_fed - before)
         table = counter.take()
-    counts = WordCounts(table, specials, counter.pattern.regex, counter.source_bytes, counter.pattern.unicode_version)
+    counts = WordCounts(
+        table, specials, counter.pattern.regex, counter.source_bytes, counter.pattern.unicode_version
+    )
     if skipped is not None:
         counts.skipped_records = skipped.count
         note = skipped.note()

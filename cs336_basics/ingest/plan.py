@@ -116,4 +116,6 @@ def as_plan(
         named = [check_path_argument(path, name) for path in inputs]
     else:  # one path (bytes or anything else refused, naming the argument)
         named = [check_path_argument(inputs, name)]
-    return plan_inputs(named, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
+    return plan_inputs(
+        named, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records
+    )

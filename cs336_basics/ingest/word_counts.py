@@ -83,6 +83,7 @@ _READABLE_VERSIONS = (1, FORMAT_VERSION)
 _LITTLE_ENDIAN = sys.byteorder == "little"
 
 
+
 class WordCountFileError(BPEInputError):
     """A count file that cannot be read: wrong magic, unknown version, corrupt or truncated."""
 
@@ -239,12 +240,11 @@ class WordCounts:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, WordCounts):
             return NotImplemented
-        return (self.special_tokens, self.pattern, self.unicode, self.source_bytes) == (
-            other.special_tokens,
-            other.pattern,
-            other.unicode,
-            other.source_bytes,
-        ) and self._table_as_dict() == other._table_as_dict()
+        return (
+            (self.special_tokens, self.pattern, self.unicode, self.source_bytes)
+            == (other.special_tokens, other.pattern, other.unicode, other.source_bytes)
+            and self._table_as_dict() == other._table_as_dict()
+        )
 
     def __repr__(self) -> str:
         return (
