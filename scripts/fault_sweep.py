@@ -618,15 +618,15 @@ def round3_run_cases(work: Path, full: bool) -> Iterator[Case]:
             time.sleep(600)
 
         def with_pids(real):
-            def count_words_on_cluster(client, *args, **kwargs):
+            def count_plan_on_cluster(client, *args, **kwargs):
                 with open(sys.argv[1], "w") as pids:
                     pids.write(" ".join(map(str, client.run(os.getpid).values())))
                 return real(client, *args, count=count_then_signal, **kwargs)
-            return count_words_on_cluster
+            return count_plan_on_cluster
 
         if __name__ == "__main__":
             os.setpgid(0, 0)  # a process group of its own, as a shell gives a command: the workers join it
-            cluster.count_words_on_cluster = with_pids(cluster.count_words_on_cluster)
+            cluster.count_plan_on_cluster = with_pids(cluster.count_plan_on_cluster)
             sys.exit(main(sys.argv[3:]))
         """
     )

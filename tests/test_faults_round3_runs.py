@@ -443,13 +443,13 @@ CLUSTER_CHILD = textwrap.dedent(
         time.sleep(600)
 
     def with_pids_told(real):
-        def count_words_on_cluster(client, *args, **kwargs):
+        def count_plan_on_cluster(client, *args, **kwargs):
             print("workers", *client.run(os.getpid).values(), flush=True)
             return real(client, *args, count=counting_forever, **kwargs)
-        return count_words_on_cluster
+        return count_plan_on_cluster
 
     if __name__ == "__main__":
-        cluster.count_words_on_cluster = with_pids_told(cluster.count_words_on_cluster)
+        cluster.count_plan_on_cluster = with_pids_told(cluster.count_plan_on_cluster)
         sys.exit(main(sys.argv[2:]))
     """
 )

@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ..backend import effective_num_threads, usable_cores
-from ..contract import BPEInputError, check_special_tokens, special_token_bytes_in_files
+from ..contract import BPEInputError, WordCountDict, check_special_tokens, special_token_bytes_in_files
 from ..pattern import Pattern, resolve_pattern
 from ..presets import resolve_unicode
 from ..progress import progress_bar
@@ -191,9 +191,9 @@ def _count_on_processes(
     storage_options: Mapping[str, object] | None,
     pattern: Pattern,
     advance: Callable[[int], object],
-) -> dict[bytes, int]:
+) -> WordCountDict:
     """The sum of `count_task` over `tasks` on `workers` processes (bpe_v3's pool, for `count_words`)."""
-    total: dict[bytes, int] = {}
+    total: WordCountDict = {}
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         futures = [pool.submit(count_task, task, special_tokens, 1, storage_options, pattern) for task in tasks]
         try:

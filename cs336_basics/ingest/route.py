@@ -48,8 +48,9 @@ def route(plan: InputPlan, cluster: str | None = None, rules: TrainingRules | No
         way = Route.VERSION
     else:
         way = Route.HERE
-    if rules is not None and way is not Route.VERSION:
-        refuse_by_lines(rules, inputs_described(plan, cluster))
+    if rules is not None and rules.by_lines and way is not Route.VERSION:
+        described = inputs_described(plan, cluster)
+        refuse_by_lines(rules, described)
     return way
 
 

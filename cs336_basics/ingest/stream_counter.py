@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract import BPEInputError, count_words_in_text, decode_utf8
+from ..contract import BPEInputError, WordCountDict, count_words_in_text, decode_utf8
 from ..pattern import Pattern, resolve_pattern
 from .sources import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
 from .text_ranges import _CutFinder
@@ -103,7 +103,7 @@ class _StreamCounter:
         # them apart whatever they hold (<|endoftext|> does); else joined, and cut where it is safe.
         counter = self._counter
         self.apart = bool(counter is not None and self.tokens and counter.keeps_documents_apart(self.tokens[0]))
-        self._table: dict[bytes, int] = {}
+        self._table: WordCountDict = {}
 
     def _separate(self) -> None:
         self._put(self.separator)

@@ -32,7 +32,7 @@ _STAGES = (
 )
 
 # A documents reader: (file, text_field, bad records or None, part or None, laid_out) -> the file's
-# documents as UTF-8 bytes (or, laid out, blocks of them as `formats.LaidOutDocuments`).
+# documents as UTF-8 bytes (or, laid out, blocks of them as `sources.LaidOutDocuments`).
 DocumentReader = Callable[[InputFile, str, "BadRecords | None", "tuple[int, ...] | None", bool], Iterator[Any]]
 
 

@@ -53,14 +53,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
 from pickle import PickleBuffer
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..backend import NativeUnavailable, load_native
 from ..contract import (
     GPT2_SPLIT_PATTERN,
     BPEInputError,
+    WordCountDict,
 )
 from ..pattern import check_unicode, first_classed_otherwise, pattern_label
+
+if TYPE_CHECKING:
+    from .._count_cpp import NativeWordCounts
 
 __all__ = [
     "FORMAT_VERSION",
@@ -88,7 +92,7 @@ class WordCountFileError(BPEInputError):
     """A count file that cannot be read: wrong magic, unknown version, corrupt or truncated."""
 
 
-def add_count_tables(into: dict[bytes, int], other: Mapping[bytes, int]) -> dict[bytes, int]:
+def add_count_tables(into: WordCountDict, other: Mapping[bytes, int]) -> WordCountDict:
     """Add `other`'s counts into `into` (in place) and return it."""
     get = into.get
     for word, count in other.items():
@@ -107,9 +111,9 @@ def _native_module():
         return None
 
 
-# A count table: a dict, or (with the compiled module) a NativeWordCounts, which holds the words in
-# C++ and travels between processes as three flat arrays.
-CountTable = Any
+# A count table: word -> count as a dict (`WordCountDict`), or (with the compiled module) a
+# NativeWordCounts, which holds the words in C++ and travels between processes as `TableArrays`.
+CountTable: TypeAlias = "WordCountDict | NativeWordCounts"
 
 
 def add_tables(tables: Sequence[CountTable]) -> CountTable:
@@ -120,7 +124,7 @@ def add_tables(tables: Sequence[CountTable]) -> CountTable:
             return _native_module().add_word_counts(tables)
         except OverflowError:
             pass
-    total: dict[bytes, int] = {}
+    total: WordCountDict = {}
     for table in tables:
         add_count_tables(total, table if isinstance(table, dict) else table.to_dict())
     return total
@@ -132,7 +136,7 @@ def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
     share no word, so `concatenate_slices` only has to put their sums one after the other."""
     if not isinstance(table, dict):
         return table.split_into_slices(num_slices)
-    slices: list[dict[bytes, int]] = [{} for _ in range(num_slices)]
+    slices: list[WordCountDict] = [{} for _ in range(num_slices)]
     for word, count in table.items():
         slices[zlib.crc32(word) % num_slices][word] = count
     return slices
@@ -199,7 +203,7 @@ class WordCounts:
         source_bytes: int = 0,
         unicode: str | None = None,
     ) -> None:
-        self._dict: dict[bytes, int] | None = None
+        self._dict: WordCountDict | None = None
         self._native: CountTable | None = None
         self._hold(counts)
         self.special_tokens = list(special_tokens)
@@ -219,7 +223,7 @@ class WordCounts:
             self._dict, self._native = None, table
 
     @property
-    def counts(self) -> dict[bytes, int]:
+    def counts(self) -> WordCountDict:
         """The table as a dict (built once from the native table, which is then dropped)."""
         if self._dict is None:
             self._dict, self._native = self._native.to_dict(), None
@@ -252,7 +256,7 @@ class WordCounts:
             f"unicode={self.unicode!r}, source_bytes={self.source_bytes:,})"
         )
 
-    def _table_as_dict(self) -> dict[bytes, int]:
+    def _table_as_dict(self) -> WordCountDict:
         return self._dict if self._dict is not None else self._native.to_dict()
 
     @property
