@@ -32,8 +32,8 @@ else:
     _PUBLIC = {
         "openmp_enabled": "backend",
         "BPEInputError": "contract",
-        "count_words": "counting",
-        "count_words_from_iterator": "counting",
+        "count_words": "ingest.counting",
+        "count_words_from_iterator": "ingest.counting",
         "Tokenizer": "tokenizer",
         "TRAINERS": "trainers",
         "TrainerStatus": "trainers",
@@ -45,7 +45,7 @@ else:
         "train_bpe_from_iterator": "trainers",
         "train_from_iterator": "trainers",
         "trainer_status": "trainers",
-        "WordCounts": "word_counts",
+        "WordCounts": "ingest.word_counts",
     }
     __all__ = sorted(_PUBLIC)
 

@@ -3,7 +3,8 @@
 cpp/count/word_count.hpp), and the counted words held in C++ (NativeWordCounts); their merge loop is
 _merge_cpp's (`NativeWordCounts.merge` lends it the words, cpp/merge/bpe_merge.hpp).
 
-Python names are the C++ names: `count_words` is `bpe::count_words`, `count_words_in_buffer` is
+Python names are the C++ names, but one: `count_file` is `bpe::count_words` (the package's
+`count_words` counts any inputs: `ingest.counting`); `count_words_in_buffer` is
 `bpe::count_words_in_buffer`. The binding converts types and releases the GIL; the algorithms and
 their notes live in the C++. Invalid UTF-8 raises ValueError("invalid UTF-8 at byte offset N"), the
 offset counted in bytes from the start of the input; running out of memory raises MemoryError.
@@ -212,7 +213,7 @@ cdef NativeWordCounts wrap_table(lib.CountedWords& table):
     return wrap_counts(table, no_count, checked_threads(None))
 
 
-def count_words(
+def count_file(
     input_path: str | os.PathLike,
     special_tokens: Iterable[str] = (),
     num_threads: int | None = None,
@@ -248,6 +249,10 @@ def count_words(
     return wrap_counts(counted, stats, options.num_threads)
 
 
+# Its name before `count_file`, which callers of this binding still use.
+count_words = count_file
+
+
 def count_words_in_buffer(
     const unsigned char[::1] data not None,
     special_tokens: Iterable[str] = (),
@@ -256,7 +261,7 @@ def count_words_in_buffer(
     pattern: str = "gpt2",
     unicode: str | None = None,
 ) -> NativeWordCounts:
-    """`count_words` for UTF-8 bytes in memory (bytes-like)."""
+    """`count_file` for UTF-8 bytes in memory (bytes-like)."""
     cdef vector[string] tokens = encode_special_tokens(special_tokens)
     cdef lib.CountOptions options = make_options(num_threads, chunk_bytes, pattern, unicode)
     cdef string_view text = view_of(data)
@@ -399,7 +404,7 @@ cdef class WordCounter:
         return kept, content
 
     def take(self, canonical_order: bool = False) -> NativeWordCounts:
-        """The counts so far (the counter starts again empty): in count_words' canonical order, or
+        """The counts so far (the counter starts again empty): in count_file's canonical order, or
         in table order, which skips sorting (for tables that are only added up)."""
         cdef lib.CountedWords counted
         cdef lib.CountStats stats
@@ -422,7 +427,7 @@ cdef class WordCounter:
 
 
 cdef class NativeWordCounts:
-    """Word counts held in C++ (from count_words): words in a canonical order, identical for every
+    """Word counts held in C++ (from count_file): words in a canonical order, identical for every
     thread count and chunk size."""
 
     cdef lib.CountedWords words

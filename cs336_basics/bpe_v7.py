@@ -69,7 +69,7 @@ def pretokenize_and_count(
     chunk_bytes = None
     if options.num_chunks:
         chunk_bytes = max(1, -(-path.stat().st_size // options.num_chunks))
-    return _count_cpp.count_words(
+    return _count_cpp.count_file(
         os.fspath(path), special_tokens, threads, chunk_bytes, advance, pattern.scanner, unicode=pattern.unicode_version
     )
 

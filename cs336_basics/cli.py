@@ -29,11 +29,12 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import TRAINERS, BPEInputError, TrainerUnavailable, train
 from .backend import threads_that_fit
-from .cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -50,15 +51,20 @@ from .command_line import (
 from .contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
 from .export import check_exportable, export_files, export_formats, export_row
-from .formats import expand_inputs, is_url
+from .ingest.cluster import ClusterTaskError  # Dask itself is imported only for --cluster
 from .ingest.plan import plan_inputs
+from .ingest.route import Route, count_plan_by_route, route
+from .ingest.sources import expand_inputs, is_url
 from .merge_limits import MergeLimits
 from .pattern import GPT2, installed_unicode, pattern_label
 from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from .serialization import OutputDirectory, large_tokens_note, run_rules
 from .start_from import Base, load_base, num_new_merges, run_special_tokens
 from .tie_break import CS336
-from .trainers import TrainingResult, peak_rss_bytes
+from .trainers import TrainingResult, peak_rss_bytes, train_after_counting
+
+if TYPE_CHECKING:
+    from .ingest.word_counts import WordCounts
 from .vocab_layout import CS336_LAYOUT
 
 MISSING_DATA_HELP = """\
@@ -159,59 +165,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"--export: unknown format(s) {unknown}; choose from {', '.join(export_formats())}")
     return args
-
-
-def train_from_sources(
-    args: argparse.Namespace,
-    trainer: str | None,
-    data: list[str],
-    num_workers: int | None,
-    rules: TrainingRules,
-    base: Base | None = None,
-) -> tuple[TrainingResult, str]:
-    """Training on count files, or on several files / a cluster by counting first, by `rules`, from
-    `base` if given; returns the result and a description of the data."""
-    from .trainers import count_inputs, train_after_counting
-    from .word_counts import WordCounts
-
-    def count() -> WordCounts:
-        if args.counts:
-            return WordCounts.load_all(args.counts)
-        return count_inputs(
-            data,
-            run_special_tokens(base, args.special) if base else args.special,
-            cluster=args.cluster,
-            cluster_timeout=args.cluster_timeout,
-            num_workers=num_workers,
-            progress=not args.quiet,
-            format=args.format,
-            text_field=args.text_field,
-            skip_bad_records=args.skip_bad_records,
-            pattern=rules.pattern,
-        )
-
-    result, counts = train_after_counting(
-        count,
-        args.vocab_sizes[-1],
-        args.special,
-        trainer=trainer,
-        progress=not args.quiet,
-        first_phase="read counts" if args.counts else "count",
-        num_workers=num_workers,
-        # Count files keep their own pattern unless one is asked for, or a base's (then it must be theirs).
-        rules=rules,
-        base=base,
-    )
-    if args.counts:
-        described = f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
-    else:
-        where = f", counted on {args.cluster}" if args.cluster else ""
-        if len(data) == 1:
-            described = f"{data[0]} ({human_bytes(counts.source_bytes)} of text{where})"
-        else:
-            where = where or ", read as concatenated"
-            described = f"{len(data)} files, {human_bytes(counts.source_bytes)} of text{where}"
-    return result, described
 
 
 def _start_from_argument(paths: list[str]) -> str | tuple[str, str]:
@@ -371,33 +324,71 @@ def _train_on_inputs(
     data: Path | None,
     options: dict[str, int],
     rules: TrainingRules,
-    start: Base | None,
+    base: Base | None,
 ) -> tuple[TrainingResult, str]:
-    """The route: count files, several inputs, URLs or a cluster count first; one file trains
-    directly. Returns the result and a description of the data."""
-    urls = any(is_url(source) for source in args.data or [])
-    if args.counts or args.cluster or urls or (args.data and len(args.data) > 1):
-        refuse_by_lines(rules, "count files" if args.counts else "several files, URLs or a cluster")
-        sources = args.data or ([str(data)] if data else [])
-        result, described = train_from_sources(args, trainer, sources, options.get("num_workers"), rules, start)
-    else:
-        largest = args.vocab_sizes[-1]
-        # Inspected once: train reads the plan, and the description below asks it what the file is.
-        plan = plan_inputs([data], args.format, args.text_field, skip_bad_records=args.skip_bad_records)
-        result = train(
-            plan,
-            largest,
-            args.special,
-            trainer=trainer,
-            progress=not args.quiet,
-            rules=rules,
-            start_from=start,
-            **options,
+    """Training on count files, or on the inputs by the route `ingest.route` gives them: one local
+    text file read by the version itself (`train`), anything else counted first, here or on the
+    cluster, then merged; by `rules`, from `base` if given. Returns the result and a description of
+    the data."""
+    from .ingest.word_counts import WordCounts
+
+    if args.counts:
+        refuse_by_lines(rules, "count files")
+        result, counts = _train_after_counting(
+            args, trainer, rules, base, options, "read counts", lambda: WordCounts.load_all(args.counts)
         )
-        described = f"{data} ({human_bytes(data.stat().st_size)})"
-        if not plan.in_place:  # the size on disk is not the text's
-            described = f"{data} ({human_bytes(data.stat().st_size)} of {plan.files[0].describe()})"
-    return result, described
+        return result, f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
+    sources = args.data or [str(data)]
+    # Inspected once: train and the counting read the plan, and the description asks it what the file is.
+    plan = plan_inputs(sources, args.format, args.text_field, skip_bad_records=args.skip_bad_records)
+    way = route(plan, args.cluster, rules)  # hf-files: one local text file, or refused here
+    if way is Route.VERSION:
+        result = train(
+            plan, args.vocab_sizes[-1], args.special, trainer=trainer, progress=not args.quiet, rules=rules,
+            start_from=base, **options,
+        )  # fmt: skip
+        return result, f"{sources[0]} ({human_bytes(Path(sources[0]).stat().st_size)})"
+
+    def count() -> WordCounts:
+        return count_plan_by_route(
+            plan,
+            run_special_tokens(base, args.special) if base else args.special,
+            cluster=args.cluster,
+            cluster_timeout=args.cluster_timeout,
+            num_workers=options.get("num_workers"),
+            progress=not args.quiet,
+            pattern=rules.pattern,
+        )
+
+    result, counts = _train_after_counting(args, trainer, rules, base, options, "count", count)
+    where = f", counted on {args.cluster}" if way is Route.CLUSTER else ""
+    if len(sources) == 1:
+        return result, f"{sources[0]} ({human_bytes(counts.source_bytes)} of text{where})"
+    where = where or ", read as concatenated"
+    return result, f"{len(sources)} files, {human_bytes(counts.source_bytes)} of text{where}"
+
+
+def _train_after_counting(
+    args: argparse.Namespace,
+    trainer: str | None,
+    rules: TrainingRules,
+    base: Base | None,
+    options: dict[str, int],
+    first_phase: str,
+    count: Callable[[], WordCounts],
+) -> tuple[TrainingResult, WordCounts]:
+    # Count files keep their own pattern unless one is asked for, or a base's (TrainingRules.for_counts).
+    return train_after_counting(
+        count,
+        args.vocab_sizes[-1],
+        args.special,
+        trainer=trainer,
+        progress=not args.quiet,
+        first_phase=first_phase,
+        num_workers=options.get("num_workers"),
+        rules=rules,
+        base=base,
+    )
 
 
 def _refuse_no_merges(args: argparse.Namespace, result: TrainingResult, described: str) -> None:

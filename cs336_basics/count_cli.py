@@ -4,7 +4,7 @@
     cs336-count-words s3://bucket/owt/*.txt -o counts.bin --cluster tcp://scheduler:8786
     cs336-train-bpe auto out --counts counts.bin other.bin -v 32000    # count files add up
 
-The inputs are counted as if concatenated (see `cs336_basics.word_counts`, which also documents the
+The inputs are counted as if concatenated (see `cs336_basics.ingest.word_counts`, which also documents the
 file format), pre-tokenized by `--pattern` (GPT-2's by default; the file records it, and training
 from it takes that pattern, or refuses another) with the character classes of `--unicode`'s version
 (the installed regex's by default; recorded too: training by another version's classes is refused
@@ -30,7 +30,6 @@ import sys
 import time
 from pathlib import Path
 
-from .cluster import MAX_TASK_BYTES, ClusterTaskError
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -44,10 +43,11 @@ from .command_line import (
     output_path_argument,
 )
 from .contract import BPEInputError, check_num_workers
-from .formats import expand_inputs
+from .ingest.cluster import MAX_TASK_BYTES, ClusterTaskError
+from .ingest.route import count_inputs
+from .ingest.sources import expand_inputs
 from .pattern import GPT2, TOOLS_UNICODE, installed_unicode, resolve_pattern
 from .serialization import check_output_dir
-from .trainers import count_inputs
 
 
 def _check_output(output: Path) -> None:

@@ -34,7 +34,14 @@ from .contract import (
     check_vocab_size,
     read_corpus,
 )
-from .ingest.plan import InputPlan
+from .ingest.plan import InputPlan, as_plan
+from .ingest.route import (
+    Route,
+    count_inputs,  # noqa: F401  (importable from here, its home before ingest/)
+    count_plan_by_route,
+    route,
+)
+from .ingest.word_counts import counted_text_bytes
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import Pattern, pattern_label, resolve_pattern
 from .phases import CountParallelism, TrainerVersion
@@ -44,7 +51,6 @@ from .presets import (
     refuse_by_lines,
     resolve_preset,
     resolve_rules,
-    resolve_unicode,
 )
 from .progress import progress_bar
 from .splitting import count_words_in_lines, special_token_bytes_in_files
@@ -58,12 +64,11 @@ from .start_from import (
 )
 from .tie_break import CS336
 from .vocab_layout import CS336_LAYOUT, assemble_vocab, trains_below_initial
-from .word_counts import counted_text_bytes
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .word_counts import WordCounts
+    from .ingest.word_counts import WordCounts
 
 
 class TrainerUnavailable(NativeUnavailable):
@@ -346,15 +351,11 @@ def _train_on_input(
     base: Base | None,
     options: dict[str, object],
 ) -> TrainingResult:
-    """`train`'s input route: one local text file read in place by the version (by lines for
-    hf-files), anything else counted first (`count_inputs`) and merged by it."""
-    from .formats import is_url
-    from .ingest.plan import as_plan
-
+    """`train`'s input by the route `ingest.route` gives it: one local text file read in place by the
+    version (by lines for hf-files), anything else counted first and merged by it."""
     counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
     plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
-    source = plan.files[0]
-    in_place = len(plan.files) == 1 and source.in_place and not is_url(source.path)
+    way = route(plan, rules=rules)  # a version reads one local text file itself; other inputs are counted first
     count_options = CountParallelism.from_keywords(options)
     name = trainer or default_trainer()
     version = load_trainer(name)
@@ -364,17 +365,12 @@ def _train_on_input(
                 "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
                 f"{base.source}: train with like='hf' to start from a base"
             )
-        if not in_place:
-            raise BPEInputError(
-                f"like='hf-files' reads a local text file line by line, as HF's train(files); {source.path} is "
-                f"{source.describe()}: decompress it to a text file, or train with like='hf'"
-            )
-        path = check_input_file(source.path)  # an empty file refused, as every version does
+        path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
         return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
-    if not in_place:  # a version reads only one local text file in place
+    if way is not Route.VERSION:
 
         def count() -> WordCounts:
-            return count_inputs(
+            return count_plan_by_route(
                 plan, counted, num_workers=count_options.num_workers, progress=progress, pattern=rules.pattern
             )
 
@@ -388,7 +384,7 @@ def _train_on_input(
             rules=rules,
             base=base,
         )[0]
-    path = check_input_file(source.path)  # an empty file refused, as every version does
+    path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
     return _train_in_place(name, version, path, vocab_size, specials, progress, count_options, rules, base)
 
 
@@ -457,7 +453,7 @@ def _train_by_lines(
         if native is not None:
             threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
             chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_words(
+            word_counts = native.count_file(
                 path,
                 [],
                 threads,
@@ -765,7 +761,7 @@ def _counts_setup(
 ) -> tuple[WordCounts, list[str], Base | None, TrainingRules]:
     """`train_from_counts`' counts (loaded where paths), special tokens, base and rules: what the counts
     were made with where the user left it open, and refused in one line where they contradict it."""
-    from .word_counts import WordCounts
+    from .ingest.word_counts import WordCounts
 
     if isinstance(counts, (str, PathLike)):
         counts = WordCounts.load(counts)
@@ -937,7 +933,7 @@ def train_from_iterator(
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
     (counting and merging threads). `rules` (or the keywords of `RULE_KEYWORDS` among `options`) and
     `start_from` as in `train`."""
-    from .counting import count_words_from_iterator
+    from .ingest.counting import count_words_from_iterator
 
     rules = given_rules(rules, options)
     specials, base, rules = run_setup(special_tokens, start_from, rules)
@@ -995,102 +991,3 @@ def train_bpe_from_iterator(
         texts, vocab_size, special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
     )
     return result.vocab, result.merges
-
-
-# ---------------------------------------------------------------------------------------------
-# Counting inputs for the commands: on this machine, or on a Dask cluster
-
-
-def count_inputs(
-    paths: list[str] | InputPlan,
-    special_tokens: list[str],
-    *,
-    cluster: str | None = None,
-    cluster_timeout: float | None = None,
-    num_workers: int | None = None,
-    task_bytes: int | None = None,
-    progress: bool = False,
-    format: str | None = None,
-    text_field: str = "text",
-    skip_bad_records: bool = False,
-    pattern: str | Pattern | None = None,
-    unicode: str | None = None,
-) -> WordCounts:
-    """The inputs' word counts, read as if concatenated: on the Dask cluster `cluster` names
-    (`local`, `local:N`, `tcp://...`), else on this machine's threads. Compressed, JSON-lines and
-    Parquet inputs (`format`, `text_field`, `skip_bad_records`: see `formats.py`) are read on either.
-    `cluster_timeout`: seconds to reach a scheduler (see `cluster.connect`). Inputs that hold no text
-    at all are refused, as an empty text file is: what every command and `train` count goes through.
-    `pattern`: the pre-tokenizer (`pattern.py`; None: GPT-2's), `unicode` the Unicode version of its
-    classes (`presets.resolve_unicode`: the pattern's own, else the installed `regex`'s). `paths` may be
-    a plan of inputs already inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and
-    `skip_bad_records` are the plan's."""
-    counts = _count_inputs(
-        paths,
-        special_tokens,
-        cluster=cluster,
-        cluster_timeout=cluster_timeout,
-        num_workers=num_workers,
-        task_bytes=task_bytes,
-        progress=progress,
-        format=format,
-        text_field=text_field,
-        skip_bad_records=skip_bad_records,
-        pattern=resolve_unicode(resolve_pattern(pattern), unicode),
-    )
-    if not counts.source_bytes:
-        named = list(paths.paths) if isinstance(paths, InputPlan) else paths
-        raise BPEInputError(no_text_message(named, counts.skipped_records))
-    return counts
-
-
-def no_text_message(paths: Sequence[str], skipped_records: int = 0) -> str:
-    """Inputs that hold no text: an empty file, blank lines only, a Parquet file of no rows, records
-    all skipped. Training on them would make a vocabulary of bytes alone, silently."""
-    if len(paths) == 1:
-        named = f"training file holds no text: {paths[0]}"
-    else:
-        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3:,} more" if len(paths) > 3 else "")
-        named = f"the {len(paths):,} training files hold no text: {shown}"
-    if skipped_records:
-        records = "record" if skipped_records == 1 else "records"
-        return f"{named} (every record was skipped: {skipped_records:,} bad {records})"
-    return f"{named} (empty, blank lines only, or no rows)"
-
-
-def _count_inputs(
-    paths: list[str] | InputPlan,
-    special_tokens: list[str],
-    *,
-    cluster: str | None,
-    cluster_timeout: float | None,
-    num_workers: int | None,
-    task_bytes: int | None,
-    progress: bool,
-    format: str | None,
-    text_field: str,
-    skip_bad_records: bool,
-    pattern: Pattern,
-) -> WordCounts:
-    from .ingest.plan import as_plan
-
-    # Inspected once, here: a bad input is refused before a cluster is started, and the plan is what
-    # the cluster or the threads count.
-    plan = as_plan(paths, format, text_field, skip_bad_records=skip_bad_records)
-    if cluster is not None:
-        from .cluster import connect, count_words_on_cluster
-
-        with connect(cluster, timeout=cluster_timeout) as client:
-            return count_words_on_cluster(
-                client, plan, special_tokens, task_bytes=task_bytes, progress=progress, pattern=pattern
-            )
-    from .counting import LOCAL_TASK_BYTES, count_plan
-
-    return count_plan(
-        plan,
-        special_tokens,
-        num_workers=num_workers,
-        task_bytes=task_bytes or LOCAL_TASK_BYTES,
-        progress=progress,
-        pattern=pattern,
-    )

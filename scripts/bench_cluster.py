@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from cs336_basics import bpe_v7
-from cs336_basics.cluster import count_words_on_cluster
 from cs336_basics.contract import BPEInputError
 from cs336_basics.count_cli import task_bytes_option
-from cs336_basics.counting import count_words
+from cs336_basics.ingest.cluster import count_words_on_cluster
+from cs336_basics.ingest.counting import count_words
 from cs336_basics.phases import CountParallelism
 
 

@@ -602,7 +602,7 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
     cluster_signal_child = textwrap.dedent(
         """
         import os, signal, sys, time
-        import cs336_basics.cluster as cluster
+        import cs336_basics.ingest.cluster as cluster
         from cs336_basics.cli import main
 
         def count_then_signal(tasks, special_tokens, threads, storage_options, **options):
@@ -618,15 +618,15 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
             time.sleep(600)
 
         def with_pids(real):
-            def count_words_on_cluster(client, *args, **kwargs):
+            def count_plan_on_cluster(client, *args, **kwargs):
                 with open(sys.argv[1], "w") as pids:
                     pids.write(" ".join(map(str, client.run(os.getpid).values())))
                 return real(client, *args, count=count_then_signal, **kwargs)
-            return count_words_on_cluster
+            return count_plan_on_cluster
 
         if __name__ == "__main__":
             os.setpgid(0, 0)  # a process group of its own, as a shell gives a command: the workers join it
-            cluster.count_words_on_cluster = with_pids(cluster.count_words_on_cluster)
+            cluster.count_plan_on_cluster = with_pids(cluster.count_plan_on_cluster)
             sys.exit(main(sys.argv[3:]))
         """
     )
@@ -1190,7 +1190,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     yield Case("count-words write failure (--fsize)", [*count_words, str(small), "-o", str(work / "c2.counts"), "-q"],
                (1,), r"\Aerror: cannot write .*c2\.counts", file_size_bytes=1024)  # fmt: skip
     huge = work / "huge.counts"
-    subprocess.run([sys.executable, "-c", "import sys; from cs336_basics.word_counts import WordCounts; "
+    subprocess.run([sys.executable, "-c", "import sys; from cs336_basics.ingest.word_counts import WordCounts; "
                     "WordCounts({b'ab': 2**63}, ['<|endoftext|>']).save(sys.argv[1])", str(huge)],
                    check=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
     yield Case("count of 2**63 in a count file", ["-c", CLI, "bpe_v2", str(work / "o32"), "--counts", str(huge), "-q"],

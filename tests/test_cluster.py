@@ -13,9 +13,9 @@ pytest.importorskip("distributed", reason="Dask is an optional extra: pip instal
 from distributed import Client, LocalCluster  # noqa: E402
 
 from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noqa: E402
-from cs336_basics.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
-from cs336_basics.counting import count_tasks  # noqa: E402
 from cs336_basics.demo import write_demo_corpus  # noqa: E402
+from cs336_basics.ingest.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
+from cs336_basics.ingest.counting import count_tasks  # noqa: E402
 from cs336_basics.splitting import count_words_in_text  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
@@ -115,7 +115,7 @@ def count_unpackable(tasks: object, special_tokens: object, threads: object, sto
 
 def test_a_table_that_cannot_be_sent_ends_the_run_with_one_error(corpus: tuple[Path, list[Path]]) -> None:
     # Worker processes, so results do cross processes; before, Dask retried such a transfer forever.
-    from cs336_basics.cluster import ClusterTaskError, connect
+    from cs336_basics.ingest.cluster import ClusterTaskError, connect
 
     _, parts = corpus
     with connect("local:2") as client:
@@ -128,7 +128,7 @@ def test_tables_travel_as_plain_data_that_pickles_under_the_installed_name() -> 
     import pickle
     import sys
 
-    from cs336_basics.word_counts import TableArrays
+    from cs336_basics.ingest.word_counts import TableArrays
 
     packed = pack_table({b"ab": 2})
     assert isinstance(packed, bytes) and unpack_table(packed) == {b"ab": 2}
@@ -290,7 +290,7 @@ def test_json_line_ranges_name_the_file_line_and_skip(client: Client, tmp_path: 
 def test_overlapping_special_tokens_count_as_one_task(client: Client, tmp_path: Path) -> None:
     """Special tokens that could match across a separator: the documents are counted in one task."""
     from cs336_basics import count_words
-    from cs336_basics.cluster import documents_split_cleanly
+    from cs336_basics.ingest.cluster import documents_split_cleanly
 
     specials = ["<|e|>", "x<|e"]
     assert documents_split_cleanly(SPECIALS) and not documents_split_cleanly(specials)
@@ -302,7 +302,7 @@ def test_overlapping_special_tokens_count_as_one_task(client: Client, tmp_path: 
 TRACKER_CHILD = """
 import sys
 from multiprocessing import resource_tracker
-from cs336_basics.cluster import _SigintIgnoredAtSpawn
+from cs336_basics.ingest.cluster import _SigintIgnoredAtSpawn
 if sys.argv[1] == "as the cluster starts it":
     with _SigintIgnoredAtSpawn():
         resource_tracker.ensure_running()

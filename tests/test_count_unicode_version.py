@@ -15,11 +15,11 @@ import pytest
 from cs336_basics import WordCounts, count_words, train_bpe, train_bpe_from_counts, train_bpe_from_iterator
 from cs336_basics.cli import main as train_main
 from cs336_basics.count_cli import main as count_main
-from cs336_basics.counting import count_words_from_iterator
 from cs336_basics.errors import BPEInputError
+from cs336_basics.ingest.counting import count_words_from_iterator
+from cs336_basics.ingest.word_counts import FORMAT_VERSION, MAGIC
 from cs336_basics.pattern import TOOLS_UNICODE, UNICODE_VERSIONS, installed_unicode
 from cs336_basics.serialization import load_merges
-from cs336_basics.word_counts import FORMAT_VERSION, MAGIC
 from tests.test_unicode_versions import code_points_where, recent_documents
 
 SPECIALS = ["<|endoftext|>"]
@@ -159,7 +159,7 @@ def test_the_cluster_counts_by_the_clients_version(tmp_path: Path) -> None:
     pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
     from distributed import Client, LocalCluster
 
-    from cs336_basics.cluster import count_words_on_cluster
+    from cs336_basics.ingest.cluster import count_words_on_cluster
 
     path = tmp_path / "text.txt"
     path.write_text(recent_text(), encoding="utf-8")

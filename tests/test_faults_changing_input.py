@@ -101,7 +101,7 @@ def test_the_python_counters_read_instead_of_mapping_and_notice_a_short_read(tmp
     # bpe_v3's workers and the pure-Python task counter read their bytes (no mapping to fault on);
     # a file that shrank since its chunks were planned is a one-line error, not a count of less text.
     from cs336_basics import BPEInputError, bpe_v3
-    from cs336_basics.counting import Segment, count_task
+    from cs336_basics.ingest.counting import Segment, count_task
     from cs336_basics.pattern import resolve_pattern
 
     path = write_text(tmp_path / "shrinking.txt")

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-import cs336_basics.cluster as cluster_module
+import cs336_basics.ingest.cluster as cluster_module
 from cs336_basics import BPEInputError, Tokenizer
 from cs336_basics.backend import usable_cores
 from cs336_basics.cli import main as cli_main
 from cs336_basics.contract import MAX_WORKERS_PER_CORE
 from cs336_basics.count_cli import main as count_main
+from cs336_basics.ingest.word_counts import WordCountFileError, WordCounts
 from cs336_basics.serialization import LOCK_FILE, RUN_FILE, OutputDirectory, save_tokenizer
-from cs336_basics.word_counts import WordCountFileError, WordCounts
 from tests.support import REPO_ROOT
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}

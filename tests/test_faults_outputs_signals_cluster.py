@@ -352,7 +352,7 @@ def test_bad_input_on_the_cluster_is_not_retried(tmp_path: Path) -> None:
     from distributed import Client, LocalCluster
 
     from cs336_basics import BPEInputError
-    from cs336_basics.cluster import count_words_on_cluster
+    from cs336_basics.ingest.cluster import count_words_on_cluster
 
     text = tmp_path / "part.txt"
     text.write_text("some words to count " * 100)
@@ -401,7 +401,7 @@ def test_bad_input_on_a_local_cluster_ends_as_it_does_locally(tmp_path: Path, ki
 SLOW_SCRATCH_CHILD = textwrap.dedent(
     """
     import warnings
-    from cs336_basics.cluster import connect
+    from cs336_basics.ingest.cluster import connect
 
     def slow_scratch():  # what Dask says when making a scratch directory takes over a second
         warnings.warn("Creating scratch directories is taking a surprisingly long time. (1.01s)", UserWarning)
@@ -429,7 +429,7 @@ def test_a_local_cluster_says_nothing_of_slow_scratch_directories(tmp_path: Path
 CLUSTER_CHILD = textwrap.dedent(
     """
     import os, sys, time
-    import cs336_basics.cluster as cluster
+    import cs336_basics.ingest.cluster as cluster
     from cs336_basics.cli import main
 
     def counting_forever(tasks, special_tokens, threads, storage_options, **options):
@@ -443,13 +443,13 @@ CLUSTER_CHILD = textwrap.dedent(
         time.sleep(600)
 
     def with_pids_told(real):
-        def count_words_on_cluster(client, *args, **kwargs):
+        def count_plan_on_cluster(client, *args, **kwargs):
             print("workers", *client.run(os.getpid).values(), flush=True)
             return real(client, *args, count=counting_forever, **kwargs)
-        return count_words_on_cluster
+        return count_plan_on_cluster
 
     if __name__ == "__main__":
-        cluster.count_words_on_cluster = with_pids_told(cluster.count_words_on_cluster)
+        cluster.count_plan_on_cluster = with_pids_told(cluster.count_plan_on_cluster)
         sys.exit(main(sys.argv[2:]))
     """
 )

@@ -262,7 +262,7 @@ def test_arrow_documents_holding_the_private_separator_are_refused() -> None:
     pytest.importorskip("pyarrow", reason="Arrow input needs the optional pyarrow package")
     import pyarrow
 
-    from cs336_basics.counting import DOCUMENT_SEPARATOR
+    from cs336_basics.ingest.counting import DOCUMENT_SEPARATOR
 
     with pytest.raises(BPEInputError, match="internal document separator"):
         count_words_from_iterator(pyarrow.array(["a", f"b{DOCUMENT_SEPARATOR}c"]), [])
@@ -285,7 +285,7 @@ def test_python_documents_read_in_place_equal_the_joined_text(specials: list[str
 
 
 def test_a_size_hint_sizes_the_tables_and_changes_no_count() -> None:
-    from cs336_basics.word_counts import _native_module
+    from cs336_basics.ingest.word_counts import _native_module
 
     native = _native_module()
     if native is None:
@@ -305,7 +305,7 @@ def test_a_size_hint_sizes_the_tables_and_changes_no_count() -> None:
 def test_every_counter_path_on_many_threads_equals_one_thread(tmp_path: Path) -> None:
     """Texts, buffers, file ranges and slices counted on 4 threads (their own tables) and on 9 (which
     look words up in one table they share, past its 104,857 words) give one thread's counts."""
-    from cs336_basics.word_counts import _native_module
+    from cs336_basics.ingest.word_counts import _native_module
 
     native = _native_module()
     if native is None:
@@ -347,7 +347,7 @@ def test_bad_documents_are_named_in_any_batch(batch_bytes: int) -> None:
     with pytest.raises(BPEInputError, match="document 7 is not valid Unicode text"):
         count_words_from_iterator([*good[:7], "lone \ud800", *good[7:]], SPECIAL, batch_bytes=batch_bytes)
 
-    from cs336_basics.counting import DOCUMENT_SEPARATOR
+    from cs336_basics.ingest.counting import DOCUMENT_SEPARATOR
 
     with pytest.raises(BPEInputError, match="internal document separator"):
         count_words_from_iterator([*good, f"b{DOCUMENT_SEPARATOR}c"], [], batch_bytes=batch_bytes)
@@ -356,7 +356,7 @@ def test_bad_documents_are_named_in_any_batch(batch_bytes: int) -> None:
 def test_counting_thread_errors_reach_the_caller_and_no_thread_outlives_it(monkeypatch) -> None:
     """The documents are counted on a second thread while the caller's thread batches the next ones:
     an error there is raised in the caller, and an error in the caller's iterable stops that thread."""
-    from cs336_basics import counting, read_ahead
+    from cs336_basics.ingest import counting, read_ahead
 
     def alive() -> list[str]:
         return [thread.name for thread in threading.enumerate() if thread.name == "cs336-count-behind"]
@@ -382,7 +382,7 @@ def test_counting_thread_errors_reach_the_caller_and_no_thread_outlives_it(monke
 _BOUNDED_MEMORY_CHILD = """
 import resource, sys
 from cs336_basics import count_words_from_iterator
-from cs336_basics.word_counts import _native_module
+from cs336_basics.ingest.word_counts import _native_module
 
 total = int(sys.argv[1]) if _native_module() is not None else int(sys.argv[1]) // 15  # pure Python is slower
 words = [f"word{index} " for index in range(2000)]
@@ -439,7 +439,7 @@ def test_readme_hugging_face_parquet_example(tmp_path: Path, monkeypatch) -> Non
 
 def test_url_globs_and_directories_expand_as_local_ones(tmp_path: Path) -> None:
     pytest.importorskip("fsspec", reason="URLs need fsspec")
-    from cs336_basics.formats import expand_inputs
+    from cs336_basics.ingest.sources import expand_inputs
 
     data = tmp_path / "data"
     (data / "sub").mkdir(parents=True)
@@ -593,7 +593,7 @@ def test_missing_parquet_column_names_the_columns(tmp_path: Path, capsys) -> Non
 def test_read_ahead_thread_stops_with_the_counter(tmp_path: Path, reference, monkeypatch) -> None:
     """An error or Ctrl-C in the counter while the reading thread decompresses ahead: raised as it
     is, and the reading thread is gone when the call returns."""
-    import cs336_basics.counting as counting
+    import cs336_basics.ingest.counting as counting
 
     _, plain = reference
     path = tmp_path / "corpus.txt.gz"
@@ -626,7 +626,7 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def test_prefetched_carries_reader_errors() -> None:
-    from cs336_basics.counting import Prefetched
+    from cs336_basics.ingest.counting import Prefetched
 
     def broken():
         yield 1

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, count_words, train_bpe
-from cs336_basics.formats import InputFile, read_blocks
 from cs336_basics.ingest import InputFormat, known_formats, register_format, table
 from cs336_basics.ingest.plan import plan_inputs
+from cs336_basics.ingest.sources import InputFile, read_blocks
+from cs336_basics.ingest.table import row_of
 
 SPECIAL = ["<|endoftext|>"]
 VOCAB_SIZE = 300
@@ -58,7 +59,7 @@ def test_a_registered_format_is_found_by_name_or_chosen(records_format: InputFor
     records = write_records(tmp_path / "corpus.records")
     plan = plan_inputs([records])
     assert [source.format for source in plan.files] == ["records"]
-    assert plan.documents and not plan.in_place and plan.files[0].describe() == "records"
+    assert plan.documents and not plan.in_place and row_of(plan.files[0]).describe(plan.files[0]) == "records"
     chosen = write_records(tmp_path / "corpus.txt")
     assert count_words(chosen, SPECIAL, format="records") == count_words(records, SPECIAL)
     assert count_words(chosen, SPECIAL) != count_words(records, SPECIAL)  # as text, the separators are text
@@ -70,7 +71,7 @@ def test_an_unknown_format_names_the_registered_ones(records_format: InputFormat
 
 
 def test_the_cluster_cuts_a_file_as_its_row_says(records_format: InputFormat, tmp_path: Path) -> None:
-    from cs336_basics.cluster import StreamPart, _plan_stream_parts
+    from cs336_basics.ingest.cluster import StreamPart, _plan_stream_parts
 
     def records_parts(source: InputFile, range_bytes: int) -> list[tuple[tuple[int, ...], int]]:
         return [((0, 2), 2 * range_bytes), ((2, 3), range_bytes)]
@@ -93,7 +94,7 @@ def test_the_cluster_cuts_a_file_as_its_row_says(records_format: InputFormat, tm
 # format", names this one file and nothing else).
 NEW_FORMAT_MODULE = '''"""Records: documents separated by ASCII's record separator."""
 
-from ..formats import read_blocks
+from .sources import read_blocks
 from .table import InputFormat
 
 

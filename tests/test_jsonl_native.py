@@ -16,9 +16,8 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import formats
 from cs336_basics.contract import BPEInputError
-from cs336_basics.ingest import jsonl
+from cs336_basics.ingest import jsonl, sources
 
 native = jsonl.native_json_line_texts()
 pytestmark = pytest.mark.skipif(
@@ -182,19 +181,19 @@ def read(
     and the skipped count and first message. `laid_out`: read a block at a time (LaidOutDocuments,
     whose fallback records come after the others: the documents are then sorted, and left out when
     reading stopped at an error)."""
-    source = formats.InputFile(path, "jsonl")
-    skipped = formats.BadRecords() if skip else None
+    source = sources.InputFile(path, "jsonl")
+    skipped = sources.BadRecords() if skip else None
     documents: list[bytes] = []
     error = None
     with (
-        mock.patch.object(jsonl, "read_blocks", partial(formats.read_blocks, block_bytes=block_bytes)),
+        mock.patch.object(jsonl, "read_blocks", partial(sources.read_blocks, block_bytes=block_bytes)),
         mock.patch.object(jsonl, "native_json_line_texts", (lambda: None) if pure else native_reader),
         mock.patch.object(jsonl, "native_json_line_documents", (lambda: None) if pure else native_documents),
     ):
         try:
             for item in jsonl.read_json_lines(source, field, skipped, byte_range, laid_out):
                 if laid_out:
-                    assert isinstance(item, formats.LaidOutDocuments) and item.count > 0
+                    assert isinstance(item, sources.LaidOutDocuments) and item.count > 0
                     documents.extend(item)
                 else:
                     documents.append(item)
@@ -223,7 +222,7 @@ def assert_same_both_ways(data: bytes, field: str, block_bytes: int = 1 << 20, r
             assert read(path, field, False, skip, block_bytes, laid_out=True) == laid_out, (data, field, skip)
             assert read(path, field, True, skip, block_bytes, laid_out=True) == laid_out, (data, field, skip)
         if ranges:
-            for byte_range in jsonl.jsonl_ranges(formats.InputFile(path, "jsonl"), ranges):
+            for byte_range in jsonl.jsonl_ranges(sources.InputFile(path, "jsonl"), ranges):
                 pure = read(path, field, True, True, block_bytes, byte_range)
                 assert read(path, field, False, True, block_bytes, byte_range) == pure, (data, byte_range)
                 documents, error, skipped = pure

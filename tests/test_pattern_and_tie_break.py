@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts, trainer_status
 from cs336_basics.cli import main as cli_main
 from cs336_basics.count_cli import main as count_main
-from cs336_basics.counting import count_words, count_words_from_iterator
+from cs336_basics.ingest.counting import count_words, count_words_from_iterator
+from cs336_basics.ingest.word_counts import WordCounts
 from cs336_basics.pattern import NAMED_PATTERNS, Pattern, installed_unicode, resolve_pattern
 from cs336_basics.phases import CountParallelism
 from cs336_basics.presets import resolve_rules
@@ -26,7 +27,6 @@ from cs336_basics.splitting import count_words_in_text
 from cs336_basics.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer, train, train_bpe_from_iterator
 from cs336_basics.vocab_layout import assemble_vocab
-from cs336_basics.word_counts import WordCounts
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS
 
 SPECIALS = ["<|endoftext|>"]
@@ -140,7 +140,7 @@ def test_a_regex_across_whitespace_is_cut_at_special_tokens_only(
 def test_count_words_counts_another_pattern_on_worker_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str
 ) -> None:
-    import cs336_basics.counting as counting
+    import cs336_basics.ingest.counting as counting
 
     monkeypatch.setattr(counting, "_PARALLEL_MIN_BYTES", 1)  # processes even for a small file
     text = "<|endoftext|>".join(f"Doc {index}: It's 2024, we'RE here/there.\n  ok" for index in range(300))
@@ -382,7 +382,7 @@ def test_dask_counts_with_the_pattern(tmp_path: Path) -> None:
     pytest.importorskip("distributed", reason="Dask is an optional extra: pip install -e '.[cluster]'")
     from distributed import Client, LocalCluster
 
-    from cs336_basics.cluster import count_words_on_cluster
+    from cs336_basics.ingest.cluster import count_words_on_cluster
 
     text = "<|endoftext|>".join(f"Doc {index}: It's 2024, we'RE here.\n" * 5 for index in range(200))
     data = text.encode("utf-8")

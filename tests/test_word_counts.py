@@ -17,13 +17,12 @@ from hypothesis import strategies as st
 from cs336_basics import (
     BPEInputError,
     backend,
-    stream_counter,
-    text_ranges,
     train_bpe,
     train_bpe_from_counts,
-    word_counts,
 )
-from cs336_basics.counting import (
+from cs336_basics.demo import write_demo_corpus
+from cs336_basics.ingest import stream_counter, text_ranges, word_counts
+from cs336_basics.ingest.counting import (
     Segment,
     count_tasks,
     count_words,
@@ -32,9 +31,7 @@ from cs336_basics.counting import (
     plan_count_tasks,
     task_size,
 )
-from cs336_basics.demo import write_demo_corpus
-from cs336_basics.splitting import count_words_in_text
-from cs336_basics.word_counts import (
+from cs336_basics.ingest.word_counts import (
     FORMAT_VERSION,
     MAGIC,
     TableArrays,
@@ -44,6 +41,7 @@ from cs336_basics.word_counts import (
     concatenate_slices,
     split_table,
 )
+from cs336_basics.splitting import count_words_in_text
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
 
 SPECIALS = ["<|endoftext|>"]

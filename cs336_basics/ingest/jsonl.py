@@ -6,12 +6,12 @@ cut at newlines (`jsonl_ranges`); a compressed file is read whole."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..backend import NativeUnavailable, load_native
 from ..contract import BPEInputError
-from ..formats import (
+from .sources import (
     BLOCK_BYTES,
     BadRecords,
     InputFile,
@@ -23,6 +23,84 @@ from ..formats import (
 from .table import InputFormat
 
 _SUFFIXES = (".jsonl", ".ndjson")
+
+
+class _Records:
+    """The records of one read, each judged by json.loads alone: its `text_field` as UTF-8, None for a
+    blank line, and a bad record stopping with one line naming `file:line` (or counted into `skipped`)."""
+
+    def __init__(
+        self, source: InputFile, text_field: str, skipped: BadRecords | None, byte_range: tuple[int, int] | None
+    ) -> None:
+        self.source, self.text_field, self.skipped, self.byte_range = source, text_field, skipped, byte_range
+        self.line_number = 0  # of the line judged last
+
+    def bad(self, why: str) -> None:
+        line = self.line_number
+        if self.byte_range is not None and self.byte_range[0] > 0:
+            line += _lines_before(self.source, self.byte_range[0])  # only on this rare path: it reads the file
+        message = f"{self.source.path}:{line}: {why}"
+        if self.skipped is None:
+            raise BPEInputError(message)
+        self.skipped.add(message)
+
+    def text(self, line: bytes) -> bytes | None:
+        text_field = self.text_field
+        try:
+            record = json.loads(line)
+        except ValueError as error:  # UnicodeDecodeError too
+            if not line.strip():
+                return None
+            return self.bad(f"not a JSON record ({_one_line(error)})")
+        if not isinstance(record, dict):
+            return self.bad(f"not a JSON object but a {type(record).__name__}")
+        text = record.get(text_field)
+        if not isinstance(text, str):
+            fields = ", ".join(map(repr, record)) or "none"
+            why = "missing" if text is None else f"a {type(text).__name__}, not a string"
+            return self.bad(f"field {text_field!r} is {why} (fields: {fields}); choose the field with --text-field")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
+            return self.bad(
+                f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})"
+            )
+
+    def of_lines(self, lines: Iterable[bytes]) -> list[bytes]:
+        """The texts of whole lines, judged in Python (no compiled reader)."""
+        texts = []
+        for line in lines:
+            self.line_number += 1
+            text = self.text(line)
+            if text is not None:
+                texts.append(text)
+        return texts
+
+    def of_native_texts(self, items: Iterable[Any], data: bytes) -> list[bytes]:
+        """The texts of the compiled reader's items: a record's text, None for a blank line, or where a
+        line lies in `data` for json.loads to judge, so its result or error is exactly the pure path's."""
+        texts = []
+        for item in items:
+            self.line_number += 1
+            if type(item) is tuple:
+                item = self.text(data[item[0] : item[1]])
+            if item is not None:
+                texts.append(item)
+        return texts
+
+    def laid_out(self, read: Callable[[Any, str], tuple], data: bytes, whole: int) -> LaidOutDocuments:
+        """The records' strings in one buffer, from the compiled reader; the lines it hands back are
+        judged here, one by one (naming their own line), and go after them."""
+        first_line = self.line_number
+        strings, ends, num_lines, fallbacks = read(memoryview(data)[:whole], self.text_field)
+        judged = []
+        for index, start, end in fallbacks:
+            self.line_number = first_line + index + 1
+            text = self.text(data[start:end])
+            if text is not None:
+                judged.append(text)
+        self.line_number = first_line + num_lines
+        return LaidOutDocuments.of(judged, strings, ends) if judged else LaidOutDocuments(strings, ends)
 
 
 def read_json_lines(
@@ -39,37 +117,7 @@ def read_json_lines(
     sure of goes to json.loads here, so documents and errors are those of json.loads alone.
     `laid_out`: a block's documents at a time, as `LaidOutDocuments`; from the compiled reader they
     stay where it wrote them, no bytes object each, for the native counter to read in place."""
-    pending = b""
-    line_number = 0
-    loads = json.loads
-
-    def bad(why: str) -> None:
-        line = line_number
-        if byte_range is not None and byte_range[0] > 0:
-            line += _lines_before(source, byte_range[0])  # only on this rare path: it reads the file
-        message = f"{source.path}:{line}: {why}"
-        if skipped is None:
-            raise BPEInputError(message)
-        skipped.add(message)
-
-    def record_text(line: bytes) -> bytes | None:
-        try:
-            record = loads(line)
-        except ValueError as error:  # UnicodeDecodeError too
-            if not line.strip():
-                return None
-            return bad(f"not a JSON record ({_one_line(error)})")
-        if not isinstance(record, dict):
-            return bad(f"not a JSON object but a {type(record).__name__}")
-        text = record.get(text_field)
-        if not isinstance(text, str):
-            fields = ", ".join(map(repr, record)) or "none"
-            why = "missing" if text is None else f"a {type(text).__name__}, not a string"
-            return bad(f"field {text_field!r} is {why} (fields: {fields}); choose the field with --text-field")
-        try:
-            return text.encode("utf-8")
-        except UnicodeEncodeError as error:  # a lone surrogate written as a \ud800 escape
-            return bad(f"field {text_field!r} is not valid Unicode text ({error.reason} at character {error.start})")
+    records = _Records(source, text_field, skipped, byte_range)
 
     def as_items(texts: list[bytes]) -> list[Any]:
         """A block's documents as yielded: one LaidOutDocuments when laid out, else each."""
@@ -79,57 +127,26 @@ def read_json_lines(
 
     json_line_texts = native_json_line_texts()
     json_line_documents = native_json_line_documents() if laid_out else None
-    blocks = read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range)
-    for block in blocks:
+    pending = b""
+    for block in read_blocks(source) if byte_range is None else _range_blocks(source, *byte_range):
         data = pending + block
         if json_line_texts is None:
             lines = data.split(b"\n")
             pending = lines.pop()  # the last line may go on in the next block
-            texts = []
-            for line in lines:
-                line_number += 1
-                text = record_text(line)
-                if text is not None:
-                    texts.append(text)
-            yield from as_items(texts)
+            yield from as_items(records.of_lines(lines))
             continue
         whole = data.rfind(b"\n") + 1  # the lines up to here are whole; the rest may go on
         pending = data[whole:]
         if not whole:
             continue
         if json_line_documents is not None:
-            # The records' strings in one buffer; the lines handed back are judged here, one by
-            # one (record_text, naming their own line), and go after them.
-            first_line = line_number
-            strings, ends, num_lines, fallbacks = json_line_documents(memoryview(data)[:whole], text_field)
-            judged = []
-            for index, start, end in fallbacks:
-                line_number = first_line + index + 1
-                text = record_text(data[start:end])
-                if text is not None:
-                    judged.append(text)
-            line_number = first_line + num_lines
-            documents = LaidOutDocuments(strings, ends)
-            if judged:
-                documents = LaidOutDocuments.of(judged, strings, ends)
+            documents = records.laid_out(json_line_documents, data, whole)
             if documents.count:
                 yield documents
-            continue
-        # Each item: a record's text, None for a blank line, or where a line lies in `data` for
-        # json.loads to judge (record_text), so its result or error is exactly the pure path's.
-        texts = []
-        for item in json_line_texts(memoryview(data)[:whole], text_field):
-            line_number += 1
-            if type(item) is tuple:
-                item = record_text(data[item[0] : item[1]])
-            if item is not None:
-                texts.append(item)
-        yield from as_items(texts)
+        else:
+            yield from as_items(records.of_native_texts(json_line_texts(memoryview(data)[:whole], text_field), data))
     if pending:
-        line_number += 1
-        text = record_text(pending)
-        if text is not None:
-            yield from as_items([text])
+        yield from as_items(records.of_lines([pending]))
 
 
 def native_json_line_documents() -> Callable[[Any, str], tuple] | None:

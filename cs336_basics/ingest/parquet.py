@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..contract import BPEInputError
-from ..formats import ArrowDocuments, BadRecords, InputFile, _one_line, _optional, is_url
+from .sources import ArrowDocuments, BadRecords, InputFile, _one_line, _optional, is_url
 from .table import InputFormat
 
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..contract import BPEInputError, check_regular_file
-from ..formats import InputFile, check_path_argument, compression_of, is_url, url_filesystem
-from .table import detect_format, format_row, known_formats
+from .sources import InputFile, check_path_argument, compression_of, is_url, url_filesystem
+from .table import detect_format, format_row, known_formats, row_of
 
 
 def _check_format(format: str | None) -> None:
@@ -76,12 +76,12 @@ class InputPlan:
     @property
     def in_place(self) -> bool:
         """Whether every file is plain text, counted in place by byte ranges (else: streamed)."""
-        return all(source.in_place for source in self.files)
+        return all(row_of(source).in_place(source) for source in self.files)
 
     @property
     def documents(self) -> bool:
         """Whether any file holds documents (each kept apart by a separator when counted)."""
-        return any(source.holds_documents for source in self.files)
+        return any(row_of(source).holds_documents for source in self.files)
 
 
 def plan_inputs(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ..contract import BPEInputError
-from ..formats import InputFile, read_blocks
+from .sources import InputFile, read_blocks
 from .table import InputFormat
 
 # How much of a text file's decompressed start is read to look for a JSON first line.

@@ -4,23 +4,30 @@ counter where it is built. Documents are kept apart by a separator, never counte
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from .contract import BPEInputError, decode_utf8
-from .formats import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
-from .pattern import Pattern, resolve_pattern
-from .splitting import count_words_in_text
+from ..contract import BPEInputError, WordCountDict, decode_utf8
+from ..pattern import Pattern, resolve_pattern
+from ..splitting import count_words_in_text
+from .sources import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
 from .text_ranges import _CutFinder
 from .word_counts import CountTable, _native_module, add_count_tables
-
-if TYPE_CHECKING:
-    from .document_batches import DocumentBatch
 
 # Documents are joined by the first special token, as in a text file of documents joined by it. With
 # no special token this string stands in: the counter splits on it as on a special token (so nothing
 # crosses a document boundary and it is never counted), and text that holds it is refused. Its first
 # character occurs once in it, so no occurrence in a document can overlap one put between documents.
 DOCUMENT_SEPARATOR = "\U0010fffe<cs336 document boundary>"
+
+
+@dataclass
+class DocumentBatch:
+    """Documents as the caller gave them (str or bytes), which the native counter reads where they lie
+    (`WordCounter.count_texts`), and the index of the first, for error messages."""
+
+    documents: list[Any]
+    start: int
 
 
 class _BufferSource:
@@ -97,7 +104,7 @@ class _StreamCounter:
         # them apart whatever they hold (<|endoftext|> does); else joined, and cut where it is safe.
         counter = self._counter
         self.apart = bool(counter is not None and self.tokens and counter.keeps_documents_apart(self.tokens[0]))
-        self._table: dict[bytes, int] = {}
+        self._table: WordCountDict = {}
 
     def _separate(self) -> None:
         self._put(self.separator)

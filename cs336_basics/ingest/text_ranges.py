@@ -12,10 +12,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .contract import BPEInputError, check_special_tokens, check_text_file, decode_utf8
-from .formats import is_url, url_filesystem
-from .pattern import Pattern, resolve_pattern
-from .splitting import (
+from ..contract import BPEInputError, check_special_tokens, check_text_file, decode_utf8
+from ..pattern import Pattern, resolve_pattern
+from ..splitting import (
     _SCAN_BLOCK,
     _spans_special_token,
     _special_token_cut,
@@ -23,6 +22,7 @@ from .splitting import (
     count_words_in_text,
     whitespace_cuts,
 )
+from .sources import is_url, url_filesystem
 from .word_counts import CountTable, _native_module, add_tables, split_table
 
 # Counting without the compiled module adds its tables up in groups of this many.

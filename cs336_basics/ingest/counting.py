@@ -27,27 +27,26 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from .backend import effective_num_threads, usable_cores
-from .contract import BPEInputError, check_special_tokens
+from ..backend import effective_num_threads, usable_cores
+from ..contract import BPEInputError, WordCountDict, check_special_tokens
+from ..pattern import Pattern, resolve_pattern
+from ..presets import resolve_unicode
+from ..progress import progress_bar
+from ..splitting import special_token_bytes_in_files
 from .document_batches import _document_items, _documents_in, _feed
-from .formats import (
+from .plan import InputPlan, as_plan
+from .read_ahead import CountedBehind, Prefetched
+from .sources import (
     BLOCK_BYTES,
     ArrowDocuments,
     BadRecords,
     InputFile,
     documents_of,
     is_url,
-    iter_document_bytes,
     read_blocks,
 )
-from .ingest.plan import InputPlan, as_plan
-from .ingest.table import format_row
-from .pattern import Pattern, resolve_pattern
-from .presets import resolve_unicode
-from .progress import progress_bar
-from .read_ahead import CountedBehind, Prefetched
-from .splitting import special_token_bytes_in_files
 from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
+from .table import iter_document_bytes, row_of
 from .text_ranges import (
     CountTask,
     Segment,
@@ -193,9 +192,9 @@ def _count_on_processes(
     storage_options: Mapping[str, object] | None,
     pattern: Pattern,
     advance: Callable[[int], object],
-) -> dict[bytes, int]:
+) -> WordCountDict:
     """The sum of `count_task` over `tasks` on `workers` processes (bpe_v3's pool, for `count_words`)."""
-    total: dict[bytes, int] = {}
+    total: WordCountDict = {}
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         futures = [pool.submit(count_task, task, special_tokens, 1, storage_options, pattern) for task in tasks]
         try:
@@ -221,9 +220,9 @@ def source_items(
     (bytes), else its documents (`part` of them) as its format's reader gives them, in batches
     (`_document_items`) or, `laid_out` where the reader can and the counter keeps documents apart,
     as blocks laid out for the native counter to read in place."""
-    if not source.holds_documents:
+    if not row_of(source).holds_documents:
         return read_blocks(source)
-    if laid_out and counter.apart and format_row(source.format).laid_out:
+    if laid_out and counter.apart and row_of(source).laid_out:
         return iter_document_bytes(source, text_field, skipped, part, laid_out=True)
     return _document_items(counter, iter_document_bytes(source, text_field, skipped, part), BLOCK_BYTES, checked=True)
 
@@ -237,7 +236,7 @@ def _count_streamed(
     a counting thread that lost its core holds up the others at every block's end (2 cores,
     real_mix: Parquet 0.235 -> 0.179 s, `.gz`, `.zst` and JSON lines no slower)."""
     sources, text_field = plan.files, plan.text_field
-    expected = sum(source.expected_text_bytes() for source in sources)
+    expected = sum(row_of(source).expected_text_bytes(source) for source in sources)
     cores = usable_cores()
     if num_threads is not None and num_threads >= cores > 1:
         num_threads = cores - 1

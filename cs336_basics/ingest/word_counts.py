@@ -53,11 +53,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
 from pickle import PickleBuffer
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .backend import NativeUnavailable, load_native
-from .contract import BPEInputError
-from .pattern import GPT2_SPLIT_PATTERN, check_unicode, first_classed_otherwise, pattern_label
+from ..backend import NativeUnavailable, load_native
+from ..contract import BPEInputError, WordCountDict
+from ..pattern import check_unicode, first_classed_otherwise, pattern_label
+from ..splitting import GPT2_SPLIT_PATTERN
+
+if TYPE_CHECKING:
+    from .._count_cpp import NativeWordCounts
 
 __all__ = [
     "FORMAT_VERSION",
@@ -85,7 +89,7 @@ class WordCountFileError(BPEInputError):
     """A count file that cannot be read: wrong magic, unknown version, corrupt or truncated."""
 
 
-def add_count_tables(into: dict[bytes, int], other: Mapping[bytes, int]) -> dict[bytes, int]:
+def add_count_tables(into: WordCountDict, other: Mapping[bytes, int]) -> WordCountDict:
     """Add `other`'s counts into `into` (in place) and return it."""
     get = into.get
     for word, count in other.items():
@@ -104,9 +108,9 @@ def _native_module():
         return None
 
 
-# A count table: a dict, or (with the compiled module) a NativeWordCounts, which holds the words in
-# C++ and travels between processes as three flat arrays.
-CountTable = Any
+# A count table: word -> count as a dict (`WordCountDict`), or (with the compiled module) a
+# NativeWordCounts, which holds the words in C++ and travels between processes as `TableArrays`.
+CountTable: TypeAlias = "WordCountDict | NativeWordCounts"
 
 
 def add_tables(tables: Sequence[CountTable]) -> CountTable:
@@ -117,7 +121,7 @@ def add_tables(tables: Sequence[CountTable]) -> CountTable:
             return _native_module().add_word_counts(tables)
         except OverflowError:
             pass
-    total: dict[bytes, int] = {}
+    total: WordCountDict = {}
     for table in tables:
         add_count_tables(total, table if isinstance(table, dict) else table.to_dict())
     return total
@@ -129,7 +133,7 @@ def split_table(table: CountTable, num_slices: int) -> list[CountTable]:
     share no word, so `concatenate_slices` only has to put their sums one after the other."""
     if not isinstance(table, dict):
         return table.split_into_slices(num_slices)
-    slices: list[dict[bytes, int]] = [{} for _ in range(num_slices)]
+    slices: list[WordCountDict] = [{} for _ in range(num_slices)]
     for word, count in table.items():
         slices[zlib.crc32(word) % num_slices][word] = count
     return slices
@@ -196,7 +200,7 @@ class WordCounts:
         source_bytes: int = 0,
         unicode: str | None = None,
     ) -> None:
-        self._dict: dict[bytes, int] | None = None
+        self._dict: WordCountDict | None = None
         self._native: CountTable | None = None
         self._hold(counts)
         self.special_tokens = list(special_tokens)
@@ -216,7 +220,7 @@ class WordCounts:
             self._dict, self._native = None, table
 
     @property
-    def counts(self) -> dict[bytes, int]:
+    def counts(self) -> WordCountDict:
         """The table as a dict (built once from the native table, which is then dropped)."""
         if self._dict is None:
             self._dict, self._native = self._native.to_dict(), None
@@ -249,7 +253,7 @@ class WordCounts:
             f"unicode={self.unicode!r}, source_bytes={self.source_bytes:,})"
         )
 
-    def _table_as_dict(self) -> dict[bytes, int]:
+    def _table_as_dict(self) -> WordCountDict:
         return self._dict if self._dict is not None else self._native.to_dict()
 
     @property
@@ -426,7 +430,7 @@ class WordCounts:
     def save(self, path: str | os.PathLike, *, on_commit: Callable[[], object] | None = None) -> Path:
         """Write the count file (to a temporary name, then renamed: never half-written); `on_commit`
         is called once it is in place (see `serialization.write_atomically`)."""
-        from .serialization import write_atomically
+        from ..serialization import write_atomically
 
         target = Path(path)
         write_atomically(target, self.to_bytes(), on_commit=on_commit)

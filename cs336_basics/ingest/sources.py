@@ -29,12 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .contract import BPEInputError
-from .ingest.table import FORMATS, format_row
+from ..contract import BPEInputError
 
 __all__ = [
     "DATA_EXTRA",
-    "FORMATS",
     "ArrowDocuments",
     "BadRecords",
     "InputFile",
@@ -43,8 +41,6 @@ __all__ = [
     "encoded_documents",
     "expand_inputs",
     "is_url",
-    "iter_document_bytes",
-    "iter_documents",
     "read_blocks",
 ]
 
@@ -134,7 +130,8 @@ def url_filesystem(path: str, storage_options: Mapping[str, object] | None) -> t
 @dataclass(frozen=True)
 class InputFile:
     """An input file (a local path or an fsspec URL, read with `storage_options`) and how to read it:
-    `format` names its row of `ingest/table.py`; `compression` is None or the compressed format of its bytes."""
+    `format` names its row of `table.py` (which says what the file holds); `compression` is None or the
+    compressed format of its bytes."""
 
     path: str
     format: str
@@ -156,29 +153,6 @@ class InputFile:
             return os.path.getsize(self.path)
         fs, fs_path = url_filesystem(self.path, self.storage_options)
         return int(fs.size(fs_path))
-
-    def expected_text_bytes(self) -> int:
-        """About how much text the file holds, to size the count tables: its format's figure (Parquet's
-        uncompressed size from its footer), else its size, three times that when compressed (text
-        compresses 2.3x to 4x)."""
-        text_bytes = format_row(self.format).text_bytes
-        if text_bytes is not None:
-            return text_bytes(self)
-        return self.size() * (3 if self.compression else 1)
-
-    @property
-    def holds_documents(self) -> bool:
-        """Whether the file holds documents (its format has a reader), not text."""
-        return format_row(self.format).documents is not None
-
-    @property
-    def in_place(self) -> bool:
-        """Whether counting can read the file's bytes as they are (plain text: random access)."""
-        return not self.holds_documents and self.compression is None
-
-    def describe(self) -> str:
-        kind = format_row(self.format).label
-        return f"{self.compression}-compressed {kind}" if self.compression else kind
 
 
 def name_without_compression(path: str) -> str:
@@ -424,29 +398,6 @@ class LaidOutDocuments:
     def __iter__(self) -> Iterator[bytes]:
         offsets = memoryview(self.ends).cast("q")
         return (self.texts[offsets[index] : offsets[index + 1]] for index in range(self.count))
-
-
-def iter_document_bytes(
-    source: InputFile,
-    text_field: str = "text",
-    skipped: BadRecords | None = None,
-    part: tuple[int, ...] | None = None,
-    laid_out: bool = False,
-) -> Iterator[Any]:
-    """The documents of a file of documents, each as its UTF-8 bytes, read by its format's row
-    (`InputFormat.documents`; the counter checks them again, so nothing is decoded here).
-    `skipped`: count bad records into it instead of stopping at the first. `part`: only a part of
-    the file, as its row's `parts` cut it. `laid_out`, for a row that has it: blocks of documents as
-    `LaidOutDocuments` instead of one bytes object each."""
-    read = format_row(source.format).documents
-    if read is not None:
-        return read(source, text_field, skipped, part, laid_out)
-    raise ValueError(f"{source.path} is {source.format}, not a file of documents")
-
-
-def iter_documents(source: InputFile, text_field: str = "text") -> Iterator[str]:
-    """The documents of a file of documents (`iter_document_bytes`), as str."""
-    return (document.decode("utf-8") for document in iter_document_bytes(source, text_field))
 
 
 # ---------------------------------------------------------------------------------------------

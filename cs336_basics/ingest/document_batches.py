@@ -5,14 +5,11 @@ document, and `_feed`, which hands each kind of item to the counter's method for
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .contract import BPEInputError
-from .formats import ArrowDocuments, LaidOutDocuments, encoded_documents
-
-if TYPE_CHECKING:
-    from .stream_counter import _StreamCounter
+from ..contract import BPEInputError
+from .sources import ArrowDocuments, LaidOutDocuments, encoded_documents
+from .stream_counter import DocumentBatch, _StreamCounter
 
 # Documents are handed from the reading thread to the counter in batches of about this many bytes:
 # one queue item per document would cost more than parsing it.
@@ -96,15 +93,6 @@ def _joined_batches(
             else:
                 joined = separator.join(encoded_documents(batch, start=start))
         yield joined, len(batch)
-
-
-@dataclass
-class DocumentBatch:
-    """Documents as the caller gave them (str or bytes), which the native counter reads where they lie
-    (`WordCounter.count_texts`), and the index of the first, for error messages."""
-
-    documents: list[Any]
-    start: int
 
 
 def _document_items(

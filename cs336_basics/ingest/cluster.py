@@ -46,18 +46,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .backend import usable_cores
-from .contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
+from ..backend import usable_cores
+from ..contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
+from ..pattern import Pattern, resolve_pattern
+from ..phases import Advance
+from ..presets import resolve_unicode
+from ..progress import progress_bar
 from .counting import source_items
 from .document_batches import _feed
-from .formats import BadRecords, InputFile
-from .ingest.plan import InputPlan, as_plan
-from .ingest.table import format_row
-from .pattern import Pattern, resolve_pattern
-from .phases import Advance
-from .presets import resolve_unicode
-from .progress import progress_bar
+from .plan import InputPlan, as_plan
+from .sources import BadRecords, InputFile
 from .stream_counter import DOCUMENT_SEPARATOR, _StreamCounter
+from .table import row_of
 from .text_ranges import CountTask, count_tasks, group_into_batches, input_bytes, plan_count_tasks, task_size
 from .word_counts import (
     CountTable,
@@ -450,6 +450,17 @@ def _task_count(total_bytes: int, num_workers: int, task_bytes: int | None) -> i
     return num_workers * per_worker
 
 
+def _check_sizes(fan_in: int, slices: int | None, task_bytes: int | None, range_bytes: int | None) -> None:
+    """`count_words_on_cluster`'s sizes checked before anything is planned or sent."""
+    if fan_in < 2:
+        raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
+    if slices is not None and slices < 1:
+        raise BPEInputError(f"slices must be positive, got {slices}")
+    for name, value in (("task_bytes", task_bytes), ("range_bytes", range_bytes)):
+        if value is not None and value < 1:
+            raise BPEInputError(f"{name} must be positive, got {value}")
+
+
 def count_words_on_cluster(
     client: Client,
     paths: Iterable[str | os.PathLike] | InputPlan,
@@ -489,16 +500,41 @@ def count_words_on_cluster(
     JSON lines (cut at newlines) are tasks; a compressed file is one task (a compressed stream cannot
     be split). `paths` may be a plan of inputs already inspected (`ingest.plan.plan_inputs`), which
     then brings its own `format`, `text_field`, `skip_bad_records` and `storage_options`."""
+    _check_sizes(fan_in, slices, task_bytes, range_bytes)
+    return count_plan_on_cluster(
+        client,
+        as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records),
+        special_tokens,
+        task_bytes=task_bytes,
+        range_bytes=range_bytes,
+        progress=progress,
+        retries=retries,
+        fan_in=fan_in,
+        slices=slices,
+        count=count,
+        pattern=resolve_unicode(resolve_pattern(pattern), unicode),
+    )
+
+
+def count_plan_on_cluster(
+    client: Client,
+    plan: InputPlan,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    task_bytes: int | None = None,
+    range_bytes: int | None = None,
+    progress: bool = False,
+    retries: int = 3,
+    fan_in: int = 8,
+    slices: int | None = None,
+    count: Callable[..., CountTable] = count_tasks,
+    pattern: str | Pattern | None = None,
+) -> WordCounts:
+    """`count_words_on_cluster` of inputs already inspected into a plan (`plan.plan_inputs`), which
+    brings its own `format`, `text_field`, `skip_bad_records` and `storage_options`."""
     specials = check_special_tokens(special_tokens)
-    pattern = resolve_unicode(resolve_pattern(pattern), unicode)
-    if fan_in < 2:
-        raise BPEInputError(f"fan_in must be at least 2, got {fan_in}")
-    if slices is not None and slices < 1:
-        raise BPEInputError(f"slices must be positive, got {slices}")
-    for name, value in (("task_bytes", task_bytes), ("range_bytes", range_bytes)):
-        if value is not None and value < 1:
-            raise BPEInputError(f"{name} must be positive, got {value}")
-    plan = as_plan(paths, format, text_field, storage_options=storage_options, skip_bad_records=skip_bad_records)
+    pattern = resolve_pattern(pattern)
+    _check_sizes(fan_in, slices, task_bytes, range_bytes)
     storage_options = plan.storage_options
     if not plan.in_place:
         return _count_streamed_on_cluster(
@@ -638,11 +674,11 @@ def _plan_stream_parts(sources: tuple[InputFile, ...], range_bytes: int, single:
             run.clear()
 
     for source in sources:
-        if not source.holds_documents:
+        if not row_of(source).holds_documents:
             run.append(source)
             continue
         end_run()
-        cut = format_row(source.format).parts
+        cut = row_of(source).parts
         pieces = cut(source, range_bytes) if cut is not None else None
         if pieces is None:
             parts.append(StreamPart((source,), None, source.size()))
@@ -699,7 +735,7 @@ def _stream_source_bytes(parts: list[StreamPart], summaries: list[tuple], separa
     started = after_document = False
     for part, (documents_fed, text_fed, *_) in zip(parts, summaries):
         total += text_fed
-        if not part.sources[0].holds_documents:  # a run of text files
+        if not row_of(part.sources[0]).holds_documents:  # a run of text files
             if text_fed:
                 total += separator_bytes if after_document else 0
                 started, after_document = True, False
