@@ -512,11 +512,11 @@ def _random_run(alphabet: str, length: int, seed: int) -> str:
     return "".join(chars)
 
 
-# One pre-token each: from 16 KiB (Encoder::kHugeWord) the native path merges by buckets of merge
+# One pre-token each: from 2 KiB (Encoder::kHugeWord) the native path merges by buckets of merge
 # numbers (merge_huge), below that on a heap (merge_long); both sides of the switch are here.
 HUGE_WORDS = {
-    "letters below the switch": _random_run("abcdefghijklmnopqrstuvwxyz", 16383, 1),
-    "letters at the switch": _random_run("abcdefghijklmnopqrstuvwxyz", 16384, 1),
+    "letters below the switch": _random_run("abcdefghijklmnopqrstuvwxyz", 2047, 1),
+    "letters at the switch": _random_run("abcdefghijklmnopqrstuvwxyz", 2048, 1),
     "letters": _random_run("etaoinshrdlucmfwypvbgkjqxz", 30000, 2),
     "one letter": "a" * 40000,
     "digits": _random_run("0123456789", 20000, 3),
@@ -531,6 +531,16 @@ def test_huge_pretokens_match_tiktoken(native_tok: Tokenizer, name: str) -> None
     text = HUGE_WORDS[name]
     assert native_tok.encode(text) == reference_ids(text)
     assert native_tok.encode(f"{text} {text}") == reference_ids(f"{text} {text}"), "from the cache"
+
+
+def test_huge_pretokens_with_ids_past_16_bits_match_tiktoken(gpt2: None) -> None:
+    """merge_huge numbers its buckets from the wide pair table's ranks as from the narrow one's."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    wide = Tokenizer({**vocab, 70_000: b"\xff\xfe\xfd-unused"}, merges, [ENDOFTEXT], native=True)
+    for text in HUGE_WORDS.values():
+        assert wide.encode(text) == reference_ids(text)
 
 
 SPECIALS = (ENDOFTEXT, "<|a|>", "<|b|>")

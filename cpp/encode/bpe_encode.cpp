@@ -345,6 +345,7 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     uint32_t largest_id = *std::max_element(byte_ids_, byte_ids_ + 256);
     for (const MergeRule& merge : merges) largest_id = std::max({largest_id, merge.left, merge.right, merge.merged});
     pairs_ = std::make_unique<PairRanks>(merges, largest_id);
+    huge_word_ = std::max(kHugeWord, merges.size() / kHugeWordPerMerge);
     byte_pair_ranks_.resize(256 * 256);
     for (size_t left = 0; left < 256; ++left) {
         for (size_t right = 0; right < 256; ++right) {
@@ -752,7 +753,7 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
 }
 
 uint32_t* Encoder::merge(const unsigned char* word, size_t size, uint32_t* out) const {
-    if (size > kShortWord) return size >= kHugeWord ? merge_huge(word, size, out) : merge_long(word, size, out);
+    if (size > kShortWord) return size >= huge_word_ ? merge_huge(word, size, out) : merge_long(word, size, out);
     return out + merge_short(word, size, out);
 }
 
@@ -912,16 +913,17 @@ uint32_t* Encoder::merge_huge(const unsigned char* word, size_t size, uint32_t* 
     };
 
     // The first candidates, pairs of two bytes, by a counting sort on their merge number.
+    // Only the buckets in use are visited (`used`), not every merge number.
     std::vector<uint32_t> byte_numbers(size > 0 ? size - 1 : 0);
+    std::vector<uint32_t> used;
     for (size_t i = 0; i + 1 < size; ++i) {
         const uint32_t rank = byte_pair_rank(word[i], word[i + 1]);
         byte_numbers[i] = rank == kNoRank ? kNoNode : pairs_->number(rank);
-        if (rank != kNoRank) ++last[byte_numbers[i]];
+        if (rank != kNoRank && last[byte_numbers[i]]++ == 0) used.push_back(byte_numbers[i]);
     }
     size_t placed = 0;
-    for (size_t number = 0; number < numbers; ++number) {
+    for (const uint32_t number : used) {
         const size_t count = last[number];
-        if (count == 0) continue;
         first[number] = uint32_t(placed);
         last[number] = uint32_t(placed);  // where the next one goes, until the fill is done
         placed += count;
@@ -933,8 +935,7 @@ uint32_t* Encoder::merge_huge(const unsigned char* word, size_t size, uint32_t* 
         const uint32_t entry = last[byte_numbers[i]]++;
         pool[entry] = Entry{uint32_t(i), entry + 1};
     }
-    for (size_t number = 0; number < numbers; ++number) {
-        if (first[number] == kNoNode) continue;
+    for (const uint32_t number : used) {
         --last[number];  // the bucket's last entry
         pool[last[number]].next = kNoNode;
     }

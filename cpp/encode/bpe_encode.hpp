@@ -74,7 +74,10 @@ public:
     // copies a slot's ids and the rest of its capacity unconditionally.
     static constexpr size_t kSpareIds = kNarrowInlineIds - 1;
     static constexpr size_t kShortWord = 48;
-    static constexpr size_t kHugeWord = size_t(1) << 14;  // from here merge_huge, below merge_long
+    // From here merge_huge, below merge_long; and from merges / kHugeWordPerMerge bytes at least,
+    // which keeps merge_huge's arrays (8 bytes per merge) within a few times the word's own.
+    static constexpr size_t kHugeWord = size_t(1) << 11;
+    static constexpr size_t kHugeWordPerMerge = 32;
 
     // `byte_ids[b]` is the id of the single byte b (256 entries); `merges` in rank order (a pair that
     // repeats keeps its first rank); `special_tokens` as (UTF-8 bytes, id), any order, none empty;
@@ -150,6 +153,7 @@ private:
     PretokenPattern pattern_;
     const unicode_tables::Table* unicode_;  // the pattern's character classes (unicode_tables::kTables)
 
+    size_t huge_word_ = kHugeWord;  // words of this size and more go to merge_huge
     size_t cache_slots_ = 0;
     bool narrow_ids_ = false;  // every id is below 2^16: the caches keep up to kNarrowInlineIds inline
     std::vector<std::unique_ptr<WordCache>> caches_;  // one per thread, made on first use
