@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <iostream>
-#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -85,7 +83,6 @@ int main(int argc, char** argv) {
                               [&](size_t begin, size_t end) { words.emplace_back(begin, end - begin); },
                               bpe::unicode_table(0));
     std::unordered_set<std::string_view> seen;
-    std::string distinct;  // the distinct words, each followed by a cut that keeps it whole
     std::vector<std::pair<size_t, size_t>> distinct_words;
     for (const auto& [begin, size] : words) {
         const std::string_view word(text.data() + begin, size);
