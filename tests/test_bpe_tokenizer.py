@@ -505,6 +505,45 @@ def test_words_of_many_tokens_at_the_end_match_tiktoken(sized_tok: Tokenizer, wo
         assert sized_tok.encode_array(text).tolist() == reference_ids(text), "from the cache"
 
 
+def _random_run(alphabet: str, length: int, seed: int) -> str:
+    state, chars = seed, []
+    for _ in range(length):
+        state = (state * 1103515245 + 12345) % 2**31
+        chars.append(alphabet[(state >> 16) % len(alphabet)])
+    return "".join(chars)
+
+
+# One pre-token each: from 2 KiB (Encoder::kHugeWord) the native path merges by buckets of merge
+# numbers (merge_huge), below that on a heap (merge_long); both sides of the switch are here.
+HUGE_WORDS = {
+    "letters below the switch": _random_run("abcdefghijklmnopqrstuvwxyz", 2047, 1),
+    "letters at the switch": _random_run("abcdefghijklmnopqrstuvwxyz", 2048, 1),
+    "letters": _random_run("etaoinshrdlucmfwypvbgkjqxz", 30000, 2),
+    "one letter": "a" * 40000,
+    "digits": _random_run("0123456789", 20000, 3),
+    "cyrillic": _random_run("абвгдежзийклмнопрст", 10000, 4),
+    "spaces": " " * 20000 + "x",
+    "punctuation": _random_run("!#$%&*+-./:;<=>?@^_~", 20000, 5),
+}
+
+
+@pytest.mark.parametrize("name", HUGE_WORDS)
+def test_huge_pretokens_match_tiktoken(native_tok: Tokenizer, name: str) -> None:
+    text = HUGE_WORDS[name]
+    assert native_tok.encode(text) == reference_ids(text)
+    assert native_tok.encode(f"{text} {text}") == reference_ids(f"{text} {text}"), "from the cache"
+
+
+def test_huge_pretokens_with_ids_past_16_bits_match_tiktoken(gpt2: None) -> None:
+    """merge_huge numbers its buckets from the wide pair table's ranks as from the narrow one's."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = gpt2_tables()
+    wide = Tokenizer({**vocab, 70_000: b"\xff\xfe\xfd-unused"}, merges, [ENDOFTEXT], native=True)
+    for text in HUGE_WORDS.values():
+        assert wide.encode(text) == reference_ids(text)
+
+
 SPECIALS = (ENDOFTEXT, "<|a|>", "<|b|>")
 
 

@@ -1,6 +1,8 @@
 #include "encode/bpe_encode.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -107,6 +109,9 @@ public:
 
     // The merged id of what rank() returned.
     uint32_t merged(uint32_t rank) const { return narrow_ ? rank & 0xFFFF : rules_[rank].merged; }
+    // The merge's number (its index in the list) of what rank() returned, and how many there are.
+    uint32_t number(uint32_t rank) const { return narrow_ ? rank >> 16 : rank; }
+    size_t merges() const { return rules_.size(); }
 
 private:
     struct Slot {
@@ -340,6 +345,7 @@ Encoder::Encoder(const std::vector<uint32_t>& byte_ids, const std::vector<MergeR
     uint32_t largest_id = *std::max_element(byte_ids_, byte_ids_ + 256);
     for (const MergeRule& merge : merges) largest_id = std::max({largest_id, merge.left, merge.right, merge.merged});
     pairs_ = std::make_unique<PairRanks>(merges, largest_id);
+    huge_word_ = std::max(kHugeWord, merges.size() / kHugeWordPerMerge);
     byte_pair_ranks_.resize(256 * 256);
     for (size_t left = 0; left < 256; ++left) {
         for (size_t right = 0; right < 256; ++right) {
@@ -411,39 +417,113 @@ size_t Encoder::encode_file(const std::string& path, int threads, size_t chunk_b
         threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(chunks, 1)));  // no more caches than chunks
         const CacheLease lease(*this, threads);
 
-        // Chunks go in windows of a few per thread; each window's ids are handed on in order.
+        // Chunks are taken in file order by whichever thread is free, each into its slot of a ring
+        // of `window`; the calling thread hands finished chunks to the sink in file order between
+        // chunks of its own (so a sink may run Python, signal handlers included), while the other
+        // threads go on encoding: writing overlaps encoding, and no thread waits at a barrier. Chunk k
+        // is taken only once chunk k - window has been handed on: memory holds `window` chunks' ids.
         const size_t window = 4 * size_t(threads);
-        std::vector<std::unique_ptr<uint32_t[]>> buffers(window);
-        std::vector<size_t> capacities(window, 0);
-        std::vector<size_t> counts(window, 0);
-        std::vector<size_t> invalid(window, kValidUtf8);
+        struct Slot {
+            std::unique_ptr<uint32_t[]> ids;
+            size_t capacity = 0;
+            size_t count = 0;
+            size_t invalid = kValidUtf8;
+            bool done = false;
+        };
+        std::vector<Slot> slots(window);
+        std::mutex mutex;
+        std::condition_variable changed;
+        size_t next_chunk = 0;  // the next chunk to take
+        size_t handed = 0;      // chunks handed to the sink
         size_t total = 0;
-        for (size_t first = 0; first < chunks; first += window) {
-            const size_t count = std::min(window, chunks - first);
-            for (size_t i = 0; i < count; ++i) {
-                const size_t size = cuts[first + i + 1] - cuts[first + i];
-                if (capacities[i] < size + kSpareIds) {
-                    buffers[i].reset(new uint32_t[size + kSpareIds]);
-                    capacities[i] = size + kSpareIds;
-                }
-                invalid[i] = kValidUtf8;
+        size_t invalid_at = kValidUtf8;
+        bool stop = false;
+        std::exception_ptr failure;
+
+        const auto encode_chunk = [&](size_t index, WordCache* cache) {
+            Slot& slot = slots[index % window];
+            const size_t begin = cuts[index];
+            const size_t size = cuts[index + 1] - begin;
+            if (slot.capacity < size + kSpareIds) {
+                slot.ids.reset();
+                slot.ids.reset(new uint32_t[size + kSpareIds]);
+                slot.capacity = size + kSpareIds;
             }
-            parallel_for(count, threads, [&](size_t i) {
-                const size_t begin = cuts[first + i];
-                const std::string_view chunk = text.substr(begin, cuts[first + i + 1] - begin);
-                try {
-                    counts[i] = encode_with(chunk, buffers[i].get(), lease.get(omp_thread_id()));
-                } catch (const InvalidUtf8Error& error) {
-                    invalid[i] = begin + error.offset();
+            slot.invalid = kValidUtf8;
+            try {
+                slot.count = encode_with(text.substr(begin, size), slot.ids.get(), cache);
+            } catch (const InvalidUtf8Error& error) {
+                slot.invalid = begin + error.offset();
+            }
+            file.release(text.data() + begin, size);
+        };
+        // Takes and encodes the next chunk, `lock` held on entry and on return.
+        const auto take_chunk = [&](std::unique_lock<std::mutex>& lock, WordCache* cache) {
+            const size_t index = next_chunk++;
+            lock.unlock();
+            try {
+                encode_chunk(index, cache);
+            } catch (...) {
+                lock.lock();
+                if (!failure) failure = std::current_exception();
+                stop = true;
+                changed.notify_all();
+                return;
+            }
+            lock.lock();
+            slots[index % window].done = true;
+            changed.notify_all();
+        };
+        const auto may_take = [&] { return next_chunk < chunks && next_chunk < handed + window; };
+        const auto hand_on = [&](WordCache* cache) {
+            std::unique_lock<std::mutex> lock(mutex);
+            while (!stop && handed < chunks) {
+                Slot& slot = slots[handed % window];
+                if (slot.done) {
+                    lock.unlock();  // the slot is this thread's until `handed` moves past it
+                    bool halt = slot.invalid != kValidUtf8;
+                    if (!halt) {
+                        total += slot.count;
+                        halt = sink(context, slot.ids.get(), slot.count, cuts[handed + 1]);
+                    }
+                    lock.lock();
+                    if (slot.invalid != kValidUtf8) invalid_at = slot.invalid;
+                    slot.done = false;
+                    ++handed;
+                    stop = stop || halt;
+                    changed.notify_all();
+                } else if (may_take()) {
+                    take_chunk(lock, cache);
+                } else {
+                    changed.wait(lock);
                 }
-                file.release(chunk.data(), chunk.size());
-            });
-            for (size_t i = 0; i < count; ++i) {
-                if (invalid[i] != kValidUtf8) throw InvalidUtf8Error(invalid[i]);
-                total += counts[i];
-                if (sink(context, buffers[i].get(), counts[i], cuts[first + i + 1])) return total;
+            }
+            stop = true;  // the helpers take no more chunks
+            changed.notify_all();
+        };
+        const auto help = [&](WordCache* cache) {
+            std::unique_lock<std::mutex> lock(mutex);
+            for (;;) {
+                changed.wait(lock, [&] { return stop || next_chunk >= chunks || may_take(); });
+                if (stop || next_chunk >= chunks) return;
+                take_chunk(lock, cache);
+            }
+        };
+        if (threads <= 1) {
+            hand_on(lease.get(0));
+        } else {
+            BPE_OMP_PRAGMA("omp parallel num_threads(threads)")
+            {
+                const int thread = omp_thread_id();
+                if (thread == 0) {
+                    hand_on(lease.get(0));  // the calling thread
+                } else {
+                    help(lease.get(thread));
+                }
             }
         }
+        if (failure) std::rethrow_exception(failure);
+        if (invalid_at != kValidUtf8) throw InvalidUtf8Error(invalid_at);
         return total;
     });
 }
@@ -673,7 +753,7 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
 }
 
 uint32_t* Encoder::merge(const unsigned char* word, size_t size, uint32_t* out) const {
-    if (size > kShortWord) return merge_long(word, size, out);
+    if (size > kShortWord) return size >= huge_word_ ? merge_huge(word, size, out) : merge_long(word, size, out);
     return out + merge_short(word, size, out);
 }
 
@@ -730,54 +810,191 @@ size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* id
 // pairs they create are pushed: exactly the short loop's merge-every-occurrence step.
 uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* out) const {
     if (size >= kNoNode) throw std::length_error("a pre-token of 4 GiB or more");
-    std::vector<uint32_t> ids(size);
-    std::vector<uint32_t> prev(size);
-    std::vector<uint32_t> next(size);
-    std::vector<bool> alive(size, true);
+    struct Token {
+        uint32_t id;  // kNoNode once merged into the token before it
+        uint32_t prev;
+        uint32_t next;
+    };
+    const std::unique_ptr<Token[]> tokens(new Token[size]);
     for (size_t i = 0; i < size; ++i) {
-        ids[i] = byte_ids_[word[i]];
-        prev[i] = i == 0 ? kNoNode : uint32_t(i - 1);
-        next[i] = i + 1 == size ? kNoNode : uint32_t(i + 1);
+        tokens[i] = Token{byte_ids_[word[i]], i == 0 ? kNoNode : uint32_t(i - 1), i + 1 == size ? kNoNode : uint32_t(i + 1)};
     }
-    using Candidate = std::pair<uint32_t, uint32_t>;  // (rank, index of the left token)
-    std::vector<Candidate> heap;
+    // Candidates as one integer, rank << 32 | index of the left token: the least is the lowest rank,
+    // leftmost among equals (one compare per heap step instead of two).
+    std::vector<uint64_t> heap;
+    heap.reserve(size);
     const auto push = [&](uint32_t index) {
-        const uint32_t rank = pairs_->rank(ids[index], ids[next[index]]);
+        const uint32_t rank = pairs_->rank(tokens[index].id, tokens[tokens[index].next].id);
         if (rank == kNoRank) return;
-        heap.emplace_back(rank, index);
+        heap.push_back((uint64_t(rank) << 32) | index);
         std::push_heap(heap.begin(), heap.end(), std::greater<>());
     };
     for (uint32_t i = 0; i + 1 < size; ++i) {
         const uint32_t rank = byte_pair_rank(word[i], word[i + 1]);
-        if (rank != kNoRank) heap.emplace_back(rank, i);
+        if (rank != kNoRank) heap.push_back((uint64_t(rank) << 32) | i);
     }
     std::make_heap(heap.begin(), heap.end(), std::greater<>());
 
     std::vector<uint32_t> merged_at;
     while (!heap.empty()) {
-        const uint32_t rank = heap.front().first;
+        const uint32_t rank = uint32_t(heap.front() >> 32);
         merged_at.clear();
-        while (!heap.empty() && heap.front().first == rank) {
-            const uint32_t index = heap.front().second;
+        while (!heap.empty() && uint32_t(heap.front() >> 32) == rank) {
+            const uint32_t index = uint32_t(heap.front());
             std::pop_heap(heap.begin(), heap.end(), std::greater<>());
             heap.pop_back();
-            // Stale when a token of the pair was merged away since the pair was pushed.
-            if (!alive[index] || next[index] == kNoNode) continue;
-            const uint32_t right = next[index];
-            if (pairs_->rank(ids[index], ids[right]) != rank) continue;
-            ids[index] = pairs_->merged(rank);
-            alive[right] = false;
-            next[index] = next[right];
-            if (next[right] != kNoNode) prev[next[right]] = index;
+            // Stale when a token of the pair was merged away or changed since the pair was pushed.
+            Token& left = tokens[index];
+            if (left.id == kNoNode || left.next == kNoNode) continue;
+            Token& right = tokens[left.next];
+            if (pairs_->rank(left.id, right.id) != rank) continue;
+            left.id = pairs_->merged(rank);
+            right.id = kNoNode;
+            left.next = right.next;
+            if (right.next != kNoNode) tokens[right.next].prev = index;
             merged_at.push_back(index);
         }
         for (const uint32_t index : merged_at) {
-            if (!alive[index]) continue;  // only with a merge whose result equals its right token
-            if (prev[index] != kNoNode) push(prev[index]);
-            if (next[index] != kNoNode) push(index);
+            if (tokens[index].id == kNoNode) continue;  // only with a merge whose result equals its right token
+            if (tokens[index].prev != kNoNode) push(tokens[index].prev);
+            if (tokens[index].next != kNoNode) push(index);
         }
     }
-    for (uint32_t index = 0; index != kNoNode; index = next[index]) *out++ = ids[index];
+    for (uint32_t index = 0; index != kNoNode; index = tokens[index].next) *out++ = tokens[index].id;
+    return out;
+}
+
+// merge_long's loop for huge words, whose heap outgrows the caches (a pop of a megabyte's heap
+// missed them some ten times): candidates wait in a bucket per merge number instead, found through
+// a two-level bitmap of the non-empty buckets. The first candidates are placed by a counting sort,
+// so a bucket is one run of memory; later ones are appended to its list, sorted by index when taken
+// if they came out of order. Each round takes the lowest bucket whole: merge_long's round.
+uint32_t* Encoder::merge_huge(const unsigned char* word, size_t size, uint32_t* out) const {
+    if (size >= kNoNode) throw std::length_error("a pre-token of 4 GiB or more");
+    struct Token {
+        uint32_t id;  // kNoNode once merged into the token before it
+        uint32_t prev;
+        uint32_t next;
+    };
+    const std::unique_ptr<Token[]> tokens(new Token[size]);
+    for (size_t i = 0; i < size; ++i) {
+        tokens[i] = Token{byte_ids_[word[i]], i == 0 ? kNoNode : uint32_t(i - 1), i + 1 == size ? kNoNode : uint32_t(i + 1)};
+    }
+    const size_t numbers = pairs_->merges();
+    struct Entry {
+        uint32_t index;  // of the pair's left token
+        uint32_t next;   // the bucket's next entry, or kNoNode
+    };
+    std::vector<Entry> pool;
+    std::vector<uint32_t> first(numbers, kNoNode);
+    std::vector<uint32_t> last(numbers, 0);  // first a count per bucket, for the counting sort
+    std::vector<bool> unsorted(numbers, false);
+    std::vector<uint64_t> live((numbers + 63) / 64, 0);        // bit per non-empty bucket
+    std::vector<uint64_t> summary((live.size() + 63) / 64, 0);  // bit per non-zero word of `live`
+    const auto mark = [&](size_t number) {
+        live[number / 64] |= uint64_t(1) << (number % 64);
+        summary[number / 4096] |= uint64_t(1) << (number / 64 % 64);
+    };
+    // The lowest non-empty bucket at or above `from`, or `numbers`.
+    const auto lowest_from = [&](size_t from) -> size_t {
+        size_t word_index = from / 64;
+        if (word_index >= live.size()) return numbers;
+        const uint64_t bits = live[word_index] & (~uint64_t(0) << (from % 64));
+        if (bits != 0) return word_index * 64 + size_t(count_trailing_zeros(bits));
+        for (size_t next_word = word_index + 1; next_word < live.size();) {
+            const uint64_t words = summary[next_word / 64] & (~uint64_t(0) << (next_word % 64));
+            if (words != 0) {
+                const size_t found = next_word / 64 * 64 + size_t(count_trailing_zeros(words));
+                return found * 64 + size_t(count_trailing_zeros(live[found]));
+            }
+            next_word = (next_word / 64 + 1) * 64;
+        }
+        return numbers;
+    };
+
+    // The first candidates, pairs of two bytes, by a counting sort on their merge number.
+    // Only the buckets in use are visited (`used`), not every merge number.
+    std::vector<uint32_t> byte_numbers(size > 0 ? size - 1 : 0);
+    std::vector<uint32_t> used;
+    for (size_t i = 0; i + 1 < size; ++i) {
+        const uint32_t rank = byte_pair_rank(word[i], word[i + 1]);
+        byte_numbers[i] = rank == kNoRank ? kNoNode : pairs_->number(rank);
+        if (rank != kNoRank && last[byte_numbers[i]]++ == 0) used.push_back(byte_numbers[i]);
+    }
+    size_t placed = 0;
+    for (const uint32_t number : used) {
+        const size_t count = last[number];
+        first[number] = uint32_t(placed);
+        last[number] = uint32_t(placed);  // where the next one goes, until the fill is done
+        placed += count;
+        mark(number);
+    }
+    pool.resize(placed);
+    for (size_t i = 0; i + 1 < size; ++i) {
+        if (byte_numbers[i] == kNoNode) continue;
+        const uint32_t entry = last[byte_numbers[i]]++;
+        pool[entry] = Entry{uint32_t(i), entry + 1};
+    }
+    for (const uint32_t number : used) {
+        --last[number];  // the bucket's last entry
+        pool[last[number]].next = kNoNode;
+    }
+    std::vector<uint32_t>().swap(byte_numbers);
+
+    size_t cursor = 0;
+    const auto push = [&](uint32_t index) {
+        const uint32_t rank = pairs_->rank(tokens[index].id, tokens[tokens[index].next].id);
+        if (rank == kNoRank) return;
+        const uint32_t number = pairs_->number(rank);
+        const uint32_t entry = uint32_t(pool.size());
+        if (entry == kNoNode) throw std::length_error("too many merge candidates");
+        pool.push_back(Entry{index, kNoNode});
+        if (first[number] == kNoNode) {
+            first[number] = entry;
+            mark(number);
+        } else {
+            if (pool[last[number]].index >= index) unsorted[number] = true;
+            pool[last[number]].next = entry;
+        }
+        last[number] = entry;
+        cursor = std::min<size_t>(cursor, number);
+    };
+
+    std::vector<uint32_t> batch;
+    std::vector<uint32_t> merged_at;
+    for (size_t number = lowest_from(cursor); number < numbers; number = lowest_from(cursor)) {
+        cursor = number;
+        batch.clear();
+        for (uint32_t entry = first[number]; entry != kNoNode; entry = pool[entry].next) batch.push_back(pool[entry].index);
+        if (unsorted[number]) {
+            std::sort(batch.begin(), batch.end());
+            batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+            unsorted[number] = false;
+        }
+        first[number] = kNoNode;
+        live[number / 64] &= ~(uint64_t(1) << (number % 64));
+        if (live[number / 64] == 0) summary[number / 4096] &= ~(uint64_t(1) << (number / 64 % 64));
+        merged_at.clear();
+        for (const uint32_t index : batch) {
+            // Stale when a token of the pair was merged away or changed since the pair was pushed.
+            Token& left = tokens[index];
+            if (left.id == kNoNode || left.next == kNoNode) continue;
+            Token& right = tokens[left.next];
+            const uint32_t rank = pairs_->rank(left.id, right.id);
+            if (rank == kNoRank || pairs_->number(rank) != number) continue;
+            left.id = pairs_->merged(rank);
+            right.id = kNoNode;
+            left.next = right.next;
+            if (right.next != kNoNode) tokens[right.next].prev = index;
+            merged_at.push_back(index);
+        }
+        for (const uint32_t index : merged_at) {
+            if (tokens[index].id == kNoNode) continue;  // only with a merge whose result equals its right token
+            if (tokens[index].prev != kNoNode) push(tokens[index].prev);
+            if (tokens[index].next != kNoNode) push(index);
+        }
+    }
+    for (uint32_t index = 0; index != kNoNode; index = tokens[index].next) *out++ = tokens[index].id;
     return out;
 }
 
