@@ -115,7 +115,7 @@ def count_words(
     with one line naming `file:line`; with `skip_bad_records` such records are left out, counted,
     and reported in one note on stderr (and in the result's `skipped_records`). Inputs without any
     text count as nothing here (a shard may be empty); the commands and `train` refuse them
-    (`trainers.count_inputs`)."""
+    (`route.count_inputs`)."""
     specials = check_special_tokens(special_tokens)
     pattern = resolve_unicode(resolve_pattern(pattern), unicode)
     num_workers = effective_num_threads(_renamed_workers(num_workers, num_threads, "count_words"))
