@@ -12,7 +12,7 @@ usable core (`build_ext -j N` to choose), with a line per finished unit on stder
 shows them). Objects are kept in build/ and one newer than its sources is not compiled again, so
 installing again (`pip install -e ".[test]"` after `pip install -e .`) only relinks.
 
-Environment variables (parsed by cs336_basics/backend.py, which this file loads directly because
+Environment variables (parsed by cs336_basics/native/backend.py, which this file loads directly because
 the package cannot be imported before it is built):
   CS336_PURE_PYTHON=1      build no extension at all (bpe_v1..bpe_v4 and the pure tokenizer still work)
   CS336_REQUIRE_OPENMP=1   fail the build instead of falling back when the compiler cannot use OpenMP
@@ -42,7 +42,7 @@ from setuptools.command.build_ext import build_ext
 
 
 def load_backend():
-    spec = importlib.util.spec_from_file_location("cs336_backend", os.path.join("cs336_basics", "backend.py"))
+    spec = importlib.util.spec_from_file_location("cs336_backend", os.path.join("cs336_basics", "native", "backend.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -56,7 +56,7 @@ HEADERS = sorted(glob.glob(os.path.join("cpp", "*", "*.hpp")))
 # Where objects are kept between builds: setuptools' own build_temp is a new temporary directory for
 # each editable install, so `pip install -e ".[test]"` after `pip install -e .` would compile again.
 OBJECTS_DIR = os.path.join("build", f"objects.{sysconfig.get_platform()}-{sys.implementation.cache_tag}")
-PXD_FILES = sorted(glob.glob(os.path.join("cs336_basics", "*.pxd")))
+PXD_FILES = sorted(glob.glob(os.path.join("cs336_basics", "native", "*.pxd")))
 
 # With OMP_NUM_THREADS=2 a working OpenMP prints 2; a compiler that accepts the flag but ignores the
 # pragma (or a stub runtime) prints 1, so the probe can fail where "at least one thread" cannot. The
@@ -340,7 +340,8 @@ def binding(name: str, links_library: bool) -> Extension:
     # it defines (their __module__), which is how pickle finds them again, in a Dask worker too. From
     # the checkout, cs336_basics is an alias of cs336_bpe (cs336_basics/__init__.py), so both names
     # reach these modules; the init symbol (PyInit_<name>) does not depend on the package.
-    extension = Extension(f"cs336_bpe.{name}", [f"cs336_basics/{name}.pyx"], include_dirs=["cpp"], language="c++")
+    source = f"cs336_basics/native/{name}.pyx"
+    extension = Extension(f"cs336_bpe.native.{name}", [source], include_dirs=["cpp"], language="c++")
     extension.links_library = links_library
     return extension
 

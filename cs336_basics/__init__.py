@@ -29,9 +29,13 @@ else:
     import importlib as _importlib
     import importlib.util
 
+    from ._identity import install_moved_modules as _install_moved_modules
+
+    _install_moved_modules()  # old module names (before the subpackages) keep importing, with a warning
+
     _PUBLIC = {
-        "openmp_enabled": "backend",
-        "BPEInputError": "contract",
+        "openmp_enabled": "native.backend",
+        "BPEInputError": "rules.contract",
         "count_words": "ingest.counting",
         "count_words_from_iterator": "ingest.counting",
         "Tokenizer": "tokenizer",

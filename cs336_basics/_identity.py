@@ -10,18 +10,17 @@ every `cs336_basics.x` the module `cs336_bpe.x`, the same object.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from pathlib import Path
+import warnings
 from types import ModuleType
 
 CANONICAL = "cs336_bpe"
 CHECKOUT = "cs336_basics"
 
 
-class CheckoutAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class CheckoutAlias:  # a meta path finder and its loader (importlib.abc would cost 13 ms to import)
     """Finds `cs336_basics.x` as the already-imported (or now imported) `cs336_bpe.x`, and `cs336_bpe.x`
     in the folder `cs336_bpe` was bound to (an editable install's finder would look in its own)."""
 
@@ -63,6 +62,93 @@ class CheckoutAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return spec is not None and spec.submodule_search_locations is not None
 
 
+# Modules that moved into the subpackages by role (docs/LAYOUT.md): each old name still imports, the same
+# module object, with a DeprecationWarning; `python -m` runs the module under its new name.
+MOVED_MODULES = {
+    "cli": "commands.cli",
+    "count_cli": "commands.count_cli",
+    "encode_cli": "commands.encode_cli",
+    "report": "commands.report",
+    "swap_in": "commands.swap_in",
+    "command_line": "commands.command_line",
+    "progress": "commands.progress",
+    "demo": "commands.demo",
+    "seed_tiktoken_cache": "commands.seed_tiktoken_cache",
+    "contract": "rules.contract",
+    "pattern": "rules.pattern",
+    "unicode_classes": "rules.unicode_classes",
+    "tie_break": "rules.tie_break",
+    "merge_limits": "rules.merge_limits",
+    "presets": "rules.presets",
+    "start_from": "rules.start_from",
+    "byte_level": "rules.byte_level",
+    "backend": "native.backend",
+    "_count_cpp": "native._count_cpp",
+    "_encode": "native._encode",
+    "_merge_cpp": "native._merge_cpp",
+    "_merge_cy": "native._merge_cy",
+    "serialization": "outputs.serialization",
+    "export": "outputs.export",
+    "formats": "ingest.sources",
+    "counting": "ingest.counting",
+    "text_ranges": "ingest.text_ranges",
+    "stream_counter": "ingest.stream_counter",
+    "document_batches": "ingest.document_batches",
+    "read_ahead": "ingest.read_ahead",
+    "cluster": "ingest.cluster",
+    "word_counts": "ingest.word_counts",
+}
+
+
+class MovedModules:  # a meta path finder and its loader, as CheckoutAlias
+    """Finds `cs336_bpe.<old>` as the module `cs336_bpe.<new>` of MOVED_MODULES."""
+
+    is_moved_modules = True
+
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    @staticmethod
+    def _new_name(fullname: str) -> str | None:
+        if not fullname.startswith(CANONICAL + "."):
+            return None
+        new = MOVED_MODULES.get(fullname[len(CANONICAL) + 1 :])
+        return None if new is None else f"{CANONICAL}.{new}"
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None):
+        if self._new_name(fullname) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=False)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        new = self._new_name(spec.name)
+        warnings.warn(f"{spec.name} is now {new}; import it by that name", DeprecationWarning, stacklevel=2)
+        module = importlib.import_module(new)  # type: ignore[arg-type]
+        self._specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
+
+    def get_code(self, fullname: str):
+        new = self._new_name(fullname)
+        source = (
+            "import runpy, warnings\n"
+            f"warnings.warn({fullname!r} ' is now ' {new!r}, DeprecationWarning)\n"
+            f"runpy.run_module({new!r}, run_name='__main__', alter_sys=True)\n"
+        )
+        return compile(source, f"<{fullname}, now {new}>", "exec")
+
+    def is_package(self, fullname: str) -> bool:
+        return False
+
+
+def install_moved_modules() -> None:
+    """Old module names import again (once per process, whichever copy of this file runs)."""
+    if not any(getattr(finder, "is_moved_modules", False) for finder in sys.meta_path):
+        sys.meta_path.insert(0, MovedModules())
+
+
 def canonical_name(name: str) -> str:
     return CANONICAL + name[len(CHECKOUT) :]
 
@@ -70,6 +156,8 @@ def canonical_name(name: str) -> str:
 def adopt_canonical_name(package_file: str) -> ModuleType:
     """The package `cs336_bpe` for the checkout folder holding `package_file` (its `__init__.py`),
     imported if needed, with `cs336_basics.x` imports redirected to it from now on."""
+    from pathlib import Path
+
     folder = Path(package_file).resolve().parent
     loaded = sys.modules.get(CANONICAL)
     if loaded is not None:

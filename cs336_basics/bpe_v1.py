@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections import defaultdict
 from os import PathLike
 
-from .contract import Merges, WordCountDict, read_corpus
-from .pattern import Pattern
 from .phases import (
     DEFAULT_MERGE_RULES,
     DEFAULT_OPTIONS,
@@ -26,9 +24,11 @@ from .phases import (
     check_merge_rules,
     ignore_progress,
 )
-from .splitting import count_words_in_text
-from .start_from import base_tokens
-from .vocab_layout import merge_word
+from .rules.contract import Merges, WordCountDict, read_corpus
+from .rules.pattern import Pattern
+from .rules.splitting import count_words_in_text
+from .rules.start_from import base_tokens
+from .rules.vocab_layout import merge_word
 
 
 def pretokenize_and_count(

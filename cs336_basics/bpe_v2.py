@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .bpe_v1 import pretokenize_and_count
-from .contract import Merges, WordCountDict
-from .merge_limits import NO_LIMITS
 from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, check_merge_rules, ignore_progress
-from .start_from import replay_ids
-from .vocab_layout import merge_word
+from .rules.contract import Merges, WordCountDict
+from .rules.merge_limits import NO_LIMITS
+from .rules.start_from import replay_ids
+from .rules.vocab_layout import merge_word
 
 __all__ = ["PairIndex", "merge", "pretokenize_and_count"]
 

@@ -14,12 +14,12 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from os import PathLike
 
-from .backend import resolve_parallelism
 from .bpe_v2 import merge
-from .contract import BPEInputError, WordCountDict, check_input_file, decode_utf8
-from .pattern import Pattern, resolve_pattern
+from .native.backend import resolve_parallelism
 from .phases import DEFAULT_OPTIONS, Advance, CountParallelism, ignore_progress
-from .splitting import count_words_in_text, find_chunk_boundaries
+from .rules.contract import BPEInputError, WordCountDict, check_input_file, decode_utf8
+from .rules.pattern import Pattern, resolve_pattern
+from .rules.splitting import count_words_in_text, find_chunk_boundaries
 
 __all__ = ["merge", "pretokenize_and_count"]
 

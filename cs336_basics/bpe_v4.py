@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from .bpe_v2 import Pair, PairIndex
 from .bpe_v3 import pretokenize_and_count
-from .contract import Merges, WordCountDict
 from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, check_merge_rules, ignore_progress
-from .tie_break import TieBreak
+from .rules.contract import Merges, WordCountDict
+from .rules.tie_break import TieBreak
 
 __all__ = ["merge", "pretokenize_and_count"]
 

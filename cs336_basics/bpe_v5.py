@@ -9,10 +9,10 @@ bpe_v3's parallel counting.
 
 from __future__ import annotations
 
-from . import _merge_cy
 from .bpe_v3 import pretokenize_and_count
-from .contract import Merges, WordCountDict
+from .native import _merge_cy
 from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, ignore_progress
+from .rules.contract import Merges, WordCountDict
 
 __all__ = ["merge", "pretokenize_and_count"]
 

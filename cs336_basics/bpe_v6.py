@@ -12,10 +12,10 @@ ever be merged are pruned (exactly: if one could still win, every pair is counte
 
 from __future__ import annotations
 
-from . import _merge_cpp
 from .bpe_v3 import pretokenize_and_count
-from .contract import Merges, WordCountDict
+from .native import _merge_cpp
 from .phases import DEFAULT_MERGE_RULES, Advance, MergeRules, ignore_progress
+from .rules.contract import Merges, WordCountDict
 
 __all__ = ["merge", "pretokenize_and_count"]
 

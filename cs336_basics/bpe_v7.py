@@ -20,11 +20,12 @@ import sys
 import warnings
 from os import PathLike
 
-from . import _count_cpp, _merge_cpp, bpe_v3
-from .backend import effective_num_threads, openmp_enabled
-from .contract import Merges, WordCountDict, check_input_file
-from .pattern import Pattern, native_pattern_names, pattern_label, resolve_pattern
+from . import bpe_v3
+from .native import _count_cpp, _merge_cpp
+from .native.backend import effective_num_threads, openmp_enabled
 from .phases import DEFAULT_MERGE_RULES, DEFAULT_OPTIONS, Advance, CountParallelism, MergeRules, ignore_progress
+from .rules.contract import Merges, WordCountDict, check_input_file
+from .rules.pattern import Pattern, native_pattern_names, pattern_label, resolve_pattern
 
 __all__ = ["merge", "pretokenize_and_count"]
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .contract import BPEInputError, Merges, check_num_workers
-from .merge_limits import NO_LIMITS, MergeLimits
-from .pattern import Pattern
-from .tie_break import CS336, TieBreak, tie_break_row
+from .rules.contract import BPEInputError, Merges, check_num_workers
+from .rules.merge_limits import NO_LIMITS, MergeLimits
+from .rules.pattern import Pattern
+from .rules.tie_break import CS336, TieBreak, tie_break_row
 
 # Called with how much more work is done: bytes in pre-tokenization, merges in the merge phase.
 Advance = Callable[[int], object]

@@ -19,7 +19,7 @@ vocabulary trained with it, the ids are tiktoken's for `Encoding(pat_str=<that p
 mergeable_ranks=<the vocabulary>)`, characters classed as tiktoken classes them (Unicode 16.0's tables,
 unless the pattern or the run says another version: `pattern.Pattern.unicode`).
 
-This module is the readable reference. When the compiled `cs336_basics._encode` is built (and
+This module is the readable reference. When the compiled `cs336_basics.native._encode` is built (and
 `CS336_PURE_PYTHON` is not set), `encode` runs the same algorithm in C++ (`cpp/encode/bpe_encode.cpp`)
 for the named patterns, those the native scanner knows; a custom regex encodes here, in Python. The
 tests check that both give the same ids.
@@ -43,8 +43,9 @@ from typing import BinaryIO
 
 import regex
 
-from .backend import NativeUnavailable, effective_num_threads, load_native
-from .contract import (
+from .native.backend import NativeUnavailable, effective_num_threads, load_native
+from .outputs.serialization import _current_umask, load_tokenizer_files, run_pattern
+from .rules.contract import (
     MAX_TOKEN_ID,
     BPEInputError,
     Merges,
@@ -54,15 +55,14 @@ from .contract import (
     check_text_file,
     invalid_utf8_error,
 )
-from .pattern import (
+from .rules.pattern import (
     UNICODE_VERSIONS,
     Pattern,
     native_pattern_names,
     resolve_pattern,
 )
-from .serialization import _current_umask, load_tokenizer_files, run_pattern
-from .splitting import special_token_regex
-from .vocab_layout import merge_word, special_token_ids
+from .rules.splitting import special_token_regex
+from .rules.vocab_layout import merge_word, special_token_ids
 
 # Pre-tokens cached per tokenizer. The cache is emptied when full rather than evicted entry by
 # entry: cheaper per hit, and its memory stays bounded for encode_iterable's sake.

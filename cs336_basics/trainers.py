@@ -23,8 +23,18 @@ except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PL
 import regex
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from .backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
-from .contract import (
+from .commands.progress import progress_bar
+from .ingest.plan import InputPlan, as_plan
+from .ingest.route import (
+    Route,
+    count_inputs,  # noqa: F401  (importable from here, its home before ingest/)
+    count_plan_by_route,
+    route,
+)
+from .ingest.word_counts import counted_text_bytes
+from .native.backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
+from .phases import CountParallelism, TrainerVersion
+from .rules.contract import (
     BPEInputError,
     Merges,
     Vocab,
@@ -34,27 +44,17 @@ from .contract import (
     check_vocab_size,
     read_corpus,
 )
-from .ingest.plan import InputPlan, as_plan
-from .ingest.route import (
-    Route,
-    count_inputs,  # noqa: F401  (importable from here, its home before ingest/)
-    count_plan_by_route,
-    route,
-)
-from .ingest.word_counts import counted_text_bytes
-from .merge_limits import NO_LIMITS, MergeLimits
-from .pattern import Pattern, pattern_label, resolve_pattern
-from .phases import CountParallelism, TrainerVersion
-from .presets import (
+from .rules.merge_limits import NO_LIMITS, MergeLimits
+from .rules.pattern import Pattern, pattern_label, resolve_pattern
+from .rules.presets import (
     TrainingRules,
     preset_special_tokens,
     refuse_by_lines,
     resolve_preset,
     resolve_rules,
 )
-from .progress import progress_bar
-from .splitting import count_words_in_lines, special_token_bytes_in_files
-from .start_from import (
+from .rules.splitting import count_words_in_lines, special_token_bytes_in_files
+from .rules.start_from import (
     Base,
     StartFrom,
     extended_vocab,
@@ -62,8 +62,8 @@ from .start_from import (
     num_new_merges,
     run_special_tokens,
 )
-from .tie_break import CS336
-from .vocab_layout import CS336_LAYOUT, assemble_vocab, trains_below_initial
+from .rules.tie_break import CS336
+from .rules.vocab_layout import CS336_LAYOUT, assemble_vocab, trains_below_initial
 
 if TYPE_CHECKING:
     from pathlib import Path

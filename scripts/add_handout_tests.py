@@ -11,7 +11,7 @@ nothing of ours is overwritten. A file that exists with other contents stops the
 file is written, unless --update is given (to take a newer handout over an earlier copy).
 
 Then run_train_bpe and get_tokenizer in the copied tests/adapters.py are replaced by ours, which call
-cs336_bpe (cs336_basics/swap_in.py, also `python -m cs336_bpe.swap_in`; the handout's file is kept as
+cs336_bpe (cs336_basics/commands/swap_in.py, also `python -m cs336_bpe.commands.swap_in`; the handout's file is kept as
 tests/adapters.py.orig). An adapters.py swapped in this way counts as the handout's when the script
 runs again. If the swap is refused (the handout's file does not look as expected), the copy stands,
 the reason is printed, and the two functions are to be pasted from cs336_basics/adapters.py by hand.
@@ -33,7 +33,7 @@ SKIPPED_PARTS = {"__pycache__", ".pytest_cache"}
 
 
 def load_swap_in() -> types.ModuleType:
-    """cs336_basics/swap_in.py of this checkout, loaded from its file: `import cs336_basics.swap_in`
+    """cs336_basics/commands/swap_in.py of this checkout, loaded from its file: `import cs336_basics.commands.swap_in`
     would first run the package's __init__ (the student's to extend, and it loads the compiled
     extensions), none of which editing a text file needs. swap_in imports nothing of the package."""
     path = REPO_ROOT / "cs336_basics" / "swap_in.py"

@@ -66,7 +66,7 @@ def main() -> None:
         print(f"{args.corpus.name} ({args.corpus.stat().st_size / 1e6:.1f} MB) -> {args.vocab}, {cpu_model()}, "
               f"{os.cpu_count()} cores, {args.loads} loop(s) of ours beside it; load average {load_average()}")
         with tempfile.TemporaryDirectory() as scratch:
-            base = [sys.executable, "-m", "cs336_basics.cli", "bpe_v7", scratch, "-d", str(args.corpus),
+            base = [sys.executable, "-m", "cs336_basics.commands.cli", "bpe_v7", scratch, "-d", str(args.corpus),
                     "-v", str(args.vocab), "-q"]  # fmt: skip
             default_times, one_times, ratios = [], [], []
             for round_number in range(1, args.rounds + 1):

@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 from cs336_basics import bpe_v7
-from cs336_basics.contract import BPEInputError
-from cs336_basics.count_cli import task_bytes_option
+from cs336_basics.commands.count_cli import task_bytes_option
 from cs336_basics.ingest.cluster import count_words_on_cluster
 from cs336_basics.ingest.counting import count_words
 from cs336_basics.phases import CountParallelism
+from cs336_basics.rules.contract import BPEInputError
 
 
 def split_at_documents(corpus: Path, num_files: int, directory: Path, special: bytes) -> list[Path]:

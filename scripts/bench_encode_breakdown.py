@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from cs336_basics.contract import ENDOFTEXT  # noqa: E402
-from cs336_basics.serialization import load_merges, load_vocab  # noqa: E402
+from cs336_basics.outputs.serialization import load_merges, load_vocab  # noqa: E402
+from cs336_basics.rules.contract import ENDOFTEXT  # noqa: E402
 from cs336_basics.tokenizer import Tokenizer  # noqa: E402
 
 

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent.parent
 def run(checkout: Path, text: Path, fixtures: Path, threads: int, out: Path) -> tuple[float, float, float]:
     """(the command's MB/s, wall seconds, CPU seconds) of one run."""
     command = [
-        sys.executable, "-m", "cs336_basics.encode_cli", str(text), str(out), "-q", "--threads", str(threads),
+        sys.executable, "-m", "cs336_basics.commands.encode_cli", str(text), str(out), "-q", "--threads", str(threads),
         "--vocab", str(fixtures / "gpt2_vocab.json"), "--merges", str(fixtures / "gpt2_merges.txt"),
         "--special-token", "<|endoftext|>",
     ]  # fmt: skip

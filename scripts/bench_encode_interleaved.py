@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 
 from bench_tokenizer import hf_tokenizer_json  # noqa: E402
 
-from cs336_basics.contract import ENDOFTEXT, GPT2_SPLIT_PATTERN  # noqa: E402
-from cs336_basics.serialization import load_merges, load_vocab  # noqa: E402
+from cs336_basics.outputs.serialization import load_merges, load_vocab  # noqa: E402
+from cs336_basics.rules.contract import ENDOFTEXT, GPT2_SPLIT_PATTERN  # noqa: E402
 from cs336_basics.tokenizer import Tokenizer  # noqa: E402
 
 

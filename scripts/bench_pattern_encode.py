@@ -21,7 +21,7 @@ from functools import partial
 import tiktoken
 
 from cs336_basics import Tokenizer, train_bpe
-from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
+from cs336_basics.rules.pattern import NAMED_PATTERNS, resolve_pattern
 
 SPECIAL = "<|endoftext|>"
 

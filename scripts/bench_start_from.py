@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from cs336_basics.start_from import load_base, num_new_merges, run_special_tokens  # noqa: E402
+from cs336_basics.rules.start_from import load_base, num_new_merges, run_special_tokens  # noqa: E402
 from cs336_basics.trainers import default_trainer, train  # noqa: E402
 
 

@@ -43,10 +43,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from cs336_basics import export  # noqa: E402
-from cs336_basics.contract import ENDOFTEXT  # noqa: E402
-from cs336_basics.pattern import GPT2_SPLIT_PATTERN  # noqa: E402
-from cs336_basics.serialization import load_merges, load_vocab  # noqa: E402
+from cs336_basics.outputs import export  # noqa: E402
+from cs336_basics.outputs.serialization import load_merges, load_vocab  # noqa: E402
+from cs336_basics.rules.contract import ENDOFTEXT  # noqa: E402
+from cs336_basics.rules.pattern import GPT2_SPLIT_PATTERN  # noqa: E402
 from cs336_basics.tokenizer import Tokenizer, native_available  # noqa: E402
 
 

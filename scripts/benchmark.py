@@ -209,7 +209,7 @@ def read_documents(path: Path) -> list[str]:
 def hf_model_digests(vocab: dict[str, int], merges: list) -> dict:
     """Digests of an HF-serialized model (tokens in GPT-2's byte-level characters; a merge is a pair
     or, in older files, one string `LEFT RIGHT`), comparable with ours."""
-    from cs336_basics.serialization import decode_token
+    from cs336_basics.outputs.serialization import decode_token
 
     pairs = [tuple(merge.split(" ") if isinstance(merge, str) else merge) for merge in merges]
     decoded = [(decode_token(left), decode_token(right)) for left, right in pairs]
@@ -259,7 +259,7 @@ def run_rustbpe(path: Path, vocab_size: int, own_rules: bool) -> dict:
     token, stop one short of the vocabulary size per special token."""
     import rustbpe
 
-    from cs336_basics.pattern import GPT2_SPLIT_PATTERN
+    from cs336_basics.rules.pattern import GPT2_SPLIT_PATTERN
     from cs336_basics.trainers import peak_rss_bytes
 
     def lines():
@@ -312,7 +312,7 @@ def run_ffbpe(path: Path, vocab_size: int) -> dict:
 
     import ffbpe
 
-    from cs336_basics.serialization import decode_token
+    from cs336_basics.outputs.serialization import decode_token
     from cs336_basics.trainers import peak_rss_bytes
 
     started = time.perf_counter()

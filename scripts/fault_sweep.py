@@ -35,11 +35,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # run from a checkout without installing
 
-from cs336_basics.serialization import OutputDirectory  # noqa: E402
+from cs336_basics.outputs.serialization import OutputDirectory  # noqa: E402
 from cs336_basics.trainers import trainer_status  # noqa: E402
 
-CLI = "import sys; from cs336_basics.cli import main; sys.exit(main(sys.argv[1:]))"
-ENCODE = ["-m", "cs336_basics.encode_cli"]  # cs336-encode-dataset, found through PYTHONPATH
+CLI = "import sys; from cs336_basics.commands.cli import main; sys.exit(main(sys.argv[1:]))"
+ENCODE = ["-m", "cs336_basics.commands.encode_cli"]  # cs336-encode-dataset, found through PYTHONPATH
 
 
 @dataclass
@@ -159,7 +159,7 @@ SIGNAL_CHILD = textwrap.dedent(
     """
     import sys
     import cs336_basics.trainers as trainers
-    from cs336_basics.cli import main
+    from cs336_basics.commands.cli import main
     real_load = trainers.load_trainer
     def load_trainer(name):
         module = real_load(name)
@@ -219,7 +219,7 @@ def reading_input_cases(work: Path, full: bool) -> Iterator[Case]:
     root.mkdir()
     corpus = root / "corpus.txt"
     corpus.write_text("hello world, the cat sat on the mat<|endoftext|>low lower lowest\n" * 200)
-    count_words = ["-m", "cs336_basics.count_cli"]
+    count_words = ["-m", "cs336_basics.commands.count_cli"]
 
     def cli(out: str, *data: Path | str, options: tuple[str, ...] = ()) -> list[str]:
         return ["-c", CLI, "bpe_v2", str(root / out), "-d", *map(str, data), "-v", "300", "-q", *options]
@@ -337,7 +337,7 @@ def reading_input_cases(work: Path, full: bool) -> Iterator[Case]:
         yield Case("input: memory:// URL trains as the local file", script(
             f"""
             import sys, fsspec
-            from cs336_basics.cli import main
+            from cs336_basics.commands.cli import main
             data = open({str(corpus)!r}, "rb").read()
             fsspec.filesystem("memory").pipe("/reading/corpus.txt", data)
             fsspec.filesystem("memory").pipe("/reading/empty.txt", b"")
@@ -366,7 +366,7 @@ def tool_cases(work: Path, full: bool) -> Iterator[Case]:
         return ["-c", CLI, "bpe_v2", str(out), "-d", str(data), "-v", "300", "-q", *options]
 
     # Item 8: --task-mb within what --help says (0 meant the default, 99999 was taken)
-    count_words = ["-m", "cs336_basics.count_cli", str(small), "-q"]
+    count_words = ["-m", "cs336_basics.commands.count_cli", str(small), "-q"]
     for task_mb in ("0", "99999", "-3"):
         yield Case(f"count-words --task-mb {task_mb}", [*count_words, "-o", str(work / "tools.counts"), "--task-mb",
                    task_mb], (2,), r"\Aerror: --task-mb must be from 1 to 4096")  # fmt: skip
@@ -379,7 +379,7 @@ def tool_cases(work: Path, full: bool) -> Iterator[Case]:
         """
         import sys, types
         from cs336_basics import bpe_v7
-        from cs336_basics.cli import main
+        from cs336_basics.commands.cli import main
         seen, real_merge, real_cpp = [], bpe_v7.merge, bpe_v7._merge_cpp
         class Table:  # a native table's merge runs on its own threads, capped by num_threads
             def __init__(self, table):
@@ -459,7 +459,7 @@ def tool_cases(work: Path, full: bool) -> Iterator[Case]:
                    check=unchanged(exported, before))  # fmt: skip
 
     # cs336-swap-in on hostile files: one line, exit 1, the student's file as it was
-    swap = ["-m", "cs336_basics.swap_in"]
+    swap = ["-m", "cs336_basics.commands.swap_in"]
     stub = '    """A stub."""\n    raise NotImplementedError\n'
     handout = (f"from __future__ import annotations\n\nimport os\n\n\ndef get_tokenizer(vocab, merges, "
                f"special_tokens=None):\n{stub}\n\ndef run_train_bpe(input_path, vocab_size, special_tokens, "
@@ -503,7 +503,7 @@ def tool_cases(work: Path, full: bool) -> Iterator[Case]:
     yield Case("swap-in: a symlinked adapters.py", [*swap, str(linked)], (0,), check=swapped_where_it_lives)
 
     # cs336-bpe-report on a bad directory: one line, exit 2
-    report = ["-m", "cs336_basics.report"]
+    report = ["-m", "cs336_basics.commands.report"]
     empty = work / "tools-report-empty"
     empty.mkdir()
     corrupt_run = work / "tools-report-corrupt-run"
@@ -529,7 +529,7 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
     """Runs, interrupts, the output directory and Dask (hardened in issue 40)."""
     import importlib.util
 
-    from cs336_basics.serialization import COMMIT_PREFIX, LOCK_FILE, STAGING_PREFIX, read_run_info
+    from cs336_basics.outputs.serialization import COMMIT_PREFIX, LOCK_FILE, STAGING_PREFIX, read_run_info
     from cs336_basics.tokenizer import Tokenizer
 
     # Runs `main` of the module argv[1] in the directory argv[2], with the arguments after them: what an
@@ -544,8 +544,8 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
     commit_point_child = textwrap.dedent(
         """
         import os, sys
-        import cs336_basics.serialization as serialization
-        from cs336_basics.cli import main
+        import cs336_basics.outputs.serialization as serialization
+        from cs336_basics.commands.cli import main
 
         def wait_here():
             print("ready", flush=True)
@@ -603,7 +603,7 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
         """
         import os, signal, sys, time
         import cs336_basics.ingest.cluster as cluster
-        from cs336_basics.cli import main
+        from cs336_basics.commands.cli import main
 
         def count_then_signal(tasks, special_tokens, threads, storage_options, **options):
             if sys.argv[2] == "run":
@@ -672,9 +672,10 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
         return f"wrote into the current directory: {sorted(os.listdir(here))}" if os.listdir(here) else None
 
     for command, module, arguments, name in (
-        ("cs336-train-bpe", "cs336_basics.cli", ["bpe_v2", "", "-d", str(corpus), "-q"], "out_dir"),
-        ("cs336-count-words", "cs336_basics.count_cli", [str(corpus), "-o", "", "-q"], "-o/--output"),
-        ("cs336-encode-dataset", "cs336_basics.encode_cli", [str(corpus), "", "--tokenizer", str(work), "-q"], "out"),
+        ("cs336-train-bpe", "cs336_basics.commands.cli", ["bpe_v2", "", "-d", str(corpus), "-q"], "out_dir"),
+        ("cs336-count-words", "cs336_basics.commands.count_cli", [str(corpus), "-o", "", "-q"], "-o/--output"),
+        ("cs336-encode-dataset", "cs336_basics.commands.encode_cli", [str(corpus), "", "--tokenizer", str(work), "-q"],
+         "out"),
     ):
         yield Case(f"{command} with an empty output path", ["-c", in_directory, module, str(here), *arguments], (2,),
                    rf"argument {name}: expected a path, got an empty one", check=nothing_written)  # fmt: skip
@@ -728,8 +729,8 @@ def run_and_signal_cases(work: Path, full: bool) -> Iterator[Case]:
     bad.write_bytes(b"fine text " * 100 + b"\xff")
     message = r"\Aerror: \S*runs-bad\.txt: invalid UTF-8 at byte offset 1000\Z"
     for command, arguments in (
-        ("cs336-count-words", ["-m", "cs336_basics.count_cli", str(bad), "-o", str(work / "runs-bad.counts")]),
-        ("cs336-train-bpe", ["-m", "cs336_basics.cli", "bpe_v2", str(work / "runs-bad-out"), "-d", str(bad)]),
+        ("cs336-count-words", ["-m", "cs336_basics.commands.count_cli", str(bad), "-o", str(work / "runs-bad.counts")]),
+        ("cs336-train-bpe", ["-m", "cs336_basics.commands.cli", "bpe_v2", str(work / "runs-bad-out"), "-d", str(bad)]),
     ):
         yield Case(f"{command} --cluster local:2 on invalid UTF-8", [*arguments, "-q", "--cluster", "local:2"], (2,),
                    message, fast=False, memory_mb=8192)  # fmt: skip
@@ -767,7 +768,7 @@ def start_from_base_cases(work: Path, full: bool) -> Iterator[Case]:
     """Bases (--start-from; hardened in issue 51, items 7, 8 and 10): a base whose ids cannot all be kept is refused
     when read, naming the token and the ids; start_from values that are no base are named; the report's
     exit status is REPORT.md's; the note on a missing special token is shown only on a near miss."""
-    from cs336_basics.export import hf_tokenizer_json, save_tiktoken_ranks
+    from cs336_basics.outputs.export import hf_tokenizer_json, save_tiktoken_ranks
 
     root = work / "base-ids"
     root.mkdir()
@@ -822,7 +823,7 @@ def start_from_base_cases(work: Path, full: bool) -> Iterator[Case]:
                f"from cs336_basics import train_bpe; train_bpe({str(text)!r}, 300, [], start_from=([1], []))"), (1,),
                r"\Astart_from must be \(vocab, merges\) .*; got \(list, list\)\Z")  # fmt: skip
     if Path("/proc/self").is_dir():
-        report = ["-m", "cs336_basics.report", str(base), "--text", str(text), "-o", "/proc/rp", "-q"]
+        report = ["-m", "cs336_basics.commands.report", str(base), "--text", str(text), "-o", "/proc/rp", "-q"]
         yield Case("base: cs336-bpe-report -o /proc/rp", report, (2,),
                    r"\Aerror: cannot write to output directory /proc/rp")  # fmt: skip
 
@@ -864,9 +865,9 @@ def option_edge_cases(work: Path, full: bool) -> Iterator[Case]:
     huge_word = textwrap.dedent(
         f"""
         import sys
-        import cs336_basics.serialization as serialization
+        import cs336_basics.outputs.serialization as serialization
         from cs336_basics import Tokenizer
-        from cs336_basics.cli import main
+        from cs336_basics.commands.cli import main
         serialization.MAX_TOKENIZER_FILE_BYTES = 64 << 10
         open({str(root / "run.txt")!r}, "wb").write(b"a" * 64_000)
         code = main(["bpe_v2", {str(huge_out)!r}, "-d", {str(root / "run.txt")!r}, "-q", "-v", "300", "--special"])
@@ -898,7 +899,7 @@ def option_edge_cases(work: Path, full: bool) -> Iterator[Case]:
     cut_short = textwrap.dedent(
         f"""
         import contextlib, io, json, sys
-        from cs336_basics.cli import main
+        from cs336_basics.commands.cli import main
         out = {str(root / "o-cut-short")!r}
         summary = io.StringIO()
         with contextlib.redirect_stdout(summary):
@@ -923,8 +924,8 @@ def option_edge_cases(work: Path, full: bool) -> Iterator[Case]:
             import sys, threading
             if __name__ == "__main__":
                 import distributed.deploy.spec as spec, distributed.process as process
-                from cs336_basics import command_line
-                from cs336_basics.cli import main
+                from cs336_basics.commands import command_line
+                from cs336_basics.commands.cli import main
 
                 arrived, told = threading.Event(), []
                 real_handle = command_line.InterruptHandling._handle
@@ -1002,7 +1003,7 @@ def custom_pattern_cases(work: Path, full: bool) -> Iterator[Case]:
         tokenizer = Tokenizer.from_files(run + "/vocab.json", run + "/merges.txt")
         text = "hello, World 42! <|endoftext|> ünï 😀"
         assert tokenizer.decode(tokenizer.encode(text)) == text
-        subprocess.run([sys.executable, "-m", "cs336_basics.encode_cli", data, ids, "--tokenizer", run, "-q"],
+        subprocess.run([sys.executable, "-m", "cs336_basics.commands.encode_cli", data, ids, "--tokenizer", run, "-q"],
                        check=True)
         assert tokenizer.decode(numpy.load(ids).tolist()) == open(data, encoding="utf-8").read()
         """), (0,))  # fmt: skip
@@ -1184,7 +1185,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     loop.symlink_to(loop)
     yield Case("symlink loop as data", cli(work / "o30", data=loop), (2,), r"\Aerror: .*symbolic link loop")
     yield Case("--cluster ''", cli(work / "o31", "--cluster", ""), (2,), "--cluster")
-    count_words = ["-m", "cs336_basics.count_cli"]
+    count_words = ["-m", "cs336_basics.commands.count_cli"]
     yield Case("invalid scheduler address", [*count_words, str(small), "-o", str(work / "c1.counts"), "-q",
                "--cluster", "tcp://no such host:1"], (2,), "not a scheduler address")  # fmt: skip
     yield Case("count-words write failure (--fsize)", [*count_words, str(small), "-o", str(work / "c2.counts"), "-q"],
@@ -1250,7 +1251,7 @@ def build_cases(work: Path, full: bool) -> Iterator[Case]:
     shrinking = work / "shrinking.txt"
     shrink = (
         "import os, shutil, sys, tqdm\n"
-        "from cs336_basics.cli import main\n"
+        "from cs336_basics.commands.cli import main\n"
         "shutil.copyfile(sys.argv[3], sys.argv[2])\n"
         "real = tqdm.tqdm.update\n"
         "def update(self, n=1):\n"

@@ -1,5 +1,5 @@
 """Generate cpp/scan/unicode_tables.hpp: the character classes of the native pre-tokenizers' patterns,
-one table per Unicode version the references use; and cs336_basics/unicode_classes.py, each table's
+one table per Unicode version the references use; and cs336_basics/rules/unicode_classes.py, each table's
 classes where the versions differ, for the pure-Python path (`pattern.classes_as`).
 
 The native pre-tokenizer must agree with `regex.finditer` on every input, so the classes `\\p{L}`,
@@ -39,10 +39,10 @@ from pathlib import Path
 import regex
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from cs336_basics.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # noqa: E402
+from cs336_basics.rules.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # noqa: E402
 
 OUTPUT = Path(__file__).resolve().parent.parent / "cpp" / "scan" / "unicode_tables.hpp"
-# The same tables where the versions differ, for the pure-Python path (cs336_basics/pattern.py).
+# The same tables where the versions differ, for the pure-Python path (cs336_basics/rules/pattern.py).
 PYTHON_OUTPUT = Path(__file__).resolve().parent.parent / "cs336_basics" / "unicode_classes.py"
 # The other Unicode versions' tables, as differences from the installed regex's (probe_unicode_classes.py).
 DATA = Path(__file__).resolve().parent / "unicode_versions.json"
@@ -55,9 +55,9 @@ BITS_PER_CLASS_AND_CASE = 4
 
 # Class codes shared with cpp/scan/pretokenize.hpp; "other" is 0 so the untabled tail needs nothing.
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
-# Compiled with the same (default) flags as the GPT-2 pattern in cs336_basics/contract.py.
+# Compiled with the same (default) flags as the GPT-2 pattern in cs336_basics/rules/contract.py.
 CLASS_PATTERNS = {LETTER: r"\p{L}+", NUMBER: r"\p{N}+", SPACE: r"\s+"}
-# o200k's letter classes as cs336_basics/pattern.py spells them: a code point's case is the sum of
+# o200k's letter classes as cs336_basics/rules/pattern.py spells them: a code point's case is the sum of
 # the bits of those it is in (3: in both, Lm, Lo and the marks).
 UPPER, LOWER = 1, 2
 CASE_PATTERNS = {UPPER: O200K_UPPER_CLASS + "+", LOWER: O200K_LOWER_CLASS + "+"}
@@ -212,7 +212,7 @@ def value_runs(table: bytearray, differing: list[tuple[int, int]]) -> list[tuple
 
 
 def render_python(versions: list[tuple[str, dict, bytearray]]) -> str:
-    """cs336_basics/unicode_classes.py: each table's values where some two tables differ."""
+    """cs336_basics/rules/unicode_classes.py: each table's values where some two tables differ."""
     differing = differing_ranges([table for _, _, table in versions])
     rows = []
     for unicode, _, table in versions:

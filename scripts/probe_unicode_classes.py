@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from cs336_basics.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # noqa: E402
+from cs336_basics.rules.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # noqa: E402
 
 # What the tables of the other Unicode versions need: their differences from the installed regex's.
 DATA = ROOT / "scripts" / "unicode_versions.json"

@@ -2,7 +2,7 @@
 
 Beside: a checkout that keeps its own `cs336_basics` (installed editable the way the handout's uv
 build backend does it, a .pth with the checkout's root) gets this project with `pip install` and
-`python -m cs336_bpe.swap_in` swaps our run_train_bpe and get_tokenizer into its tests/adapters.py;
+`python -m cs336_bpe.commands.swap_in` swaps our run_train_bpe and get_tokenizer into its tests/adapters.py;
 a test there trains on corpus.en through them against the reference merges, while
 `import cs336_basics` stays the student's, from any directory.
 As the submission: the handout's tests copied into a copy of this repository by
@@ -211,7 +211,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (site / "cs336_basics_editable.pth").write_text(f"{checkout}\n", encoding="utf-8")
     # The documented install, offline: build tools and dependencies come from this environment.
     run([python, "-m", "pip", "install", "--quiet", "--no-build-isolation", "--no-deps", source], cwd=root)
-    run([python, "-m", "cs336_bpe.swap_in", checkout], cwd=root)  # the documented second step
+    run([python, "-m", "cs336_bpe.commands.swap_in", checkout], cwd=root)  # the documented second step
     assert "from cs336_bpe import train_bpe" in (checkout / "tests" / "adapters.py").read_text(encoding="utf-8")
     handout = write_mock_checkout(root / "handout")
     return {"root": root, "source": source, "python": python, "checkout": checkout, "handout": handout}
@@ -275,12 +275,12 @@ def test_as_the_submission(workspace: dict[str, Path]) -> None:
 INSTALLED_PICKLING = """\
 import pickle, sys
 import cs336_bpe
-from cs336_bpe import _count_cpp
+from cs336_bpe.native import _count_cpp
 counts = cs336_bpe.count_words([sys.argv[1]], ["<|endoftext|>"])
 again = pickle.loads(pickle.dumps(counts))
 assert again.counts == counts.counts and len(again) > 1000
 table = _count_cpp.count_words(sys.argv[1], ["<|endoftext|>"], 1)
-assert type(table).__module__ == "cs336_bpe._count_cpp", type(table).__module__
+assert type(table).__module__ == "cs336_bpe.native._count_cpp", type(table).__module__
 assert pickle.loads(pickle.dumps(table)).to_dict() == counts.counts
 print("pickled", len(counts))
 """
@@ -316,7 +316,7 @@ def test_the_installed_commands_count_on_a_local_cluster(workspace: dict[str, Pa
     run([scripts / "cs336-count-words", corpus, "-o", root / "c.counts", "--cluster", "local:2", "-q"], cwd=root)
     compare = (
         "import sys, cs336_bpe\n"
-        "from cs336_bpe.serialization import load_merges\n"
+        "from cs336_bpe.outputs.serialization import load_merges\n"
         "expected = cs336_bpe.train_bpe(sys.argv[1], 400, ['<|endoftext|>'])[1]\n"
         "assert load_merges(sys.argv[2]) == expected\n"
         "assert cs336_bpe.train_bpe_from_counts(sys.argv[3], 400)[1] == expected\n"

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 
 import cs336_basics.tokenizer as tokenizer_module
 from cs336_basics import BPEInputError, train_bpe
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.pattern import GPT2_SPLIT_PATTERN
-from cs336_basics.serialization import load_merges, load_vocab, save_tokenizer
+from cs336_basics.outputs.serialization import load_merges, load_vocab, save_tokenizer
+from cs336_basics.rules.contract import ENDOFTEXT
+from cs336_basics.rules.pattern import GPT2_SPLIT_PATTERN
 from cs336_basics.tokenizer import Tokenizer, native_available
 from tests.support import FIXTURES, REPO_ROOT, SHARED_CORPUS, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture
 
@@ -42,7 +42,7 @@ TEXT_FIXTURES = [
     "corpus.en",
 ]
 BACKENDS = ["pure", "native"]
-NATIVE_MISSING = "the compiled encoder cs336_basics._encode is not built (or CS336_PURE_PYTHON is set)"
+NATIVE_MISSING = "the compiled encoder cs336_basics.native._encode is not built (or CS336_PURE_PYTHON is set)"
 MEMORY_TEST_BYTES = 5_000_000
 
 # Pieces that exercise every alternative of the GPT-2 pattern, every whitespace the pattern knows

@@ -1,5 +1,5 @@
 """The build and the backend switch: compiled code present when expected, OpenMP not silently lost,
-environment flags and thread counts resolved in one place (cs336_basics/backend.py)."""
+environment flags and thread counts resolved in one place (cs336_basics/native/backend.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from cs336_basics import TRAINERS, backend, openmp_enabled, trainer_status
-from cs336_basics.backend import (
+from cs336_basics import TRAINERS, openmp_enabled, trainer_status
+from cs336_basics.native import backend
+from cs336_basics.native.backend import (
     ALLOW_NO_OPENMP_ENV,
     EXPECT_COMPILED_ENV,
     NATIVE_MODULES,
@@ -35,7 +36,7 @@ def test_compiled_code_is_built_when_expected() -> None:
     missing = {name: status.reason for name, status in trainer_status().items() if not status.available}
     assert missing == {}
     assert [name for name in NATIVE_MODULES if not backend.native_available(name)] == []
-    assert native_available(), "the tokenizer's compiled encoder (cs336_basics._encode) is not built"
+    assert native_available(), "the tokenizer's compiled encoder (cs336_basics.native._encode) is not built"
 
 
 def test_pure_python_flag_keeps_every_compiled_module_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,7 +81,7 @@ def test_parallelism_convention() -> None:
 
 def test_effective_threads_are_one_without_openmp() -> None:
     # None means OpenMP's default, which OMP_NUM_THREADS sets when the runtime starts: a fresh process.
-    code = "from cs336_basics import backend; print(backend.effective_num_threads(None))"
+    code = "from cs336_basics.native import backend; print(backend.effective_num_threads(None))"
     environment = {**os.environ, "OMP_NUM_THREADS": "3"}
     shown = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO_ROOT, env=environment, capture_output=True, text=True, check=True

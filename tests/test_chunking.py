@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cs336_basics.splitting import count_words_in_text, find_chunk_boundaries
+from cs336_basics.rules.splitting import count_words_in_text, find_chunk_boundaries
 
 PIECES = ["word", " word", "w0rd", "42", " ", "  ", "\n", "\n\n", " \n", "é", "中", "'s", "!!", "\t", "\u3000",
           "<|endoftext|>", "<|endoftext|><|endoftext|>", "<|end"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics.cli import main as cli_main
+from cs336_basics.commands.cli import main as cli_main
 from tests.support import REPO_ROOT
 
 
@@ -52,7 +52,8 @@ def test_output_into_a_closed_pipe_is_not_a_traceback(corpus: Path, tmp_path: Pa
     os.close(read_end)  # closed before the CLI starts, so every write fails, whatever the timing
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "cs336_basics.cli", "bpe_v2", str(tmp_path / "out"), "-d", str(corpus), "-v", "270"],
+            [sys.executable, "-m", "cs336_basics.commands.cli", "bpe_v2", str(tmp_path / "out"), "-d", str(corpus)]
+            + ["-v", "270"],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -103,7 +104,7 @@ CLUSTER_START_CHILD = """
 import sys, threading, time
 if __name__ == "__main__":
     import distributed.process as process
-    from cs336_basics.cli import main
+    from cs336_basics.commands.cli import main
 
     real_start = process.AsyncProcess.start
     started = []

@@ -13,10 +13,10 @@ pytest.importorskip("distributed", reason="Dask is an optional extra: pip instal
 from distributed import Client, LocalCluster  # noqa: E402
 
 from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status  # noqa: E402
-from cs336_basics.demo import write_demo_corpus  # noqa: E402
+from cs336_basics.commands.demo import write_demo_corpus  # noqa: E402
 from cs336_basics.ingest.cluster import count_words_on_cluster, pack_table, sum_tables, unpack_table  # noqa: E402
 from cs336_basics.ingest.counting import count_tasks  # noqa: E402
-from cs336_basics.splitting import count_words_in_text  # noqa: E402
+from cs336_basics.rules.splitting import count_words_in_text  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
 REFERENCE = "bpe_v7" if trainer_status()["bpe_v7"].available else "bpe_v2"
@@ -134,13 +134,13 @@ def test_tables_travel_as_plain_data_that_pickles_under_the_installed_name() -> 
     assert isinstance(packed, bytes) and unpack_table(packed) == {b"ab": 2}
     if REFERENCE != "bpe_v7":
         pytest.skip("native tables are not built here")
-    from cs336_basics import _count_cpp
+    from cs336_basics.native import _count_cpp
 
     table = _count_cpp.word_counts_from_arrays(b"abc", (3).to_bytes(4, sys.byteorder), (5).to_bytes(8, sys.byteorder))
     assert type(pack_table(table)) is TableArrays
     assert unpack_table(pickle.loads(pickle.dumps(pack_table(table)))).to_dict() == {b"abc": 5}
     # Compiled classes are named as installed, so pickle finds them in any process that has the package.
-    assert type(table).__module__ == "cs336_bpe._count_cpp"
+    assert type(table).__module__ == "cs336_bpe.native._count_cpp"
     assert pickle.loads(pickle.dumps(table)).to_dict() == {b"abc": 5}
 
 
@@ -151,8 +151,8 @@ def test_sum_tables_leaves_its_inputs_alone() -> None:
 
 
 def test_cli_with_a_local_cluster_of_two_worker_processes(corpus: tuple[Path, list[Path]], tmp_path: Path, capsys):
-    from cs336_basics.cli import main as train_main
-    from cs336_basics.serialization import load_merges
+    from cs336_basics.commands.cli import main as train_main
+    from cs336_basics.outputs.serialization import load_merges
 
     whole, parts = corpus
     out = tmp_path / "out"
@@ -162,7 +162,7 @@ def test_cli_with_a_local_cluster_of_two_worker_processes(corpus: tuple[Path, li
 
 
 def test_bad_cluster_spec_is_explained(tmp_path: Path, corpus, capsys) -> None:
-    from cs336_basics.cli import main as train_main
+    from cs336_basics.commands.cli import main as train_main
 
     assert train_main(["auto", str(tmp_path / "out"), "-d", str(corpus[0]), "--cluster", "local:zero", "-q"]) == 2
     assert "positive integer" in capsys.readouterr().err

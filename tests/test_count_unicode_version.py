@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import WordCounts, count_words, train_bpe, train_bpe_from_counts, train_bpe_from_iterator
-from cs336_basics.cli import main as train_main
-from cs336_basics.count_cli import main as count_main
+from cs336_basics.commands.cli import main as train_main
+from cs336_basics.commands.count_cli import main as count_main
 from cs336_basics.errors import BPEInputError
 from cs336_basics.ingest.counting import count_words_from_iterator
 from cs336_basics.ingest.word_counts import FORMAT_VERSION, MAGIC
-from cs336_basics.pattern import TOOLS_UNICODE, UNICODE_VERSIONS, installed_unicode
-from cs336_basics.serialization import load_merges
+from cs336_basics.outputs.serialization import load_merges
+from cs336_basics.rules.pattern import TOOLS_UNICODE, UNICODE_VERSIONS, installed_unicode
 from tests.test_unicode_versions import code_points_where, recent_documents
 
 SPECIALS = ["<|endoftext|>"]

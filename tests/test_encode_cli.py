@@ -1,4 +1,4 @@
-"""`cs336-encode-dataset` (cs336_basics/encode_cli.py): a training output directory as the tokenizer,
+"""`cs336-encode-dataset` (cs336_basics/commands/encode_cli.py): a training output directory as the tokenizer,
 the run's special tokens, and the array's dtype (uint16 while every id fits, else uint32). Its refusals
 and signals are in test_faults_hostile_use, the script shim and numpy-free writing in test_bpe_tokenizer."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.encode_cli import main
-from cs336_basics.serialization import save_tokenizer
+from cs336_basics.commands.encode_cli import main
+from cs336_basics.outputs.serialization import save_tokenizer
+from cs336_basics.rules.contract import ENDOFTEXT
 from cs336_basics.tokenizer import Tokenizer, native_available
 from tests.support import REPO_ROOT
 
@@ -115,7 +115,7 @@ def test_bad_options_are_usage_errors(tmp_path: Path, data: Path, options: list[
 
 @pytest.mark.parametrize("package", ["cs336_basics", "cs336_bpe"])
 def test_runs_as_a_module(tmp_path: Path, data: Path, package: str) -> None:
-    """`python -m cs336_bpe.encode_cli` where the package is installed, as cs336_basics in a checkout."""
+    """`python -m cs336_bpe.commands.encode_cli` where the package is installed, as cs336_basics in a checkout."""
     environment = dict(os.environ)
     if package == "cs336_basics":
         environment["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import train_bpe
-from cs336_basics.demo import write_demo_corpus
+from cs336_basics.commands.demo import write_demo_corpus
 
 # Few distinct letters make frequent ties; the rest covers every pre-token class of the pattern.
 FRAGMENTS = [

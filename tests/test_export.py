@@ -16,10 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.demo import write_demo_corpus
-from cs336_basics.export import (
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.demo import write_demo_corpus
+from cs336_basics.outputs.export import (
     DEFAULT_MODEL_MAX_LENGTH,
     export_files,
     hf_special_tokens_map,
@@ -30,7 +29,7 @@ from cs336_basics.export import (
     save_tiktoken_ranks,
     tiktoken_encoding,
 )
-from cs336_basics.serialization import (
+from cs336_basics.outputs.serialization import (
     EXPORT_FILES,
     OUTPUT_FILES,
     RUN_FILE,
@@ -38,6 +37,7 @@ from cs336_basics.serialization import (
     read_run_info,
     save_tokenizer,
 )
+from cs336_basics.rules.contract import ENDOFTEXT
 from tests.support import SHARED_CORPUS
 from tests.test_equivalence import FRAGMENTS
 

@@ -13,16 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import Tokenizer
-from cs336_basics.export import (
+from cs336_basics.outputs.export import (
     export_files,
     hf_split_regex,
     hf_tokenizer_json,
     save_tiktoken_ranks,
     tiktoken_encoding,
 )
-from cs336_basics.pattern import NAMED_PATTERNS, resolve_pattern
-from cs336_basics.serialization import save_tokenizer
-from cs336_basics.vocab_layout import assemble_vocab
+from cs336_basics.outputs.serialization import save_tokenizer
+from cs336_basics.rules.pattern import NAMED_PATTERNS, resolve_pattern
+from cs336_basics.rules.vocab_layout import assemble_vocab
 from tests.test_tokenizer_pattern import CUSTOM, PATTERN_IDS, PATTERNS, SPECIALS, fragment_text, trained, training_text
 
 # Characters every library here classes alike: no surrogates, and only those assigned by this Python's

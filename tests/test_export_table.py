@@ -1,4 +1,4 @@
-"""A new export is one row in the table (`cs336_basics.export`): registered here as a newcomer's row
+"""A new export is one row in the table (`cs336_basics.outputs.export`): registered here as a newcomer's row
 would be at the end of export.py, a toy export is a choice of `--export`, is written into the output
 set (listed in bpe_run.json, removed by a later run without it), refuses a pattern it cannot carry
 before training and notes the text it drops, with no other module told of it."""
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError
-from cs336_basics import export as export_module
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT, Merges, Vocab
-from cs336_basics.export import ExportFormat, export_file_names, export_files, export_formats, register_export
-from cs336_basics.serialization import OUTPUT_FILES, RUN_FILE, read_run_info
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.outputs import export as export_module
+from cs336_basics.outputs.export import ExportFormat, export_file_names, export_files, export_formats, register_export
+from cs336_basics.outputs.serialization import OUTPUT_FILES, RUN_FILE, read_run_info
+from cs336_basics.rules.contract import ENDOFTEXT, Merges, Vocab
 
 TEXT = "the cat sat on the mat<|endoftext|>the dog sat on the log\n" * 40
 
@@ -108,4 +108,4 @@ def test_adding_an_export_in_the_docs_names_one_file() -> None:
         pytest.skip("docs/EXPORT.md is not in this checkout")
     section = docs.read_text(encoding="utf-8").split("## Adding an export", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`(cs336_basics/[\w/]+\.py)`", section))  # the package's files to write
-    assert named == {"cs336_basics/export.py"}, named
+    assert named == {"cs336_basics/outputs/export.py"}, named

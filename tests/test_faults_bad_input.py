@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, train_bpe
-from cs336_basics.cli import main as cli_main
+from cs336_basics.commands.cli import main as cli_main
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tests.support import REPO_ROOT
 
 CHILD = """\
 import os, sys
-from cs336_basics import _count_cpp
+from cs336_basics.native import _count_cpp
 from cs336_basics.tokenizer import Tokenizer
 path, what = sys.argv[1], sys.argv[2]
 
@@ -66,7 +66,7 @@ def test_a_file_that_shrinks_while_it_is_read_is_an_error_not_a_crash(tmp_path: 
 def test_a_file_that_stays_put_reads_as_before(tmp_path: Path) -> None:
     if not trainer_status()["bpe_v7"].available:
         pytest.skip("the compiled extensions are not built")
-    from cs336_basics import _count_cpp
+    from cs336_basics.native import _count_cpp
 
     path = write_text(tmp_path / "still.txt")
     assert _count_cpp.count_words(str(path), [], 1, 1 << 16).to_dict()[b" world"] == 300_000
@@ -79,7 +79,7 @@ def test_the_cli_says_so_in_one_line(tmp_path: Path) -> None:
     # The CLI's progress bar calls back into Python while counting; cut the file from there.
     code = (
         "import os, sys, tqdm\n"
-        "from cs336_basics.cli import main\n"
+        "from cs336_basics.commands.cli import main\n"
         "real = tqdm.tqdm.update\n"
         "def update(self, n=1):\n"
         "    if self.desc == 'pre-tokenize' and os.path.getsize(sys.argv[1]) > 5000:\n"
@@ -102,7 +102,7 @@ def test_the_python_counters_read_instead_of_mapping_and_notice_a_short_read(tmp
     # a file that shrank since its chunks were planned is a one-line error, not a count of less text.
     from cs336_basics import BPEInputError, bpe_v3
     from cs336_basics.ingest.counting import Segment, count_task
-    from cs336_basics.pattern import resolve_pattern
+    from cs336_basics.rules.pattern import resolve_pattern
 
     path = write_text(tmp_path / "shrinking.txt")
     size = path.stat().st_size

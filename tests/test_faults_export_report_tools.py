@@ -22,14 +22,15 @@ from pathlib import Path
 
 import pytest
 
-import cs336_basics.serialization as serialization
-from cs336_basics import BPEInputError, Tokenizer, WordCounts, count_words, swap_in
-from cs336_basics import report as report_module
-from cs336_basics.backend import usable_cores
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.count_cli import main as count_main
-from cs336_basics.serialization import EXPORT_FILES, OUTPUT_FILES, RUN_FILE
+import cs336_basics.outputs.serialization as serialization
+from cs336_basics import BPEInputError, Tokenizer, WordCounts, count_words
+from cs336_basics.commands import report as report_module
+from cs336_basics.commands import swap_in
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.count_cli import main as count_main
+from cs336_basics.native.backend import usable_cores
+from cs336_basics.outputs.serialization import EXPORT_FILES, OUTPUT_FILES, RUN_FILE
+from cs336_basics.rules.contract import ENDOFTEXT
 from cs336_basics.trainers import (
     train_bpe,
     train_bpe_from_counts,
@@ -137,7 +138,7 @@ class MergeThreads:
 @pytest.fixture
 def wanted() -> int:
     """One thread: fewer than the tables made without a count get (OpenMP's default, every core)."""
-    from cs336_basics import _count_cpp
+    from cs336_basics.native import _count_cpp
 
     if not _count_cpp.openmp_enabled() or _count_cpp.omp_default_threads() < 2:
         pytest.skip("one thread is all OpenMP runs here: no merge loop can run on more")
@@ -198,7 +199,7 @@ def test_num_workers_reaches_the_merge_loop_from_python(corpus: Path, monkeypatc
 @needs_v7
 def test_more_workers_than_a_table_was_made_on_keep_its_own_threads(corpus: Path, monkeypatch, wanted: int) -> None:
     # Its threads exist already; handing the words over through arrays would only cost time and memory.
-    from cs336_basics import _count_cpp
+    from cs336_basics.native import _count_cpp
 
     spy = MergeThreads(monkeypatch)
     counts = count_words([corpus], [ENDOFTEXT])
@@ -463,7 +464,7 @@ def test_swap_in_refuses_hostile_files_writing_nothing(tmp_path: Path, capsys, k
 def test_swap_in_never_reads_a_fifo_or_device(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "adapters.py"
     os.mkfifo(path) if kind == "FIFO" else path.symlink_to("/dev/zero")
-    code = "import sys; from cs336_basics.swap_in import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from cs336_basics.commands.swap_in import main; sys.exit(main(sys.argv[1:]))"
     result = run_child(code, str(path))
     assert result.returncode == 1 and result.stdout == "", result.stderr
     assert result.stderr.strip() == (
@@ -475,7 +476,7 @@ def test_swap_in_never_reads_a_fifo_or_device(tmp_path: Path, kind: str) -> None
 def test_swap_in_runs_as_a_module_of_the_checkout(tmp_path: Path) -> None:
     # Through the checkout's name the module has no __file__ of its own (before: a TypeError traceback).
     result = subprocess.run(
-        [sys.executable, "-m", "cs336_basics.swap_in", str(tmp_path / "nowhere")],
+        [sys.executable, "-m", "cs336_basics.commands.swap_in", str(tmp_path / "nowhere")],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

@@ -21,14 +21,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cs336_basics.serialization as serialization
+import cs336_basics.outputs.serialization as serialization
 import cs336_basics.tokenizer as tokenizer_module
 from cs336_basics import BPEInputError, Tokenizer, bpe_v1, train_bpe
-from cs336_basics.backend import usable_cores
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
-from cs336_basics.encode_cli import main as encode_main
-from cs336_basics.serialization import (
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.encode_cli import main as encode_main
+from cs336_basics.native.backend import usable_cores
+from cs336_basics.outputs.serialization import (
     LOCK_FILE,
     RUN_FILE,
     STAGING_PREFIX,
@@ -36,7 +35,8 @@ from cs336_basics.serialization import (
     load_tokenizer_files,
     save_tokenizer,
 )
-from cs336_basics.splitting import GPT2_REGEX, split_on_special_tokens
+from cs336_basics.rules.contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
+from cs336_basics.rules.splitting import GPT2_REGEX, split_on_special_tokens
 from cs336_basics.trainers import trainer_status
 from tests.support import FIXTURES, REPO_ROOT, TOKENIZER_MEMORY_CHILD_PRELUDE, require_fixture
 
@@ -107,7 +107,7 @@ def test_compressed_input_is_read_and_a_corrupt_one_refused_in_one_line(tmp_path
 
 
 def test_unreadable_input_is_one_line(corpus: Path, tmp_path: Path, monkeypatch, capsys) -> None:
-    import cs336_basics.contract as contract
+    import cs336_basics.rules.contract as contract
 
     real_open = open
 
@@ -221,7 +221,7 @@ def test_write_failure_in_the_cli_is_one_line_and_keeps_the_set(corpus: Path, tm
     before = {name: (out / name).read_bytes() for name in OUTPUTS}
     limit = len(before["vocab.json"]) - 1  # the new vocabulary is no smaller: its vocab.json exceeds it
     code = f"import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit})); "
-    code += "from cs336_basics.cli import main; sys.exit(main(sys.argv[1:]))"
+    code += "from cs336_basics.commands.cli import main; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run(
         [sys.executable, "-c", code, "bpe_v2", str(out), "-d", str(corpus), "-v", "400", "-q"],
         capture_output=True, text=True, env=CHILD_ENV, timeout=120,
@@ -236,7 +236,7 @@ def test_write_failure_in_the_cli_is_one_line_and_keeps_the_set(corpus: Path, tm
 KILL_CHILD = textwrap.dedent(
     """
     import os, sys
-    import cs336_basics.serialization as serialization
+    import cs336_basics.outputs.serialization as serialization
     from cs336_basics import train_bpe
     moves = 0
     real_replace = os.replace
@@ -572,8 +572,8 @@ SIGNAL_CHILD = textwrap.dedent(
     """
     import sys
     import cs336_basics.bpe_v1 as bpe_v1
-    import cs336_basics.serialization as serialization
-    from cs336_basics.cli import main
+    import cs336_basics.outputs.serialization as serialization
+    from cs336_basics.commands.cli import main
 
     def wait_here(*args, **kwargs):
         print("ready", flush=True)
@@ -696,7 +696,7 @@ def test_encode_dataset_refuses_compressed_input_by_name(corpus: Path, tmp_path:
 ENCODE_SIGNAL_CHILD = textwrap.dedent(
     """
     import sys
-    from cs336_basics import encode_cli as module
+    from cs336_basics.commands import encode_cli as module
     real_encode_file_to = module.Tokenizer.encode_file_to
     def encode_file_to(self, path, out, progress, **options):
         def report(done):  # called from inside the encoding (the compiled encoder's chunk loop)
@@ -729,7 +729,7 @@ def test_encode_dataset_signal_leaves_no_partial_array(corpus: Path, tmp_path: P
 COUNT_SIGNAL_CHILD = textwrap.dedent(
     """
     import sys
-    from cs336_basics import count_cli as module
+    from cs336_basics.commands import count_cli as module
     real_count_inputs = module.count_inputs
     def count_inputs(*args, **options):
         print("ready", flush=True)  # counting starts: the parent signals now

@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import count_words, train_bpe, trainer_status
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.splitting import whitespace_cuts
-from cs336_basics.vocab_layout import assemble_vocab
+from cs336_basics.rules.contract import ENDOFTEXT
+from cs336_basics.rules.splitting import whitespace_cuts
+from cs336_basics.rules.vocab_layout import assemble_vocab
 from tests.support import REPO_ROOT
 
 
@@ -127,9 +127,9 @@ def test_a_runs_output_of_tokens_past_the_file_limit_loads_and_is_noted_before_w
 ) -> None:
     """The 64 MB run of one letter, scaled down: the limit a tokenizer file may hold is lowered to
     64 KiB, and a run of 64 KB of `a` writes files past it, which must load all the same."""
-    import cs336_basics.serialization as serialization
+    import cs336_basics.outputs.serialization as serialization
     from cs336_basics import BPEInputError, Tokenizer
-    from cs336_basics.cli import main as cli_main
+    from cs336_basics.commands.cli import main as cli_main
 
     monkeypatch.setattr(serialization, "MAX_TOKENIZER_FILE_BYTES", 64 << 10)
     run = tmp_path / "run.txt"

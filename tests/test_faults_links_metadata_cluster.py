@@ -23,12 +23,12 @@ import pytest
 
 import cs336_basics.ingest.cluster as cluster_module
 from cs336_basics import BPEInputError, Tokenizer
-from cs336_basics.backend import usable_cores
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import MAX_WORKERS_PER_CORE
-from cs336_basics.count_cli import main as count_main
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.count_cli import main as count_main
 from cs336_basics.ingest.word_counts import WordCountFileError, WordCounts
-from cs336_basics.serialization import LOCK_FILE, RUN_FILE, OutputDirectory, save_tokenizer
+from cs336_basics.native.backend import usable_cores
+from cs336_basics.outputs.serialization import LOCK_FILE, RUN_FILE, OutputDirectory, save_tokenizer
+from cs336_basics.rules.contract import MAX_WORKERS_PER_CORE
 from tests.support import REPO_ROOT
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -91,7 +91,7 @@ def test_the_cli_refuses_a_symlinked_lock_file_in_one_line(tmp_path: Path, corpu
 
 
 def test_staged_files_are_created_new_never_through_a_link(tmp_path: Path) -> None:
-    from cs336_basics import serialization
+    from cs336_basics.outputs import serialization
 
     target = tmp_path / "elsewhere.txt"
     target.write_text("keep\n")
@@ -147,7 +147,7 @@ def test_one_byte_special_tokens_survive_save_and_load(tmp_path: Path, special: 
 
 
 def test_tiktoken_export_keeps_the_byte_and_the_special_apart(tmp_path: Path) -> None:
-    from cs336_basics.export import _split_ids
+    from cs336_basics.outputs.export import _split_ids
 
     vocab = {byte: bytes([byte]) for byte in range(256)}
     vocab[256] = b"a"
@@ -215,7 +215,7 @@ CLUSTER_START_CHILD = textwrap.dedent(
     """
     import sys, weakref
     import distributed.deploy.spec as spec
-    from cs336_basics.cli import main
+    from cs336_basics.commands.cli import main
 
     class Pausing(weakref.WeakSet):
         def add(self, item):
@@ -337,7 +337,7 @@ def _unchecked_set(tmp_path: Path, vocab: dict[str, int], merges: str) -> tuple[
 
 
 def _byte_vocab() -> dict[str, int]:
-    from cs336_basics.serialization import encode_token
+    from cs336_basics.outputs.serialization import encode_token
 
     return {encode_token(bytes([byte])): byte for byte in range(256)}
 
@@ -396,7 +396,8 @@ def test_count_words_exits_1_when_the_count_file_cannot_be_written(tmp_path: Pat
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))  # a full disk, as far as the writer knows
 
-    command = [sys.executable, "-m", "cs336_basics.count_cli", str(corpus), "-o", str(tmp_path / "c.counts"), "-q"]
+    command = [sys.executable, "-m", "cs336_basics.commands.count_cli", str(corpus), "-o", str(tmp_path / "c.counts")]
+    command.append("-q")
     done = subprocess.run(command, capture_output=True, text=True, env=CHILD_ENV, preexec_fn=small_files)
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("\n") == 1 and "c.counts" in done.stderr and "Traceback" not in done.stderr

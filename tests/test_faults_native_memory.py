@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics import backend
-from cs336_basics.demo import write_demo_corpus
+from cs336_basics.commands.demo import write_demo_corpus
+from cs336_basics.native import backend
 from tests.support import REPO_ROOT
 
 if backend.pure_python_forced() or not backend.native_available("_count_cpp"):
@@ -27,7 +27,7 @@ if sys.platform != "linux":
 CHILD = textwrap.dedent(
     """
     import resource, sys
-    from cs336_basics import backend
+    from cs336_basics.native import backend
 
     native = backend.load_native("_count_cpp")
     path, threads, headroom = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -115,10 +115,10 @@ def test_a_team_that_would_not_fit_an_address_space_limit_runs_smaller(tmp_path:
     corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=400_000)
     code = (
         "import resource, sys\n"
-        "from cs336_basics.backend import _address_space_bytes\n"
+        "from cs336_basics.native.backend import _address_space_bytes\n"
         "limit = _address_space_bytes() + (60 << 20)\n"
         "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
-        "from cs336_basics.cli import main\n"
+        "from cs336_basics.commands.cli import main\n"
         "sys.exit(main(['bpe_v7', sys.argv[1], '-d', sys.argv[2], '-v', '300', '-q', '--workers', '8']))\n"
     )
     result = subprocess.run(

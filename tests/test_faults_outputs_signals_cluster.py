@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-import cs336_basics.serialization as serialization
+import cs336_basics.outputs.serialization as serialization
 from cs336_basics import Tokenizer, train_bpe
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.count_cli import main as count_main
-from cs336_basics.encode_cli import main as encode_main
-from cs336_basics.serialization import RUN_FILE, OutputDirectory, read_run_info, save_tokenizer
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.count_cli import main as count_main
+from cs336_basics.commands.encode_cli import main as encode_main
+from cs336_basics.outputs.serialization import RUN_FILE, OutputDirectory, read_run_info, save_tokenizer
+from cs336_basics.rules.contract import ENDOFTEXT
 from tests.support import REPO_ROOT
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -194,8 +194,8 @@ def test_a_signal_once_the_file_is_in_place_ends_count_and_encode_as_a_success(
 KILL_IN_COMMIT_CHILD = textwrap.dedent(
     """
     import os, sys
-    import cs336_basics.serialization as serialization
-    from cs336_basics.cli import main
+    import cs336_basics.outputs.serialization as serialization
+    from cs336_basics.commands.cli import main
 
     step, argv = sys.argv[1], sys.argv[2:]
     steps = []
@@ -285,7 +285,7 @@ def test_a_commit_directory_that_is_not_a_set_is_removed_not_moved_in(corpus: Pa
 START_TOGETHER_CHILD = textwrap.dedent(
     """
     import sys
-    from cs336_basics.cli import main
+    from cs336_basics.commands.cli import main
     print("ready", flush=True)
     sys.stdin.readline()
     sys.exit(main(sys.argv[1:]))
@@ -430,7 +430,7 @@ CLUSTER_CHILD = textwrap.dedent(
     """
     import os, sys, time
     import cs336_basics.ingest.cluster as cluster
-    from cs336_basics.cli import main
+    from cs336_basics.commands.cli import main
 
     def counting_forever(tasks, special_tokens, threads, storage_options, **options):
         try:

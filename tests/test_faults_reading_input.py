@@ -16,10 +16,10 @@ import pytest
 
 import cs336_basics.ingest.stream_counter as stream_counter
 from cs336_basics import BPEInputError, count_words, train, train_bpe, train_bpe_from_iterator
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.count_cli import main as count_main
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.count_cli import main as count_main
 from cs336_basics.ingest.word_counts import WordCounts
+from cs336_basics.rules.contract import ENDOFTEXT
 
 DOCUMENTS = [
     "hello world, the cat sat on the mat",

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import train_bpe, train_bpe_from_iterator
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import Merges, Vocab
-from cs336_basics.serialization import decode_token
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.outputs.serialization import decode_token
+from cs336_basics.rules.contract import Merges, Vocab
 
 tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is optional: pip install -e '.[export]'")
 

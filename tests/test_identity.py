@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import cs336_basics
+from cs336_basics._identity import MOVED_MODULES
 from tests.support import REPO_ROOT
 
 
@@ -81,7 +82,10 @@ def test_the_checkout_runs_as_cs336_bpe_when_nothing_is_installed() -> None:
 
 def test_modules_run_with_python_m_under_the_checkout_name() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "cs336_basics.count_cli", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "cs336_basics.commands.count_cli", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0 and "cs336-count-words" in result.stdout
 
@@ -100,7 +104,7 @@ def test_importing_the_package_loads_only_its_identity() -> None:
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     loaded, every_name_resolves, submodule_attribute = result.stdout.split("\n")[:3]
-    assert ast.literal_eval(loaded) == []
+    assert ast.literal_eval(loaded) == ["cs336_bpe._identity"]  # the old module names' aliases
     assert (every_name_resolves, submodule_attribute) == ("True", "True")
 
 
@@ -109,3 +113,22 @@ def test_an_unknown_attribute_of_the_package_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         cs336_bpe.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
+def test_a_module_that_moved_imports_by_its_old_name_with_a_warning(old: str) -> None:
+    import importlib
+
+    new = importlib.import_module(f"cs336_bpe.{MOVED_MODULES[old]}")
+    sys.modules.pop(f"cs336_bpe.{old}", None)
+    sys.modules.pop(f"cs336_basics.{old}", None)
+    with pytest.warns(DeprecationWarning, match=f"cs336_bpe.{old} is now cs336_bpe.{MOVED_MODULES[old]}"):
+        assert importlib.import_module(f"cs336_bpe.{old}") is new
+    assert importlib.import_module(f"cs336_basics.{old}") is new
+
+
+def test_a_command_runs_with_python_m_under_its_old_name() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cs336_basics.count_cli", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0 and "cs336-count-words" in result.stdout, result.stderr

@@ -27,10 +27,10 @@ from cs336_basics import (
     train_bpe_from_iterator,
     train_from_iterator,
 )
-from cs336_basics.cli import main as cli_main
-from cs336_basics.count_cli import count_inputs
-from cs336_basics.count_cli import main as count_main
-from cs336_basics.splitting import count_words_in_text
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.count_cli import count_inputs
+from cs336_basics.commands.count_cli import main as count_main
+from cs336_basics.rules.splitting import count_words_in_text
 
 SPECIAL = ["<|endoftext|>"]
 VOCAB_SIZE = 330

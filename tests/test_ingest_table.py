@@ -125,8 +125,8 @@ def format_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[s
 def test_a_new_format_is_one_module_and_trains_through_train_bpe_and_the_cli(
     trainer: str, format_module: str, tmp_path: Path
 ) -> None:
-    from cs336_basics.cli import main as cli_main
-    from cs336_basics.serialization import load_merges
+    from cs336_basics.commands.cli import main as cli_main
+    from cs336_basics.outputs.serialization import load_merges
 
     assert known_formats() == ("text", "jsonl", "parquet", "records")
     plain = tmp_path / "plain.txt"

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics.contract import BPEInputError
 from cs336_basics.ingest import jsonl, sources
+from cs336_basics.rules.contract import BPEInputError
 
 native = jsonl.native_json_line_texts()
 pytestmark = pytest.mark.skipif(
-    native is None, reason="cs336_basics._count_cpp is not built or CS336_PURE_PYTHON is set"
+    native is None, reason="cs336_basics.native._count_cpp is not built or CS336_PURE_PYTHON is set"
 )
 
 FIELDS = ["text", "tëxt", "", "a"]

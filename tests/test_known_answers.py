@@ -11,7 +11,7 @@ import pytest
 
 from cs336_basics import train_bpe
 from cs336_basics.adapters import run_train_bpe
-from cs336_basics.serialization import decode_token
+from cs336_basics.outputs.serialization import decode_token
 from cs336_basics.trainers import default_trainer
 from tests.support import require_fixture
 

@@ -19,11 +19,11 @@ from cs336_basics import (
     train_bpe_from_iterator,
     trainer_status,
 )
-from cs336_basics.cli import main as cli_main
-from cs336_basics.merge_limits import MergeLimits
-from cs336_basics.serialization import load_merges
-from cs336_basics.splitting import count_words_in_text
-from cs336_basics.tie_break import TIE_BREAKS
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.outputs.serialization import load_merges
+from cs336_basics.rules.merge_limits import MergeLimits
+from cs336_basics.rules.splitting import count_words_in_text
+from cs336_basics.rules.tie_break import TIE_BREAKS
 from cs336_basics.trainers import load_trainer
 
 from .support import merge_rules
@@ -103,7 +103,7 @@ def test_every_version_honours_the_limits_as_the_oracle(
 def test_the_native_loop_on_threads_and_pruning(
     knobs: dict, min_frequency: int, max_token_length: int | None, words: dict, rule: str
 ) -> None:
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     limits = {"tie_break": rule, "min_frequency": min_frequency, "max_token_length": max_token_length}
     rules = merge_rules(**limits)

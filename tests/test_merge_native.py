@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import bpe_v1, bpe_v4
-from cs336_basics.backend import effective_num_threads, pure_python_forced
+from cs336_basics.native.backend import effective_num_threads, pure_python_forced
 from cs336_basics.trainers import load_trainer
 
 MergeFunction = Callable[..., list[tuple[bytes, bytes]]]
@@ -248,7 +248,7 @@ def test_initial_pairs_counted_on_several_threads_give_the_same_merges(num_threa
     # 20,000 distinct words give every thread a share.
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
+    native = pytest.importorskip("cs336_basics.native._count_cpp", reason="the native extension is not built")
     rng = random.Random(7)
     text = " ".join(
         "".join(rng.choices("etaoinshrdlucmé", k=rng.randint(1, 9))) for _ in range(60_000)
@@ -269,7 +269,7 @@ def test_initial_pairs_counted_on_several_threads_give_the_same_merges(num_threa
 def test_pruning_never_changes_the_merges(seed: int, prune_pairs: int, threads: dict) -> None:
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
-    merge_cpp = pytest.importorskip("cs336_basics._merge_cpp", reason="cs336_basics._merge_cpp is not built")
+    merge_cpp = pytest.importorskip("cs336_basics.native._merge_cpp", reason="the native merge loop is not built")
     rng = random.Random(seed)
     alphabet = rng.choice([b"ab", b"abcd", b"etaoin\x00\xff"])
     word_counts = {
@@ -287,7 +287,7 @@ def random_native_counts(seed: int, num_words: int):
     without the native extension."""
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    native = pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
+    native = pytest.importorskip("cs336_basics.native._count_cpp", reason="the native extension is not built")
     rng = random.Random(seed)
     text = " ".join("".join(rng.choices("etaoinshrd", k=rng.randint(1, 8))) for _ in range(num_words))
     return native.count_words_in_buffer(text.encode(), [], 2)
@@ -334,7 +334,7 @@ def test_held_words_come_only_from_native_word_counts() -> None:
     random_native_counts(13, 10)  # skips when the extension is not built
     import datetime
 
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     arguments = (5, None, 1, None, None, False, "cs336", None, None, None)
     # datetime's C API is a capsule under another name.
@@ -349,7 +349,7 @@ def test_held_words_come_only_from_native_word_counts() -> None:
 def native_or_skip():
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    return pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
+    return pytest.importorskip("cs336_basics.native._count_cpp", reason="the native extension is not built")
 
 
 @pytest.mark.parametrize("parallel_words", [0, 64])  # 0: every merge on the threads
@@ -371,7 +371,7 @@ def test_threads_on_long_words_with_runs(num_threads: int) -> None:
     # Long words hold many occurrences of a pair, adjacent ones and runs: the in-place rewrite's
     # hard cases, split between threads at every word.
     native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     rng = random.Random(3)
     word_counts = {
@@ -383,7 +383,7 @@ def test_threads_on_long_words_with_runs(num_threads: int) -> None:
 
 def test_threads_report_progress_and_stop() -> None:
     native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     word_counts = {bytes(random.Random(seed).choices(b"abcdefgh", k=40)): seed + 1 for seed in range(30)}
     reports: list[int] = []
@@ -410,7 +410,7 @@ def test_threads_report_progress_and_stop() -> None:
 )
 def test_both_symbol_widths_give_the_same_merges(threads: dict) -> None:
     native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     rng = random.Random(13)
     word_counts = {bytes(rng.choices(b"etaoinshrdlu", k=rng.randint(4, 14))): rng.randint(1, 3) for _ in range(40_000)}
@@ -425,7 +425,7 @@ def test_both_symbol_widths_give_the_same_merges(threads: dict) -> None:
 @pytest.mark.parametrize(("option", "value"), [("num_threads", 0), ("num_threads", True), ("parallel_words", -1)])
 def test_bad_thread_options(option: str, value: object) -> None:
     native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     with pytest.raises(ValueError, match=option):
         _merge_cpp.merge({b"abc": 1}, 1, **{option: value})
@@ -454,7 +454,7 @@ def test_threads_match_the_reference_on_generated_words(
     num_threads: int, word_counts: dict[bytes, int], num_merges: int, prune: bool
 ) -> None:
     native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     options = {"num_threads": num_threads, "parallel_words": 0, "prune_pairs": 8 if prune else None}
     assert _merge_cpp.merge(word_counts, num_merges, **options) == reference_merges(word_counts, num_merges)
@@ -462,7 +462,7 @@ def test_threads_match_the_reference_on_generated_words(
 
 @pytest.fixture(scope="module")
 def demo_text(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    from cs336_basics.demo import write_demo_corpus
+    from cs336_basics.commands.demo import write_demo_corpus
 
     return write_demo_corpus(tmp_path_factory.mktemp("demo") / "demo.txt", size_bytes=600_000).read_bytes()
 
@@ -484,7 +484,7 @@ def test_a_busy_machine_sends_the_merges_to_one_thread_and_back(parallel_words: 
     # merges stall as beside a job holding a core, so every merge goes to one thread, and a probe
     # after the cooldown finds the threads back. The merges are one thread's all along.
     native = native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     rng = random.Random(5)
     text = " ".join(

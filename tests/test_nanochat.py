@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe, train_bpe_from_iterator
-from cs336_basics.cli import main as cli_main
-from cs336_basics.export import load_tiktoken_ranks, tiktoken_encoding
-from cs336_basics.pattern import NAMED_PATTERNS
-from cs336_basics.presets import NANOCHAT_SPECIAL_TOKENS
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.outputs.export import load_tiktoken_ranks, tiktoken_encoding
+from cs336_basics.rules.pattern import NAMED_PATTERNS
+from cs336_basics.rules.presets import NANOCHAT_SPECIAL_TOKENS
 from tests.test_references import SMALL_CORPORA, corpus_text, fixture_script
 
 NINE = list(NANOCHAT_SPECIAL_TOKENS)

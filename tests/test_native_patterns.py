@@ -21,14 +21,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import train_bpe
-from cs336_basics.backend import pure_python_forced
-from cs336_basics.pattern import PATTERN_ROWS, resolve_pattern
-from cs336_basics.splitting import count_words_in_text
+from cs336_basics.native.backend import pure_python_forced
+from cs336_basics.rules.pattern import PATTERN_ROWS, resolve_pattern
+from cs336_basics.rules.splitting import count_words_in_text
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native scanner is not loaded", allow_module_level=True)
 native = pytest.importorskip(
-    "cs336_basics._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
+    "cs336_basics.native._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
 )
 
 ENDOFTEXT = "<|endoftext|>"

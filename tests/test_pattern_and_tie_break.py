@@ -15,18 +15,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, train_bpe, train_bpe_from_counts, trainer_status
-from cs336_basics.cli import main as cli_main
-from cs336_basics.count_cli import main as count_main
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.count_cli import main as count_main
 from cs336_basics.ingest.counting import count_words, count_words_from_iterator
 from cs336_basics.ingest.word_counts import WordCounts
-from cs336_basics.pattern import NAMED_PATTERNS, Pattern, installed_unicode, resolve_pattern
+from cs336_basics.outputs.serialization import run_pattern
 from cs336_basics.phases import CountParallelism
-from cs336_basics.presets import resolve_rules
-from cs336_basics.serialization import run_pattern
-from cs336_basics.splitting import count_words_in_text
-from cs336_basics.tie_break import TIE_BREAKS
+from cs336_basics.rules.pattern import NAMED_PATTERNS, Pattern, installed_unicode, resolve_pattern
+from cs336_basics.rules.presets import resolve_rules
+from cs336_basics.rules.splitting import count_words_in_text
+from cs336_basics.rules.tie_break import TIE_BREAKS
+from cs336_basics.rules.vocab_layout import assemble_vocab
 from cs336_basics.trainers import load_trainer, train, train_bpe_from_iterator
-from cs336_basics.vocab_layout import assemble_vocab
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS
 
 SPECIALS = ["<|endoftext|>"]
@@ -367,8 +367,8 @@ def test_unknown_choices_exit_2(tmp_path: Path, arguments: list[str]) -> None:
 
 
 def test_the_report_shows_the_rules_of_the_run(tmp_path: Path) -> None:
-    from cs336_basics.report import REPORT_FILE
-    from cs336_basics.report import main as report_main
+    from cs336_basics.commands.report import REPORT_FILE
+    from cs336_basics.commands.report import main as report_main
 
     path = tmp_path / "corpus.txt"
     path.write_text("Hello World, it's 2024\n" * 30, encoding="utf-8")

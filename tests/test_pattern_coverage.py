@@ -17,13 +17,13 @@ import numpy
 import pytest
 
 from cs336_basics import BPEInputError, Tokenizer
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.encode_cli import main as encode_main
-from cs336_basics.export import check_exportable, hf_split_regex, tiktoken_encoding
-from cs336_basics.pattern import Pattern, resolve_pattern
-from cs336_basics.serialization import RUN_FILE
-from cs336_basics.splitting import count_words_in_text
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.commands.encode_cli import main as encode_main
+from cs336_basics.outputs.export import check_exportable, hf_split_regex, tiktoken_encoding
+from cs336_basics.outputs.serialization import RUN_FILE
+from cs336_basics.rules.contract import ENDOFTEXT
+from cs336_basics.rules.pattern import Pattern, resolve_pattern
+from cs336_basics.rules.splitting import count_words_in_text
 from tests.support import REPO_ROOT
 
 # Patterns that leave text unmatched: letters only; letters or nothing (empty matches between the

@@ -1,4 +1,4 @@
-"""A named pattern is one row (`cs336_basics.pattern.PATTERN_ROWS`): every row keeps what a row promises
+"""A named pattern is one row (`cs336_basics.rules.pattern.PATTERN_ROWS`): every row keeps what a row promises
 (it matches every character, its cuts split no pre-token, it exports, it is found by any of its names);
 the native library's named scanners are the rows' (the one check); and a toy regex-only row, added the
 way docs/PATTERNS.md says, trains on every version, counts, encodes and is a name of the command line,
@@ -17,13 +17,13 @@ import pytest
 import regex
 
 from cs336_basics import BPEInputError, Tokenizer, count_words, train_bpe
-from cs336_basics import pattern as patterns
-from cs336_basics.backend import pure_python_forced
-from cs336_basics.cli import main as cli_main
-from cs336_basics.export import check_exportable, hf_split_regex, tiktoken_pattern_problem
-from cs336_basics.pattern import PATTERN_ROWS, NamedPattern, check_native_scanners, resolve_pattern
-from cs336_basics.serialization import RUN_FILE
-from cs336_basics.splitting import whitespace_cuts
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.native.backend import pure_python_forced
+from cs336_basics.outputs.export import check_exportable, hf_split_regex, tiktoken_pattern_problem
+from cs336_basics.outputs.serialization import RUN_FILE
+from cs336_basics.rules import pattern as patterns
+from cs336_basics.rules.pattern import PATTERN_ROWS, NamedPattern, check_native_scanners, resolve_pattern
+from cs336_basics.rules.splitting import whitespace_cuts
 from tests.support import REPO_ROOT
 
 SPECIAL = ["<|endoftext|>"]
@@ -205,8 +205,8 @@ def test_adding_a_pattern_names_its_files() -> None:
     section = text.split("## Adding a pattern", 1)[1].split("\n## ", 1)[0]
     regex_only, native = section.split("### With a native scanner", 1)
     named = re.compile(r"^\d\. `([^`]+)`", flags=re.MULTILINE)
-    assert named.findall(regex_only) == ["cs336_basics/pattern.py"]
+    assert named.findall(regex_only) == ["cs336_basics/rules/pattern.py"]
     files = named.findall(native)
-    assert len(files) <= 4 and "cs336_basics/pattern.py" in files
+    assert len(files) <= 4 and "cs336_basics/rules/pattern.py" in files
     for path in files:
         assert "NAME" in path or (REPO_ROOT / path).is_file(), path

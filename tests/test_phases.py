@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, train
-from cs336_basics.merge_limits import MergeLimits
 from cs336_basics.phases import CountParallelism, MergeRules
+from cs336_basics.rules.merge_limits import MergeLimits
 from cs336_basics.trainers import REGISTRY, load_trainer
 
 TEXT = "low lower lowest<|endoftext|> newer wider new\n" * 40

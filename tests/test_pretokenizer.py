@@ -20,14 +20,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics.backend import pure_python_forced
-from cs336_basics.splitting import GPT2_REGEX, count_words_in_text
+from cs336_basics.native.backend import pure_python_forced
+from cs336_basics.rules.splitting import GPT2_REGEX, count_words_in_text
 from tests.support import require_fixture
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native pre-tokenizer is not loaded", allow_module_level=True)
 native = pytest.importorskip(
-    "cs336_basics._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
+    "cs336_basics.native._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
 )
 
 ENDOFTEXT = "<|endoftext|>"
@@ -156,7 +156,7 @@ def test_invalid_byte_at_every_block_offset() -> None:
 
 def test_scalar_scanner_environment_switch() -> None:
     # CS336_SCALAR_SCANNER=1 selects the scalar path when the module is imported.
-    code = "import cs336_basics._count_cpp as native; print(native.use_scanner_path('fast'))"
+    code = "import cs336_basics.native._count_cpp as native; print(native.use_scanner_path('fast'))"
     env = {**os.environ, "CS336_SCALAR_SCANNER": "1"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "scalar"
@@ -515,6 +515,6 @@ def test_merge_runs_the_cpp_loop() -> None:
     counts = native.count_words_in_buffer(data, [ENDOFTEXT])
     reported = []
     merges = counts.merge(30, progress=reported.append)
-    merge_cpp = pytest.importorskip("cs336_basics._merge_cpp", reason="the bpe_v6 extension is not built")
+    merge_cpp = pytest.importorskip("cs336_basics.native._merge_cpp", reason="the bpe_v6 extension is not built")
     assert merges == merge_cpp.merge(counts.to_dict(), 30)
     assert sum(reported) == len(merges)

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, bpe_v1, train_bpe, train_bpe_from_iterator, trainer_status
-from cs336_basics.contract import ENDOFTEXT, Merges, Vocab
-from cs336_basics.export import _tiktoken_ranks, hf_tokenizer_json
-from cs336_basics.pattern import resolve_pattern
+from cs336_basics.outputs.export import _tiktoken_ranks, hf_tokenizer_json
+from cs336_basics.outputs.serialization import decode_token, gpt2_bytes_to_unicode
 from cs336_basics.phases import MergeRules
-from cs336_basics.presets import resolve_preset
-from cs336_basics.serialization import decode_token, gpt2_bytes_to_unicode
-from cs336_basics.vocab_layout import assemble_vocab
+from cs336_basics.rules.contract import ENDOFTEXT, Merges, Vocab
+from cs336_basics.rules.pattern import resolve_pattern
+from cs336_basics.rules.presets import resolve_preset
+from cs336_basics.rules.vocab_layout import assemble_vocab
 from tests.support import REPO_ROOT, SHARED_CORPUS
 
 REFERENCES = REPO_ROOT / "tests" / "data" / "references"

@@ -1,4 +1,4 @@
-"""The tokenizer report (`cs336_basics.report`): its numbers are checked against counts made here
+"""The tokenizer report (`cs336_basics.commands.report`): its numbers are checked against counts made here
 independently (the pure-Python encoder, str.split, a reservoir sampler of our own), never timed."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics import report
-from cs336_basics.cli import main as train_main
-from cs336_basics.report import escape_token, main, scan_documents
+from cs336_basics.commands import report
+from cs336_basics.commands.cli import main as train_main
+from cs336_basics.commands.report import escape_token, main, scan_documents
 from cs336_basics.tokenizer import Tokenizer
 from tests.support import REPO_ROOT
 
@@ -311,7 +311,7 @@ def test_errors_as_a_program_print_no_traceback(workspace: dict[str, Path], tmp_
     not_utf8 = tmp_path / "bad.txt"
     not_utf8.write_bytes(b"\xff\xfe text")
     result = subprocess.run(
-        [sys.executable, "-m", "cs336_basics.report", str(workspace["ts_tok"]), "--text", str(not_utf8), "-q"],
+        [sys.executable, "-m", "cs336_basics.commands.report", str(workspace["ts_tok"]), "--text", str(not_utf8), "-q"],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

@@ -1,4 +1,4 @@
-"""cs336-seed-tiktoken (cs336_basics/seed_tiktoken_cache.py): tiktoken's GPT-2 encoding from the
+"""cs336-seed-tiktoken (cs336_basics/commands/seed_tiktoken_cache.py): tiktoken's GPT-2 encoding from the
 handout's fixtures, offline."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics import seed_tiktoken_cache
+from cs336_basics.commands import seed_tiktoken_cache
 from tests.support import REPO_ROOT, require_fixture
 
 

@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe, train_bpe_from_counts
-from cs336_basics.cli import main as cli_main
-from cs336_basics.contract import MAX_TOKEN_ID
-from cs336_basics.export import hf_tokenizer_json, save_tiktoken_ranks
-from cs336_basics.serialization import encode_token
-from cs336_basics.splitting import count_words_in_text
-from cs336_basics.start_from import load_base
-from cs336_basics.tie_break import TIE_BREAKS
+from cs336_basics.commands.cli import main as cli_main
+from cs336_basics.outputs.export import hf_tokenizer_json, save_tiktoken_ranks
+from cs336_basics.outputs.serialization import encode_token
+from cs336_basics.rules.contract import MAX_TOKEN_ID
+from cs336_basics.rules.splitting import count_words_in_text
+from cs336_basics.rules.start_from import load_base
+from cs336_basics.rules.tie_break import TIE_BREAKS
 from cs336_basics.trainers import train_bpe_from_iterator
 from tests.support import require_fixture
 from tests.test_pattern_and_tie_break import corpora, oracle, write_corpus
@@ -186,7 +186,7 @@ def test_the_tokenizer_and_the_exports_work_on_the_result(tmp_path: Path, gpt2_p
     tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is optional: pip install -e '.[export]'")
     assert tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json")).encode(text).ids == ids
     pytest.importorskip("tiktoken", reason="tiktoken is optional: pip install -e '.[export]'")
-    from cs336_basics.export import tiktoken_encoding
+    from cs336_basics.outputs.export import tiktoken_encoding
 
     assert tiktoken_encoding(vocab, SPECIALS).encode(text, allowed_special="all") == ids
 
@@ -490,7 +490,7 @@ def test_the_command_names_an_empty_or_device_start_from(
 
 
 def test_count_files_and_dask_from_the_command(tmp_path: Path, small_runs: dict) -> None:
-    from cs336_basics.count_cli import main as count_main
+    from cs336_basics.commands.count_cli import main as count_main
 
     corpus, base = str(small_runs["corpus"]), str(small_runs["base"])
     expected = read_set(small_runs["at_once"])
@@ -618,7 +618,7 @@ def test_a_base_pattern_carries_over_and_a_contradiction_is_refused(
     assert err.count("\n") == 1 and "o200k" in err and "cl100k" in err
     assert not (tmp_path / "no" / "bpe_run.json").exists()
     # Count files made with another pattern than the base's are refused, naming both.
-    from cs336_basics.count_cli import main as count_main
+    from cs336_basics.commands.count_cli import main as count_main
 
     assert count_main([str(corpus), "-o", str(tmp_path / "gpt2.counts"), "-q"]) == 0
     assert cli_main(["auto", str(tmp_path / "c"), "--counts", str(tmp_path / "gpt2.counts"), "-v", "320", "-q",

@@ -87,7 +87,7 @@ def test_archive_holds_source_only(tmp_path: Path) -> None:
             "pyproject.toml": "[project]\n",
             "cs336_basics/__init__.py": "",
             "cs336_basics/model.py": "x = 1\n",
-            "cs336_basics/_count_cpp.pyx": "# source\n",
+            "cs336_basics/native/_count_cpp.pyx": "# source\n",
             "cs336_basics/_count_cpp.cpp": "// Cython's output\n",
             "cs336_basics/_count_cpp.cpython-311-x86_64-linux-gnu.so": "binary",
             "cs336_basics/__pycache__/model.cpython-311.pyc": "cache",
@@ -109,7 +109,7 @@ def test_archive_holds_source_only(tmp_path: Path) -> None:
     assert sorted(zipfile.ZipFile(archive).namelist()) == [
         "cpp/merge/bpe_merge.cpp",
         "cs336_basics/__init__.py",
-        "cs336_basics/_count_cpp.pyx",
+        "cs336_basics/native/_count_cpp.pyx",
         "cs336_basics/model.py",
         "pyproject.toml",
         "tests/test_model.py",

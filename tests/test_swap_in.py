@@ -1,4 +1,4 @@
-"""cs336_basics/swap_in.py (`python -m cs336_bpe.swap_in`) on a mock of the handout's tests/adapters.py.
+"""cs336_basics/commands/swap_in.py (`cs336-swap-in`) on a mock of the handout's tests/adapters.py.
 
 The mock is written here, shaped like the handout's file (torch imported at the top, many adapter
 stubs that raise NotImplementedError, comments, the two BPE stubs), with none of its code. torch is
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_basics import swap_in
+from cs336_basics.commands import swap_in
 from tests.support import REPO_ROOT
 
 HEADER = """\
@@ -274,13 +274,13 @@ def test_the_functions_swapped_in_are_the_adapters_a_student_would_paste() -> No
 def test_runs_as_a_module_without_torch(checkout: Path) -> None:
     # torch is importable nowhere in the child: the command must not need it.
     code = "import sys, runpy; sys.modules['torch'] = None; sys.argv[0] = 'swap_in'; "
-    code += "runpy.run_module('cs336_bpe.swap_in', run_name='__main__')"
+    code += "runpy.run_module('cs336_bpe.commands.swap_in', run_name='__main__')"
     result = subprocess.run(
         [sys.executable, "-c", code, str(checkout)], capture_output=True, text=True, cwd=REPO_ROOT, check=False
     )
     assert result.returncode == 0, result.stderr
     assert adapters(checkout).read_bytes() == EXPECTED.encode()
-    command = [sys.executable, "-m", "cs336_bpe.swap_in", str(checkout / "nowhere")]
+    command = [sys.executable, "-m", "cs336_bpe.commands.swap_in", str(checkout / "nowhere")]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, check=False)
     assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 

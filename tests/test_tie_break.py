@@ -1,4 +1,4 @@
-"""The tie-break rules (cs336_basics/tie_break.py) in every version's merge loop: each version gives
+"""The tie-break rules (cs336_basics/rules/tie_break.py) in every version's merge loop: each version gives
 bpe_v1's merges under every rule, on one thread and on bpe_v7's threads."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cs336_basics import bpe_v1, bpe_v4
-from cs336_basics.backend import pure_python_forced
-from cs336_basics.contract import BPEInputError
+from cs336_basics.native.backend import pure_python_forced
+from cs336_basics.outputs.serialization import gpt2_bytes_to_unicode
 from cs336_basics.phases import MergeRules
-from cs336_basics.serialization import gpt2_bytes_to_unicode
-from cs336_basics.tie_break import CS336, HF, SMALLEST_ID, TIE_BREAKS, TieBreak
+from cs336_basics.rules.contract import BPEInputError
+from cs336_basics.rules.tie_break import CS336, HF, SMALLEST_ID, TIE_BREAKS, TieBreak
 from cs336_basics.trainers import load_trainer
 
 WordCounts = dict[bytes, int]
@@ -122,7 +122,7 @@ def test_the_rule_is_checked(trainer: str) -> None:
 def native_or_skip():
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: no native code is loaded")
-    return pytest.importorskip("cs336_basics._count_cpp", reason="the native extension is not built")
+    return pytest.importorskip("cs336_basics.native._count_cpp", reason="the native extension is not built")
 
 
 THREADS = [1, 2, 3, 7]
@@ -135,7 +135,7 @@ def test_threads_give_the_oracles_merges_under_every_rule(
     num_threads: int, counts: WordCounts, num_merges: int, tie_break: str
 ) -> None:
     native_or_skip()
-    from cs336_basics import _merge_cpp
+    from cs336_basics.native import _merge_cpp
 
     got = _merge_cpp.merge(counts, num_merges, num_threads=num_threads, parallel_words=0, rules=MergeRules(tie_break))
     assert got == bpe_v1.merge(counts, num_merges, rules=MergeRules(tie_break))

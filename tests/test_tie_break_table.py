@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import BPEInputError, bpe_v1, train_bpe
-from cs336_basics import tie_break as tie_breaks
 from cs336_basics.phases import MergeRules
-from cs336_basics.tie_break import ROWS, TieBreak
+from cs336_basics.rules import tie_break as tie_breaks
+from cs336_basics.rules.tie_break import ROWS, TieBreak
 from cs336_basics.trainers import REGISTRY
 
 from .support import REPO_ROOT
@@ -63,7 +63,7 @@ def test_an_unknown_rule_is_refused_in_one_line() -> None:
 
 
 def test_the_rows_the_cpp_has_are_the_ones_it_lists() -> None:
-    merge_cpp = pytest.importorskip("cs336_basics._merge_cpp", reason="the native extension is not built")
+    merge_cpp = pytest.importorskip("cs336_basics.native._merge_cpp", reason="the native extension is not built")
     assert {row.name for row in tie_breaks.ROWS.values() if row.native} == set(merge_cpp.tie_break_names())
 
 
@@ -71,4 +71,4 @@ def test_the_docs_name_the_files_a_tie_break_touches() -> None:
     text = (REPO_ROOT / "docs" / "RULES.md").read_text(encoding="utf-8")
     section = text.split("## Adding a tie-break", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"`((?:cs336_basics|cpp)/[\w/.]+)`", section))
-    assert named == {"cs336_basics/tie_break.py", "cpp/merge/bpe_merge.hpp", "cpp/merge/merge_tables.hpp"}
+    assert named == {"cs336_basics/rules/tie_break.py", "cpp/merge/bpe_merge.hpp", "cpp/merge/merge_tables.hpp"}

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, bpe_v4
 from cs336_basics import tokenizer as tokenizer_module
-from cs336_basics.contract import ENDOFTEXT
-from cs336_basics.demo import write_demo_corpus
-from cs336_basics.pattern import GPT2_SPLIT_PATTERN, TOOLS_UNICODE, resolve_pattern
-from cs336_basics.report import load_tokenizer_dir
-from cs336_basics.serialization import RUN_FILE, save_tokenizer
-from cs336_basics.splitting import split_on_special_tokens
-from cs336_basics.vocab_layout import assemble_vocab
+from cs336_basics.commands.demo import write_demo_corpus
+from cs336_basics.commands.report import load_tokenizer_dir
+from cs336_basics.outputs.serialization import RUN_FILE, save_tokenizer
+from cs336_basics.rules.contract import ENDOFTEXT
+from cs336_basics.rules.pattern import GPT2_SPLIT_PATTERN, TOOLS_UNICODE, resolve_pattern
+from cs336_basics.rules.splitting import split_on_special_tokens
+from cs336_basics.rules.vocab_layout import assemble_vocab
 
 SPECIALS = [ENDOFTEXT, "<|pad|>"]
 # A regex of none of the names, with a group: its matches, not the group, are the pre-tokens.

@@ -19,10 +19,11 @@ import pytest
 import regex
 
 from cs336_basics import Tokenizer, train_bpe, train_bpe_from_iterator
-from cs336_basics.backend import pure_python_forced
-from cs336_basics.cli import main as cli_main
+from cs336_basics.commands.cli import main as cli_main
 from cs336_basics.errors import BPEInputError
-from cs336_basics.pattern import (
+from cs336_basics.native.backend import pure_python_forced
+from cs336_basics.outputs.serialization import decode_token
+from cs336_basics.rules.pattern import (
     NAMED_PATTERNS,
     NATIVE_PATTERNS,
     TOOLS_UNICODE,
@@ -30,8 +31,7 @@ from cs336_basics.pattern import (
     classes_as,
     installed_unicode,
 )
-from cs336_basics.serialization import decode_token
-from cs336_basics.unicode_classes import DIFFERING_CLASSES
+from cs336_basics.rules.unicode_classes import DIFFERING_CLASSES
 from tests.support import REPO_ROOT
 
 # The oldest regex release pyproject.toml's `regex>=2023.0` takes, and the Unicode version it has.
@@ -71,7 +71,8 @@ def native_or_skip():
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: the native scanner is not loaded")
     return pytest.importorskip(
-        "cs336_basics._count_cpp", reason="the native extension is not built (pip install -e . with a C++ compiler)"
+        "cs336_basics.native._count_cpp",
+        reason="the native extension is not built (pip install -e . with a C++ compiler)",
     )
 
 
@@ -264,9 +265,10 @@ def test_bpe_v1_is_bpe_v7_under_the_oldest_regex(tmp_path: Path) -> None:
         sys.path.insert(0, {str(directory)!r})
         import regex
         assert importlib.metadata.version("regex") == {OLDEST_REGEX!r}, importlib.metadata.version("regex")
-        from cs336_basics import _count_cpp, train_bpe
-        from cs336_basics.pattern import installed_unicode
-        from cs336_basics.unicode_classes import DIFFERING_CLASSES
+        from cs336_basics import train_bpe
+        from cs336_basics.native import _count_cpp
+        from cs336_basics.rules.pattern import installed_unicode
+        from cs336_basics.rules.unicode_classes import DIFFERING_CLASSES
         assert installed_unicode() == _count_cpp.regex_unicode_version() == {OLDEST_REGEX_UNICODE!r}
         rng = random.Random(0)
         pool = [chr(cp) for first, last, _ in DIFFERING_CLASSES["15.0"] for cp in range(first, last + 1)]

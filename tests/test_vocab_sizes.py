@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cs336_basics import train_bpe, train_bpe_from_counts, trainer_status
-from cs336_basics.cli import main as train_main
-from cs336_basics.demo import write_demo_corpus
+from cs336_basics.commands.cli import main as train_main
+from cs336_basics.commands.demo import write_demo_corpus
 from cs336_basics.ingest.counting import count_words
-from cs336_basics.serialization import OutputDirectory
+from cs336_basics.outputs.serialization import OutputDirectory
 from cs336_basics.trainers import TrainerStatus
 
 SPECIALS = ["<|endoftext|>"]

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from cs336_basics import openmp_enabled
-from cs336_basics.backend import NATIVE_MODULES
+from cs336_basics.native.backend import NATIVE_MODULES
 from tests.support import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(
@@ -72,7 +72,7 @@ def test_the_sdist_holds_what_the_extensions_are_built_from(artifacts: dict[str,
     needed += [path.relative_to(REPO_ROOT).as_posix() for path in sorted(REPO_ROOT.glob("cs336_basics/*.p[yx][xd]"))]
     assert any(name.endswith(".hpp") for name in needed) and any(name.endswith(".pyx") for name in needed)
     assert [name for name in needed if name not in names] == []
-    assert {"setup.py", "pyproject.toml", "cs336_basics/backend.py"} <= names
+    assert {"setup.py", "pyproject.toml", "cs336_basics/native/backend.py"} <= names
     built = [name for name in names if name.endswith((".so", ".pyd", ".o")) or name.startswith("cs336_basics/_")
              and name.endswith((".c", ".cpp"))]
     assert built == [], "build products or Cython's generated sources in the sdist"

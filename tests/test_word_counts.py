@@ -20,7 +20,7 @@ from cs336_basics import (
     train_bpe,
     train_bpe_from_counts,
 )
-from cs336_basics.demo import write_demo_corpus
+from cs336_basics.commands.demo import write_demo_corpus
 from cs336_basics.ingest import stream_counter, text_ranges, word_counts
 from cs336_basics.ingest.counting import (
     Segment,
@@ -41,7 +41,7 @@ from cs336_basics.ingest.word_counts import (
     concatenate_slices,
     split_table,
 )
-from cs336_basics.splitting import count_words_in_text
+from cs336_basics.rules.splitting import count_words_in_text
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
 
 SPECIALS = ["<|endoftext|>"]
@@ -355,7 +355,7 @@ def test_num_threads_is_the_old_name_of_num_workers(tmp_path: Path) -> None:
 
 _MAPPED_FILE_MEMORY_CHILD = """
 import resource, sys
-from cs336_basics import _count_cpp
+from cs336_basics.native import _count_cpp
 
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 table = _count_cpp.count_words(sys.argv[1], ["<|endoftext|>"], 8)
@@ -436,8 +436,8 @@ def test_training_refuses_other_special_tokens(count_file: Path) -> None:
 
 
 def test_count_cli_then_train_cli_equals_training_on_the_text(tmp_path: Path, capsys) -> None:
-    from cs336_basics.cli import main as train_main
-    from cs336_basics.count_cli import main as count_main
+    from cs336_basics.commands.cli import main as train_main
+    from cs336_basics.commands.count_cli import main as count_main
 
     corpus = write_demo_corpus(tmp_path / "demo.txt", size_bytes=150_000)
     data = corpus.read_bytes()
@@ -465,7 +465,7 @@ def test_count_cli_then_train_cli_equals_training_on_the_text(tmp_path: Path, ca
         "vocab.json",
         "vocab.pkl",
     ]
-    from cs336_basics.serialization import load_merges
+    from cs336_basics.outputs.serialization import load_merges
 
     assert load_merges(out / "merges.txt") == expected[1]
 
@@ -476,7 +476,7 @@ def test_count_cli_then_train_cli_equals_training_on_the_text(tmp_path: Path, ca
 
 
 def test_train_cli_refuses_a_corrupt_count_file(count_file: Path, tmp_path: Path, capsys) -> None:
-    from cs336_basics.cli import main as train_main
+    from cs336_basics.commands.cli import main as train_main
 
     count_file.write_bytes(count_file.read_bytes()[:-3])
     assert train_main(["auto", str(tmp_path / "out"), "--counts", str(count_file), "-q"]) == 2

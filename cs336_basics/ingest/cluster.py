@@ -46,12 +46,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..backend import usable_cores
-from ..contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
-from ..pattern import Pattern, resolve_pattern
+from ..commands.progress import progress_bar
+from ..native.backend import usable_cores
 from ..phases import Advance
-from ..presets import resolve_unicode
-from ..progress import progress_bar
+from ..rules.contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
+from ..rules.pattern import Pattern, resolve_pattern
+from ..rules.presets import resolve_unicode
 from .counting import source_items
 from .document_batches import _feed
 from .plan import InputPlan, as_plan

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from ..backend import effective_num_threads, usable_cores
-from ..contract import BPEInputError, WordCountDict, check_special_tokens
-from ..pattern import Pattern, resolve_pattern
-from ..presets import resolve_unicode
-from ..progress import progress_bar
-from ..splitting import special_token_bytes_in_files
+from ..commands.progress import progress_bar
+from ..native.backend import effective_num_threads, usable_cores
+from ..rules.contract import BPEInputError, WordCountDict, check_special_tokens
+from ..rules.pattern import Pattern, resolve_pattern
+from ..rules.presets import resolve_unicode
+from ..rules.splitting import special_token_bytes_in_files
 from .document_batches import _document_items, _documents_in, _feed
 from .plan import InputPlan, as_plan
 from .read_ahead import CountedBehind, Prefetched

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..contract import BPEInputError
+from ..rules.contract import BPEInputError
 from .sources import ArrowDocuments, LaidOutDocuments, encoded_documents
 from .stream_counter import DocumentBatch, _StreamCounter
 

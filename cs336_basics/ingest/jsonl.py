@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ..backend import NativeUnavailable, load_native
-from ..contract import BPEInputError
+from ..native.backend import NativeUnavailable, load_native
+from ..rules.contract import BPEInputError
 from .sources import (
     BLOCK_BYTES,
     BadRecords,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..contract import BPEInputError
+from ..rules.contract import BPEInputError
 from .sources import ArrowDocuments, BadRecords, InputFile, _one_line, _optional, is_url
 from .table import InputFormat
 

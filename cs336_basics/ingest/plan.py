@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ..contract import BPEInputError, check_regular_file
+from ..rules.contract import BPEInputError, check_regular_file
 from .sources import InputFile, check_path_argument, compression_of, is_url, url_filesystem
 from .table import detect_format, format_row, known_formats, row_of
 

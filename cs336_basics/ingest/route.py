@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from ..contract import BPEInputError
-from ..pattern import Pattern, resolve_pattern
-from ..presets import TrainingRules, refuse_by_lines, resolve_unicode
+from ..rules.contract import BPEInputError
+from ..rules.pattern import Pattern, resolve_pattern
+from ..rules.presets import TrainingRules, refuse_by_lines, resolve_unicode
 from .plan import InputPlan, as_plan
 from .sources import is_url
 from .table import row_of

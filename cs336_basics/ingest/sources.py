@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..contract import BPEInputError
+from ..rules.contract import BPEInputError
 
 __all__ = [
     "DATA_EXTRA",

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract import BPEInputError, WordCountDict, decode_utf8
-from ..pattern import Pattern, resolve_pattern
-from ..splitting import count_words_in_text
+from ..rules.contract import BPEInputError, WordCountDict, decode_utf8
+from ..rules.pattern import Pattern, resolve_pattern
+from ..rules.splitting import count_words_in_text
 from .sources import BLOCK_BYTES, ArrowDocuments, LaidOutDocuments, encoded_documents
 from .text_ranges import _CutFinder
 from .word_counts import CountTable, _native_module, add_count_tables

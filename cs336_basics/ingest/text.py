@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..contract import BPEInputError
+from ..rules.contract import BPEInputError
 from .sources import InputFile, read_blocks
 from .table import InputFormat
 

@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..contract import BPEInputError, check_special_tokens, check_text_file, decode_utf8
-from ..pattern import Pattern, resolve_pattern
-from ..splitting import (
+from ..rules.contract import BPEInputError, check_special_tokens, check_text_file, decode_utf8
+from ..rules.pattern import Pattern, resolve_pattern
+from ..rules.splitting import (
     _SCAN_BLOCK,
     _spans_special_token,
     _special_token_cut,

@@ -55,13 +55,13 @@ from pathlib import Path
 from pickle import PickleBuffer
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ..backend import NativeUnavailable, load_native
-from ..contract import BPEInputError, WordCountDict
-from ..pattern import check_unicode, first_classed_otherwise, pattern_label
-from ..splitting import GPT2_SPLIT_PATTERN
+from ..native.backend import NativeUnavailable, load_native
+from ..rules.contract import BPEInputError, WordCountDict
+from ..rules.pattern import check_unicode, first_classed_otherwise, pattern_label
+from ..rules.splitting import GPT2_SPLIT_PATTERN
 
 if TYPE_CHECKING:
-    from .._count_cpp import NativeWordCounts
+    from ..native._count_cpp import NativeWordCounts
 
 __all__ = [
     "FORMAT_VERSION",
@@ -430,7 +430,7 @@ class WordCounts:
     def save(self, path: str | os.PathLike, *, on_commit: Callable[[], object] | None = None) -> Path:
         """Write the count file (to a temporary name, then renamed: never half-written); `on_commit`
         is called once it is in place (see `serialization.write_atomically`)."""
-        from ..serialization import write_atomically
+        from ..outputs.serialization import write_atomically
 
         target = Path(path)
         write_atomically(target, self.to_bytes(), on_commit=on_commit)

@@ -1,7 +1,7 @@
 """Encode a (large) UTF-8 text file into a NumPy `.npy` array of token ids, on every core.
 
-The command `cs336-encode-dataset`; also `python -m cs336_bpe.encode_cli` (installed) or
-`python -m cs336_basics.encode_cli` (in a checkout).
+The command `cs336-encode-dataset`; also `python -m cs336_bpe.commands.encode_cli` (installed) or
+`python -m cs336_basics.commands.encode_cli` (in a checkout).
 
     cs336-encode-dataset data/TinyStoriesV2-GPT4-train.txt out/tinystories_train.npy --tokenizer out
     cs336-encode-dataset data/owt_train.txt out/owt_train.npy --vocab out/vocab.json --merges out/merges.txt
@@ -40,12 +40,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..outputs.serialization import _signals_held, check_output_dir
+from ..rules.contract import ENDOFTEXT, BPEInputError, check_text_file
+from ..tokenizer import Tokenizer
+from ..trainers import peak_rss_bytes
 from .command_line import InterruptHandling, output_path_argument
-from .contract import ENDOFTEXT, BPEInputError, check_text_file
 from .progress import progress_bar
-from .serialization import _signals_held, check_output_dir
-from .tokenizer import Tokenizer
-from .trainers import peak_rss_bytes
 
 NPY_HEADER_BYTES = 128  # room for any length; fixed, so the final header overwrites the placeholder
 NPY_TYPES = {"H": "u2", "I": "u4"}  # array typecode -> numpy type, byte order added from the machine's

@@ -51,12 +51,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
-from .contract import BPEInputError, Merges, Vocab
-from .merge_limits import NO_LIMITS, MergeLimits
-from .pattern import GPT2, GPT2_SPLIT_PATTERN, Pattern, check_unicode, pattern_from_regex
-from .tie_break import CS336
-from .vocab_layout import CS336_LAYOUT
+from ..rules.byte_level import gpt2_bytes_to_unicode, gpt2_unicode_to_bytes
+from ..rules.contract import BPEInputError, Merges, Vocab
+from ..rules.merge_limits import NO_LIMITS, MergeLimits
+from ..rules.pattern import GPT2, GPT2_SPLIT_PATTERN, Pattern, check_unicode, pattern_from_regex
+from ..rules.tie_break import CS336
+from ..rules.vocab_layout import CS336_LAYOUT
 
 try:
     import fcntl

@@ -1,7 +1,7 @@
 """Swap this package's `run_train_bpe` and `get_tokenizer` into the CS336 handout's tests/adapters.py.
 
-    python -m cs336_bpe.swap_in path/to/assignment1-basics             # rewrites tests/adapters.py
-    python -m cs336_bpe.swap_in path/to/assignment1-basics --dry-run   # prints the diff, writes nothing
+    python -m cs336_bpe.commands.swap_in path/to/assignment1-basics             # rewrites tests/adapters.py
+    python -m cs336_bpe.commands.swap_in path/to/assignment1-basics --dry-run   # prints the diff, writes nothing
 
 The handout's tests reach a student's code only through the functions of tests/adapters.py. The two
 BPE stubs there are replaced by the functions of this package's adapters.py, which import
@@ -50,10 +50,10 @@ from pathlib import Path
 def _adapter_functions() -> dict[str, str]:
     """The source of each function of adapters.py (this package's copy of the two adapters, the file a
     student pastes from by hand), so a pasted copy and a swapped-in one are the same text."""
-    # Run as `python -m cs336_basics.swap_in` from a checkout, this module comes through the package's
+    # Run as `python -m cs336_basics.commands.swap_in` from a checkout, this module comes through the package's
     # alias and has no __file__ of its own; the package has one.
     here = __file__ or sys.modules[__package__].__file__
-    source = Path(here).with_name("adapters.py").read_text(encoding="utf-8")
+    source = (Path(here).parent.parent / "adapters.py").read_text(encoding="utf-8")
     lines = source.splitlines(keepends=True)
     return {
         node.name: "".join(lines[node.lineno - 1 : node.end_lineno])
@@ -210,7 +210,7 @@ def replace_file_contents(path: Path, data: bytes, mode_from: Path | None = None
 def main(argv: list[str] | None = None) -> int:
     """The command; exit status 0 swapped in (or already was), 1 refused or failed, 2 bad arguments."""
     parser = argparse.ArgumentParser(
-        prog="python -m cs336_bpe.swap_in",
+        prog="python -m cs336_bpe.commands.swap_in",
         description="Make run_train_bpe and get_tokenizer in the assignment's tests/adapters.py call cs336_bpe.",
     )
     parser.add_argument(

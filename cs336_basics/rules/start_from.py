@@ -266,7 +266,7 @@ def _checked_path(given: PathName) -> Path:
 
 
 def _load_directory(path: Path, specials: list[str]) -> Base:
-    from .serialization import RUN_FILE
+    from ..outputs.serialization import RUN_FILE
 
     for vocab_name, merges_name in (("vocab.pkl", "merges.pkl"), ("vocab.json", "merges.txt")):
         if (path / vocab_name).is_file() and (path / merges_name).is_file():
@@ -282,7 +282,7 @@ def _load_directory(path: Path, specials: list[str]) -> Base:
 
 
 def _load_pair(vocab_path: Path, merges_path: Path, specials: list[str]) -> Base:
-    from .serialization import load_tokenizer_files, run_pattern
+    from ..outputs.serialization import load_tokenizer_files, run_pattern
 
     vocab, merges, run = load_tokenizer_files(vocab_path, merges_path)
     recorded = list(run["special_tokens"]) if run else []
@@ -305,7 +305,7 @@ def _byte_level(node: object) -> bool:
 
 
 def _load_hf(path: Path, specials: list[str]) -> Base:
-    from .serialization import decode_token
+    from ..outputs.serialization import decode_token
 
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -363,7 +363,7 @@ def _load_hf(path: Path, specials: list[str]) -> Base:
 def _load_tiktoken(path: Path, specials: list[str]) -> Base:
     """A tiktoken rank file holds tokens, not merges: each token's merge is the two tokens its bytes
     encode to by the tokens ranked before it (how tiktoken itself encodes), else it is refused."""
-    from .export import load_tiktoken_ranks
+    from ..outputs.export import load_tiktoken_ranks
 
     try:
         ranks = load_tiktoken_ranks(path)

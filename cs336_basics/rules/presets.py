@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..phases import MergeRules
 from .contract import BPEInputError
 from .merge_limits import NO_LIMITS, MergeLimits
 from .pattern import (
@@ -43,7 +44,6 @@ from .pattern import (
     pattern_label,
     resolve_pattern,
 )
-from .phases import MergeRules
 from .tie_break import CS336, HF, SMALLEST_ID, check_tie_break
 from .vocab_layout import CS336_LAYOUT, HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, trains_below_initial
 

@@ -3,7 +3,7 @@
 # bpe::CountedWords, named so that nothing else passes for one. Neither extension cimports the other's
 # classes (the installed package is cs336_bpe, the checkout's cs336_basics); the lender keeps the
 # table alive for the call.
-cimport cs336_basics._libbpe as lib
+cimport cs336_basics.native._libbpe as lib
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_New
 
 cdef extern from *:

@@ -1,5 +1,5 @@
 # The C++ library in cpp/ (built once as the static library `bpe`, see setup.py) as Cython sees it.
-# Every binding cimports its declarations from here: `cimport cs336_basics._libbpe as lib`, then
+# Every binding cimports its declarations from here: `cimport cs336_basics.native._libbpe as lib`, then
 # `lib.count_words(...)` is `bpe::count_words` -- the same name on both sides of the boundary.
 # Everything runs without the GIL; C++ exceptions become Python ones through `except +`
 # (std::bad_alloc -> MemoryError; std::invalid_argument, and so InvalidUtf8Error -> ValueError;

@@ -1,8 +1,8 @@
 # How a binding runs the C++ merge loop: argument checks, the GIL released, progress relayed, merges
 # back as bytes. _merge_cpp's two entry points (word counts in a dict, and word counts held in C++)
 # share it.
-cimport cs336_basics._libbpe as lib
-from cs336_basics._progress cimport ProgressRelay, flush_progress, relay_progress, start_relay
+cimport cs336_basics.native._libbpe as lib
+from cs336_basics.native._progress cimport ProgressRelay, flush_progress, relay_progress, start_relay
 from libcpp.vector cimport vector
 
 # Take the GIL for the Python progress callable at most once per this many merges: each merge takes
@@ -59,7 +59,7 @@ cdef inline list train_merges(
         raise ValueError(f"num_merges must be a non-negative integer, got {num_merges!r}")
     cdef size_t prune_limit = size_or_default(prune_pairs, "prune_pairs", lib.kDefaultPrunePairs)
     cdef size_t parallel_limit = size_or_default(parallel_words, "parallel_words", lib.kDefaultParallelWords)
-    from .phases import check_merge_rules
+    from ..phases import check_merge_rules
 
     rules = check_merge_rules(rules)
     cdef lib.TieBreak rule = tie_break_rule(rules.tie_break)

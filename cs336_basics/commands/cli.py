@@ -1,10 +1,10 @@
-"""Train a BPE tokenizer from the command line (`cs336-train-bpe`, `python -m cs336_basics.cli`, or the
+"""Train a BPE tokenizer from the command line (`cs336-train-bpe`, `python -m cs336_basics.commands.cli`, or the
 assignment's entry point `python cs336_basics/test_trainer.py`, which only calls `main` here).
 
     python cs336_basics/test_trainer.py bpe_v7 out -v 32000 -d data/owt_train.txt
-    python -m cs336_basics.cli auto out --demo        # no download: a built-in corpus
-    python -m cs336_basics.cli auto out -d part-*.txt --cluster local:2 --export hf,tiktoken
-    python -m cs336_basics.cli auto out --counts counts-*.bin      # from cs336-count-words output
+    python -m cs336_basics.commands.cli auto out --demo        # no download: a built-in corpus
+    python -m cs336_basics.commands.cli auto out -d part-*.txt --cluster local:2 --export hf,tiktoken
+    python -m cs336_basics.commands.cli auto out --counts counts-*.bin      # from cs336-count-words output
 
 Several `-d` files are trained on as if concatenated (see `word_counts`): their words are counted by
 the shared counter (native when built), on this machine or with `--cluster` on Dask, and the chosen
@@ -33,8 +33,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import TRAINERS, BPEInputError, TrainerUnavailable, train
-from .backend import threads_that_fit
+from .. import TRAINERS, BPEInputError, TrainerUnavailable, train
+from ..ingest.cluster import ClusterTaskError  # Dask itself is imported only for --cluster
+from ..ingest.plan import plan_inputs
+from ..ingest.route import Route, count_plan_by_route, route
+from ..ingest.sources import expand_inputs, is_url
+from ..native.backend import threads_that_fit
+from ..outputs.export import check_exportable, export_files, export_formats, export_row
+from ..outputs.serialization import OutputDirectory, large_tokens_note, run_rules
+from ..rules.contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
+from ..rules.merge_limits import MergeLimits
+from ..rules.pattern import GPT2, installed_unicode, pattern_label
+from ..rules.presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
+from ..rules.start_from import Base, load_base, num_new_merges, run_special_tokens
+from ..rules.tie_break import CS336
+from ..trainers import TrainingResult, peak_rss_bytes, train_after_counting
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -48,24 +61,11 @@ from .command_line import (
     human_bytes,
     output_path_argument,
 )
-from .contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
 from .demo import write_demo_corpus
-from .export import check_exportable, export_files, export_formats, export_row
-from .ingest.cluster import ClusterTaskError  # Dask itself is imported only for --cluster
-from .ingest.plan import plan_inputs
-from .ingest.route import Route, count_plan_by_route, route
-from .ingest.sources import expand_inputs, is_url
-from .merge_limits import MergeLimits
-from .pattern import GPT2, installed_unicode, pattern_label
-from .presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
-from .serialization import OutputDirectory, large_tokens_note, run_rules
-from .start_from import Base, load_base, num_new_merges, run_special_tokens
-from .tie_break import CS336
-from .trainers import TrainingResult, peak_rss_bytes, train_after_counting
 
 if TYPE_CHECKING:
-    from .ingest.word_counts import WordCounts
-from .vocab_layout import CS336_LAYOUT
+    from ..ingest.word_counts import WordCounts
+from ..rules.vocab_layout import CS336_LAYOUT
 
 MISSING_DATA_HELP = """\
 error: the training file {path} does not exist{where}.
@@ -330,7 +330,7 @@ def _train_on_inputs(
     text file read by the version itself (`train`), anything else counted first, here or on the
     cluster, then merged; by `rules`, from `base` if given. Returns the result and a description of
     the data."""
-    from .ingest.word_counts import WordCounts
+    from ..ingest.word_counts import WordCounts
 
     if args.counts:
         refuse_by_lines(rules, "count files")

@@ -9,8 +9,8 @@ the dicts, sets and lists become unordered_map and vector, so the loop runs with
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
-from .phases import check_merge_rules
-from .start_from import replay_ids
+from ..phases import check_merge_rules
+from ..rules.start_from import replay_ids
 
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t

@@ -17,12 +17,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .contract import ENDOFTEXT
-from .ingest.table import known_formats
-from .merge_limits import MAX_LIMIT
-from .pattern import TOOLS_UNICODE, UNICODE_VERSIONS, pattern_rows
-from .presets import PRESETS
-from .tie_break import TIE_BREAKS
+from ..ingest.table import known_formats
+from ..rules.contract import ENDOFTEXT
+from ..rules.merge_limits import MAX_LIMIT
+from ..rules.pattern import TOOLS_UNICODE, UNICODE_VERSIONS, pattern_rows
+from ..rules.presets import PRESETS
+from ..rules.tie_break import TIE_BREAKS
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2

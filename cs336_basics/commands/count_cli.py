@@ -1,4 +1,4 @@
-"""Count pre-tokens into a count file (`cs336-count-words`, or `python -m cs336_basics.count_cli`).
+"""Count pre-tokens into a count file (`cs336-count-words`, or `python -m cs336_basics.commands.count_cli`).
 
     cs336-count-words data/part-*.txt -o counts.bin                      # this machine, every core
     cs336-count-words s3://bucket/owt/*.txt -o counts.bin --cluster tcp://scheduler:8786
@@ -30,6 +30,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..ingest.cluster import MAX_TASK_BYTES, ClusterTaskError
+from ..ingest.route import count_inputs
+from ..ingest.sources import expand_inputs
+from ..outputs.serialization import check_output_dir
+from ..rules.contract import BPEInputError, check_num_workers
+from ..rules.pattern import GPT2, TOOLS_UNICODE, installed_unicode, resolve_pattern
 from .command_line import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -42,12 +48,6 @@ from .command_line import (
     human_bytes,
     output_path_argument,
 )
-from .contract import BPEInputError, check_num_workers
-from .ingest.cluster import MAX_TASK_BYTES, ClusterTaskError
-from .ingest.route import count_inputs
-from .ingest.sources import expand_inputs
-from .pattern import GPT2, TOOLS_UNICODE, installed_unicode, resolve_pattern
-from .serialization import check_output_dir
 
 
 def _check_output(output: Path) -> None:

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from ..errors import BPEInputError
 from .byte_level import gpt2_bytes_to_unicode
-from .errors import BPEInputError
 
 CS336 = "cs336"
 SMALLEST_ID = "smallest-id"

@@ -10,12 +10,12 @@ GIL, and the merges come back as bytes. The algorithm and its notes live in the 
 from collections.abc import Callable, Mapping
 from operator import index as as_integer
 
-cimport cs336_basics._libbpe as lib
+cimport cs336_basics.native._libbpe as lib
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t
 
-from cs336_basics._held_words cimport borrowed_words
-from cs336_basics._merging cimport train_merges
+from cs336_basics.native._held_words cimport borrowed_words
+from cs336_basics.native._merging cimport train_merges
 
 
 cdef int load_word_counts(lib.CountedWords& words, object word_counts) except -1:

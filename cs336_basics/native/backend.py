@@ -82,7 +82,7 @@ class NativeUnavailable(ImportError):
 # module in sys.modules under its compiled name; beside a student's package that would put ours
 # under their name, so the entry is removed again. No extension imports another as it loads (what
 # they share is declarations and inline functions in .pxd files), so nothing else is needed.
-COMPILED_UNDER = "cs336_basics"
+COMPILED_UNDER = "cs336_basics.native"
 
 
 def _import_compiled(name: str) -> ModuleType:

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterable
 from pickle import PickleBuffer
 
-cimport cs336_basics._libbpe as lib
+cimport cs336_basics.native._libbpe as lib
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object text)  # its characters are then its UTF-8 bytes, at PyUnicode_DATA
@@ -29,8 +29,8 @@ from libcpp.string_view cimport string_view
 from libcpp.utility cimport move
 from libcpp.vector cimport vector
 
-from cs336_basics._held_words cimport lend_words
-from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
+from cs336_basics.native._held_words cimport lend_words
+from cs336_basics.native._progress cimport ProgressRelay, relay_progress, start_relay
 
 
 def openmp_enabled() -> bool:
@@ -78,7 +78,7 @@ NATIVE_PATTERNS = tuple(lib.named_scanner_name(index).decode() for index in rang
 def _check_rows() -> None:
     """pattern.check_native_scanners, the one check of this list against the rows (a relative import:
     this module loads under either name of the package)."""
-    from .pattern import check_native_scanners
+    from ..rules.pattern import check_native_scanners
 
     check_native_scanners(NATIVE_PATTERNS)
 
@@ -102,7 +102,7 @@ UNICODE_VERSIONS = tuple(lib.kUnicodeVersions[index].decode() for index in range
 def regex_unicode_version() -> str:
     """The Unicode version of the table whose classes the installed `regex` has (pattern.installed_unicode,
     the one detection, told apart on every code point where two tables differ, once per process)."""
-    from .pattern import installed_unicode
+    from ..rules.pattern import installed_unicode
 
     return installed_unicode()
 

@@ -40,10 +40,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .contract import ENDOFTEXT, BPEInputError, Merges, Vocab, check_special_tokens
-from .pattern import Pattern, pattern_label, resolve_pattern
+from ..rules.contract import ENDOFTEXT, BPEInputError, Merges, Vocab, check_special_tokens
+from ..rules.pattern import Pattern, pattern_label, resolve_pattern
+from ..rules.vocab_layout import HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, special_token_ids
 from .serialization import encode_token, read_run_info, run_layout, run_pattern, write_atomically
-from .vocab_layout import HF_FILES_LAYOUT, HF_LAYOUT, RUSTBPE_LAYOUT, special_token_ids
 
 __all__ = [
     "DEFAULT_MODEL_MAX_LENGTH",

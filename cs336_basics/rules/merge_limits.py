@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import BPEInputError
+from ..errors import BPEInputError
 
 MAX_LIMIT = 2**63 - 1
 

@@ -1,6 +1,6 @@
 """Let `tiktoken.get_encoding("gpt2")` work offline, from the CS336 handout's fixtures.
 
-    cs336-seed-tiktoken path/to/assignment1-basics/tests/fixtures   # or: python -m cs336_bpe.seed_tiktoken_cache
+    cs336-seed-tiktoken path/to/assignment1-basics/tests/fixtures  # or python -m cs336_bpe.commands.seed_tiktoken_cache
     export TIKTOKEN_CACHE_DIR=...   # only if you chose --cache-dir; the default is tiktoken's own
 
 The handout's tokenizer tests compare against tiktoken's GPT-2 encoding, which tiktoken downloads

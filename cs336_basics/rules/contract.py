@@ -14,8 +14,8 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
-from .backend import resolve_parallelism, usable_cores
-from .errors import BPEInputError
+from ..errors import BPEInputError
+from ..native.backend import resolve_parallelism, usable_cores
 
 # A version's word counts in Python, {word bytes: count}; the artifact with its file is word_counts.WordCounts.
 WordCountDict = dict[bytes, int]

@@ -11,7 +11,7 @@ import os
 import random
 from pathlib import Path
 
-from .contract import ENDOFTEXT
+from ..rules.contract import ENDOFTEXT
 
 DEFAULT_DEMO_BYTES = 4_000_000
 
@@ -86,7 +86,7 @@ def demo_story(rng: random.Random) -> str:
 
 def write_demo_corpus(path: str | os.PathLike, size_bytes: int = DEFAULT_DEMO_BYTES, seed: int = 0) -> Path:
     """Write about `size_bytes` of stories separated by `<|endoftext|>` to `path` (atomically)."""
-    from .serialization import write_atomically
+    from ..outputs.serialization import write_atomically
 
     rng = random.Random(seed)
     stories: list[str] = []

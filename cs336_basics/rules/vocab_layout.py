@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..errors import BPEInputError
 from .byte_level import gpt2_bytes_to_unicode
 from .contract import Merges, Vocab
-from .errors import BPEInputError
 
 # Tokens this long are shared between the merges and the vocabulary (assemble_vocab).
 _SHARED_TOKEN_BYTES = 1 << 16

@@ -45,8 +45,8 @@ from functools import cache, cached_property
 
 import regex
 
-from .backend import REGEX_TIMEOUT_ENV, regex_timeout
-from .errors import BPEInputError
+from ..errors import BPEInputError
+from ..native.backend import REGEX_TIMEOUT_ENV, regex_timeout
 from .unicode_classes import DIFFERING_CLASSES, UNICODE_VERSIONS
 
 GPT2 = "gpt2"

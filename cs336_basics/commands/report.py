@@ -1,8 +1,8 @@
 """A tokenizer report: compression, throughput and the vocabulary's longest tokens, for the assignment's
 tokenizer experiments (including the cross-domain one: a TinyStories tokenizer on OpenWebText text).
 
-    python -m cs336_bpe.report out/ts10k out/owt32k --text data/ts_valid.txt data/owt_valid.txt --sample-docs 10
-    python -m cs336_bpe.report out/ts10k out/owt32k --text data/ts_valid.txt data/owt_valid.txt -o out/report
+    cs336-bpe-report out/ts10k out/owt32k --text data/ts_valid.txt data/owt_valid.txt --sample-docs 10
+    python -m cs336_bpe.commands.report out/ts10k out/owt32k --text data/ts_valid.txt data/owt_valid.txt -o out/report
 
 Tokenizer directories are the positional arguments (what the training CLI wrote: vocab.json and
 merges.txt, else vocab.pkl and merges.pkl, checked against bpe_run.json, whose special tokens are
@@ -63,12 +63,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backend import effective_num_threads
+from ..native.backend import effective_num_threads
+from ..outputs.serialization import check_output_dir, read_run_info, recorded_rules, write_atomically
+from ..rules.contract import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
+from ..tokenizer import Tokenizer
 from .command_line import EXIT_BAD_INPUT, EXIT_FAILED, InterruptHandling
-from .contract import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from .progress import progress_bar
-from .serialization import check_output_dir, read_run_info, recorded_rules, write_atomically
-from .tokenizer import Tokenizer
 
 REPORT_FILE = "report.json"
 PICTURE_FILE = "report.png"

@@ -9,9 +9,9 @@ tokenizer.py.
 
 import os
 
-from .pattern import check_native_scanners
+from ..rules.pattern import check_native_scanners
 
-cimport cs336_basics._libbpe as lib
+cimport cs336_basics.native._libbpe as lib
 from cpython.array cimport array, clone, resize
 from cpython.list cimport PyList_New
 from cpython.ref cimport PyObject
@@ -26,7 +26,7 @@ from libcpp.string_view cimport string_view
 from libcpp.vector cimport vector
 from posix.unistd cimport write
 
-from cs336_basics._progress cimport ProgressRelay, relay_progress, start_relay
+from cs336_basics.native._progress cimport ProgressRelay, relay_progress, start_relay
 
 # Raw list access, without Cython's reference counting of each item: encode_list stores millions.
 cdef extern from "Python.h":

@@ -1,0 +1,1 @@
+"""The commands: each `main` behind a console script, and what they share."""

@@ -1,0 +1,1 @@
+"""The compiled side: the bindings to the C++ library in cpp/, and whether they may load."""

@@ -1,0 +1,1 @@
+"""What a run writes: its files, their loading, and the exports for other tools."""

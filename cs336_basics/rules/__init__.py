@@ -1,0 +1,1 @@
+"""What defines a run's result: the contract, patterns, tie-breaks, limits, presets, bases."""
