@@ -71,7 +71,6 @@ MOVED_MODULES = {
     "report": "commands.report",
     "swap_in": "commands.swap_in",
     "command_line": "commands.command_line",
-    "progress": "commands.progress",
     "demo": "commands.demo",
     "seed_tiktoken_cache": "commands.seed_tiktoken_cache",
     "contract": "rules.contract",

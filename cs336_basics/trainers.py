@@ -23,7 +23,6 @@ except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PL
 import regex
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from .commands.progress import progress_bar
 from .ingest.plan import InputPlan, as_plan
 from .ingest.route import (
     Route,
@@ -34,6 +33,7 @@ from .ingest.route import (
 from .ingest.word_counts import counted_text_bytes
 from .native.backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
 from .phases import CountParallelism, TrainerVersion
+from .progress import progress_bar
 from .rules.contract import (
     BPEInputError,
     Merges,

@@ -36,7 +36,7 @@ def load_swap_in() -> types.ModuleType:
     """cs336_basics/commands/swap_in.py of this checkout, loaded from its file: `import cs336_basics.commands.swap_in`
     would first run the package's __init__ (the student's to extend, and it loads the compiled
     extensions), none of which editing a text file needs. swap_in imports nothing of the package."""
-    path = REPO_ROOT / "cs336_basics" / "swap_in.py"
+    path = REPO_ROOT / "cs336_basics" / "commands" / "swap_in.py"
     spec = importlib.util.spec_from_file_location("cs336_swap_in", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

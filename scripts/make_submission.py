@@ -31,7 +31,8 @@ EXCLUDED_DIRS = {
 EXCLUDED_PATHS = ["tests/fixtures", "tests/_snapshots"]
 EXCLUDED_PATTERNS = [
     "*.egg-info", "*.so", "*.pyd", "*.o", "*.pyc", "*.dylib", "*.dll",
-    "cs336_basics/_*.c", "cs336_basics/_*.cpp", "cs336_basics/*.html",  # Cython's output
+    "cs336_basics/_*.c", "cs336_basics/_*.cpp", "cs336_basics/*.html",  # Cython's output (a student's own)
+    "cs336_basics/native/_*.c", "cs336_basics/native/_*.cpp", "cs336_basics/native/*.html",  # and ours
     "*.pkl", "*.pickle", "*.npy", "*.npz", "*.bin", "*.pt", "*.pth", "*.safetensors", "*.ckpt",
     "*.gz", "*.zst", "*.xz", "*.bz2", "*.zip", "*.tar", "*.log",
 ]  # fmt: skip

@@ -135,9 +135,9 @@ for name in ("resource", "fcntl", "termios"):
 import cs336_basics
 from cs336_basics.trainers import peak_rss_bytes
 failed = {}
-for module in pkgutil.iter_modules(cs336_basics.__path__):
+for module in pkgutil.walk_packages(cs336_basics.__path__, "cs336_basics."):
     try:
-        importlib.import_module(f"cs336_basics.{module.name}")
+        importlib.import_module(module.name)
     except Exception as error:
         failed[module.name] = repr(error)
 print(failed, peak_rss_bytes() >= 0)

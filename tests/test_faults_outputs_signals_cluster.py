@@ -368,7 +368,7 @@ def run_module(module: str, *argv: str) -> subprocess.CompletedProcess:
     """`python -m cs336_basics.MODULE ARGV...`: run by name, so that Dask's worker processes import the
     package from this checkout as the command does (the name of the main module is what they import)."""
     return subprocess.run(
-        [sys.executable, "-m", f"cs336_basics.{module}", *argv],
+        [sys.executable, "-m", f"cs336_basics.commands.{module}", *argv],
         capture_output=True, text=True, env=CHILD_ENV, timeout=300,
     )  # fmt: skip
 

@@ -64,7 +64,7 @@ def native_merge(request: pytest.FixtureRequest) -> MergeFunction:
         pytest.skip("CS336_PURE_PYTHON is set: compiled code is not loaded")
     name, options = request.param
     module = pytest.importorskip(
-        f"cs336_basics.{name}", reason=f"cs336_basics.{name} is not built (pip install -e . with a C++ compiler)"
+        f"cs336_basics.native.{name}", reason=f"native.{name} is not built (pip install -e . with a C++ compiler)"
     )
     return functools.partial(module.merge, **options)
 

@@ -130,7 +130,7 @@ def test_a_native_row_cuts_at_whitespace() -> None:
 def native_module(name: str):
     if pure_python_forced():
         pytest.skip("CS336_PURE_PYTHON is set: the native library is not loaded")
-    return pytest.importorskip(f"cs336_basics.{name}", reason="the native extension is not built")
+    return pytest.importorskip(f"cs336_basics.native.{name}", reason="the native extension is not built")
 
 
 def test_the_native_library_has_the_rows_scanners() -> None:

@@ -82,5 +82,5 @@ def test_only_the_progress_module_draws_bars() -> None:
     # progress.py alone turns that into a bar.
     package = Path(__file__).resolve().parent.parent / "cs336_basics"
     assert sorted(REGISTRY) == [f"bpe_v{n}" for n in range(1, 8)]
-    drawing = sorted(path.name for path in package.glob("*.py") if "tqdm" in path.read_text(encoding="utf-8"))
+    drawing = sorted(path.name for path in package.rglob("*.py") if "tqdm" in path.read_text(encoding="utf-8"))
     assert drawing == ["progress.py"]

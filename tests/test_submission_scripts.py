@@ -88,8 +88,9 @@ def test_archive_holds_source_only(tmp_path: Path) -> None:
             "cs336_basics/__init__.py": "",
             "cs336_basics/model.py": "x = 1\n",
             "cs336_basics/native/_count_cpp.pyx": "# source\n",
-            "cs336_basics/_count_cpp.cpp": "// Cython's output\n",
-            "cs336_basics/_count_cpp.cpython-311-x86_64-linux-gnu.so": "binary",
+            "cs336_basics/native/_count_cpp.cpp": "// Cython's output\n",
+            "cs336_basics/native/_count_cpp.cpython-311-x86_64-linux-gnu.so": "binary",
+            "cs336_basics/_student.cpp": "// a student's own Cython output\n",
             "cs336_basics/__pycache__/model.cpython-311.pyc": "cache",
             "cpp/merge/bpe_merge.cpp": "// source\n",
             "tests/test_model.py": "",
@@ -109,8 +110,8 @@ def test_archive_holds_source_only(tmp_path: Path) -> None:
     assert sorted(zipfile.ZipFile(archive).namelist()) == [
         "cpp/merge/bpe_merge.cpp",
         "cs336_basics/__init__.py",
-        "cs336_basics/native/_count_cpp.pyx",
         "cs336_basics/model.py",
+        "cs336_basics/native/_count_cpp.pyx",
         "pyproject.toml",
         "tests/test_model.py",
     ]

@@ -41,11 +41,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..outputs.serialization import _signals_held, check_output_dir
+from ..progress import progress_bar
 from ..rules.contract import ENDOFTEXT, BPEInputError, check_text_file
 from ..tokenizer import Tokenizer
 from ..trainers import peak_rss_bytes
 from .command_line import InterruptHandling, output_path_argument
-from .progress import progress_bar
 
 NPY_HEADER_BYTES = 128  # room for any length; fixed, so the final header overwrites the placeholder
 NPY_TYPES = {"H": "u2", "I": "u4"}  # array typecode -> numpy type, byte order added from the machine's

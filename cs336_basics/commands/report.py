@@ -65,10 +65,10 @@ from typing import Any
 
 from ..native.backend import effective_num_threads
 from ..outputs.serialization import check_output_dir, read_run_info, recorded_rules, write_atomically
+from ..progress import progress_bar
 from ..rules.contract import ENDOFTEXT, BPEInputError, check_num_workers, check_text_file, invalid_utf8_error
 from ..tokenizer import Tokenizer
 from .command_line import EXIT_BAD_INPUT, EXIT_FAILED, InterruptHandling
-from .progress import progress_bar
 
 REPORT_FILE = "report.json"
 PICTURE_FILE = "report.png"

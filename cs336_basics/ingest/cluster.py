@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..commands.progress import progress_bar
 from ..native.backend import usable_cores
 from ..phases import Advance
+from ..progress import progress_bar
 from ..rules.contract import MAX_WORKERS_PER_CORE, BPEInputError, check_special_tokens
 from ..rules.pattern import Pattern, resolve_pattern
 from ..rules.presets import resolve_unicode

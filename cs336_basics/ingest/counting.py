@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from ..commands.progress import progress_bar
 from ..native.backend import effective_num_threads, usable_cores
+from ..progress import progress_bar
 from ..rules.contract import BPEInputError, WordCountDict, check_special_tokens
 from ..rules.pattern import Pattern, resolve_pattern
 from ..rules.presets import resolve_unicode

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from tqdm import tqdm
 
-from ..phases import Advance, ignore_progress
+from .phases import Advance, ignore_progress
 
 
 @contextmanager
