@@ -43,7 +43,7 @@ from cs336_basics.rules.pattern import O200K_LOWER_CLASS, O200K_UPPER_CLASS  # n
 
 OUTPUT = Path(__file__).resolve().parent.parent / "cpp" / "scan" / "unicode_tables.hpp"
 # The same tables where the versions differ, for the pure-Python path (cs336_basics/rules/pattern.py).
-PYTHON_OUTPUT = Path(__file__).resolve().parent.parent / "cs336_basics" / "unicode_classes.py"
+PYTHON_OUTPUT = Path(__file__).resolve().parent.parent / "cs336_basics" / "rules" / "unicode_classes.py"
 # The other Unicode versions' tables, as differences from the installed regex's (probe_unicode_classes.py).
 DATA = Path(__file__).resolve().parent / "unicode_versions.json"
 MAX_CODE_POINT = 0x10FFFF
