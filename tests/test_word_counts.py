@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from cs336_basics import (
     BPEInputError,
-    backend,
     train_bpe,
     train_bpe_from_counts,
 )
@@ -41,6 +40,7 @@ from cs336_basics.ingest.word_counts import (
     concatenate_slices,
     split_table,
 )
+from cs336_basics.native import backend
 from cs336_basics.rules.splitting import count_words_in_text
 from tests.test_equivalence import FRAGMENTS, SPECIAL_TOKEN_SETS, corpora
 
