@@ -69,11 +69,12 @@ def test_the_sdist_holds_what_the_extensions_are_built_from(artifacts: dict[str,
     with tarfile.open(artifacts["sdist"]) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     needed = [path.relative_to(REPO_ROOT).as_posix() for path in sorted((REPO_ROOT / "cpp").glob("*/*.[ch]pp"))]
-    needed += [path.relative_to(REPO_ROOT).as_posix() for path in sorted(REPO_ROOT.glob("cs336_basics/*.p[yx][xd]"))]
+    bindings = sorted(REPO_ROOT.glob("cs336_basics/native/*.p[yx][xd]"))
+    needed += [path.relative_to(REPO_ROOT).as_posix() for path in bindings]
     assert any(name.endswith(".hpp") for name in needed) and any(name.endswith(".pyx") for name in needed)
     assert [name for name in needed if name not in names] == []
     assert {"setup.py", "pyproject.toml", "cs336_basics/native/backend.py"} <= names
-    built = [name for name in names if name.endswith((".so", ".pyd", ".o")) or name.startswith("cs336_basics/_")
+    built = [name for name in names if name.endswith((".so", ".pyd", ".o")) or name.startswith("cs336_basics/native/_")
              and name.endswith((".c", ".cpp"))]
     assert built == [], "build products or Cython's generated sources in the sdist"
 
@@ -82,7 +83,8 @@ def test_the_wheel_holds_every_compiled_module(artifacts: dict[str, Path]) -> No
     with zipfile.ZipFile(artifacts["wheel"]) as archive:
         names = archive.namelist()
     for module in NATIVE_MODULES:
-        assert any(name.startswith(f"cs336_bpe/{module}.") and name.endswith((".so", ".pyd")) for name in names), module
+        prefix = f"cs336_bpe/native/{module}."
+        assert any(name.startswith(prefix) and name.endswith((".so", ".pyd")) for name in names), module
     assert not any(name.endswith((".c", ".cpp", ".hpp", ".o")) for name in names)  # sources stay in the sdist
 
 
