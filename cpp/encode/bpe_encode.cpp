@@ -43,6 +43,24 @@ inline void long_key(const unsigned char* word, size_t size, uint64_t key[2]) {
 // Both halves of the key of a special token's slot (BatchedLookup), which no word has.
 constexpr uint64_t kSpecialKey = ~uint64_t(0);
 
+// A long word's tokens as a list linked through their first bytes' positions, where merge_long and
+// merge_huge start: one token per byte.
+struct LinkedToken {
+    uint32_t id;  // kNoNode once merged into the token before it
+    uint32_t prev;
+    uint32_t next;
+};
+
+std::unique_ptr<LinkedToken[]> linked_bytes(const uint32_t* byte_ids, const unsigned char* word, size_t size) {
+    if (size >= kNoNode) throw std::length_error("a pre-token of 4 GiB or more");
+    std::unique_ptr<LinkedToken[]> tokens(new LinkedToken[size]);
+    for (size_t i = 0; i < size; ++i) {
+        const uint32_t prev = i == 0 ? kNoNode : uint32_t(i - 1);
+        tokens[i] = LinkedToken{byte_ids[word[i]], prev, i + 1 == size ? kNoNode : uint32_t(i + 1)};
+    }
+    return tokens;
+}
+
 }  // namespace
 
 // (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the table is
@@ -809,16 +827,7 @@ size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* id
 // popped (lazy deletion). All occurrences of the lowest rank are popped, left to right, before the
 // pairs they create are pushed: exactly the short loop's merge-every-occurrence step.
 uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* out) const {
-    if (size >= kNoNode) throw std::length_error("a pre-token of 4 GiB or more");
-    struct Token {
-        uint32_t id;  // kNoNode once merged into the token before it
-        uint32_t prev;
-        uint32_t next;
-    };
-    const std::unique_ptr<Token[]> tokens(new Token[size]);
-    for (size_t i = 0; i < size; ++i) {
-        tokens[i] = Token{byte_ids_[word[i]], i == 0 ? kNoNode : uint32_t(i - 1), i + 1 == size ? kNoNode : uint32_t(i + 1)};
-    }
+    const std::unique_ptr<LinkedToken[]> tokens = linked_bytes(byte_ids_, word, size);
     // Candidates as one integer, rank << 32 | index of the left token: the least is the lowest rank,
     // leftmost among equals (one compare per heap step instead of two).
     std::vector<uint64_t> heap;
@@ -844,9 +853,9 @@ uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* 
             std::pop_heap(heap.begin(), heap.end(), std::greater<>());
             heap.pop_back();
             // Stale when a token of the pair was merged away or changed since the pair was pushed.
-            Token& left = tokens[index];
+            LinkedToken& left = tokens[index];
             if (left.id == kNoNode || left.next == kNoNode) continue;
-            Token& right = tokens[left.next];
+            LinkedToken& right = tokens[left.next];
             if (pairs_->rank(left.id, right.id) != rank) continue;
             left.id = pairs_->merged(rank);
             right.id = kNoNode;
@@ -870,16 +879,7 @@ uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* 
 // so a bucket is one run of memory; later ones are appended to its list, sorted by index when taken
 // if they came out of order. Each round takes the lowest bucket whole: merge_long's round.
 uint32_t* Encoder::merge_huge(const unsigned char* word, size_t size, uint32_t* out) const {
-    if (size >= kNoNode) throw std::length_error("a pre-token of 4 GiB or more");
-    struct Token {
-        uint32_t id;  // kNoNode once merged into the token before it
-        uint32_t prev;
-        uint32_t next;
-    };
-    const std::unique_ptr<Token[]> tokens(new Token[size]);
-    for (size_t i = 0; i < size; ++i) {
-        tokens[i] = Token{byte_ids_[word[i]], i == 0 ? kNoNode : uint32_t(i - 1), i + 1 == size ? kNoNode : uint32_t(i + 1)};
-    }
+    const std::unique_ptr<LinkedToken[]> tokens = linked_bytes(byte_ids_, word, size);
     const size_t numbers = pairs_->merges();
     struct Entry {
         uint32_t index;  // of the pair's left token
@@ -977,9 +977,9 @@ uint32_t* Encoder::merge_huge(const unsigned char* word, size_t size, uint32_t* 
         merged_at.clear();
         for (const uint32_t index : batch) {
             // Stale when a token of the pair was merged away or changed since the pair was pushed.
-            Token& left = tokens[index];
+            LinkedToken& left = tokens[index];
             if (left.id == kNoNode || left.next == kNoNode) continue;
-            Token& right = tokens[left.next];
+            LinkedToken& right = tokens[left.next];
             const uint32_t rank = pairs_->rank(left.id, right.id);
             if (rank == kNoRank || pairs_->number(rank) != number) continue;
             left.id = pairs_->merged(rank);
