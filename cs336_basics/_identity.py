@@ -20,14 +20,35 @@ CANONICAL = "cs336_bpe"
 CHECKOUT = "cs336_basics"
 
 
-class CheckoutAlias:  # a meta path finder and its loader (importlib.abc would cost 13 ms to import)
+class _ModuleAlias:
+    """The loader of a module found under a second name: the module of `_target(name)`, the same object
+    (not a copy), keeping its own spec. A meta path finder and loader by duck typing: importlib.abc
+    would cost 13 ms to import."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def _target(self, fullname: str) -> str:
+        raise NotImplementedError
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = importlib.import_module(self._target(spec.name))
+        # The import machinery sets __spec__ to the alias spec after this; exec_module puts it back.
+        self._specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
+
+
+class CheckoutAlias(_ModuleAlias):
     """Finds `cs336_basics.x` as the already-imported (or now imported) `cs336_bpe.x`, and `cs336_bpe.x`
     in the folder `cs336_bpe` was bound to (an editable install's finder would look in its own)."""
 
     is_checkout_alias = True  # the mark of one, whichever copy of this file defined it
 
-    def __init__(self) -> None:
-        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+    def _target(self, fullname: str) -> str:
+        return canonical_name(fullname)
 
     def find_spec(self, fullname: str, path: object = None, target: object = None):
         if fullname.startswith(CANONICAL + "."):
@@ -42,15 +63,6 @@ class CheckoutAlias:  # a meta path finder and its loader (importlib.abc would c
         if spec is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=spec.submodule_search_locations is not None)
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        module = importlib.import_module(canonical_name(spec.name))
-        # The import machinery sets __spec__ to the alias spec after this; exec_module puts it back.
-        self._specs[spec.name] = module.__spec__
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
 
     def get_code(self, fullname: str):
         # `python -m cs336_basics.x` (runpy) runs the canonical module's code as __main__.
@@ -99,13 +111,10 @@ MOVED_MODULES = {
 }
 
 
-class MovedModules:  # a meta path finder and its loader, as CheckoutAlias
+class MovedModules(_ModuleAlias):
     """Finds `cs336_bpe.<old>` as the module `cs336_bpe.<new>` of MOVED_MODULES."""
 
     is_moved_modules = True
-
-    def __init__(self) -> None:
-        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
     @staticmethod
     def _new_name(fullname: str) -> str | None:
@@ -119,15 +128,10 @@ class MovedModules:  # a meta path finder and its loader, as CheckoutAlias
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=False)
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        new = self._new_name(spec.name)
-        warnings.warn(f"{spec.name} is now {new}; import it by that name", DeprecationWarning, stacklevel=2)
-        module = importlib.import_module(new)  # type: ignore[arg-type]
-        self._specs[spec.name] = module.__spec__
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = self._specs.pop(module.__spec__.name, module.__spec__)
+    def _target(self, fullname: str) -> str:
+        new = self._new_name(fullname)
+        warnings.warn(f"{fullname} is now {new}; import it by that name", DeprecationWarning, stacklevel=3)
+        return new  # type: ignore[return-value]
 
     def get_code(self, fullname: str):
         new = self._new_name(fullname)

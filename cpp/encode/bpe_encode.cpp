@@ -61,6 +61,32 @@ std::unique_ptr<LinkedToken[]> linked_bytes(const uint32_t* byte_ids, const unsi
     return tokens;
 }
 
+// Token `index` becomes `merged`, and the token after it leaves the list.
+inline void join_right(LinkedToken* tokens, uint32_t index, uint32_t merged) {
+    LinkedToken& left = tokens[index];
+    LinkedToken& right = tokens[left.next];
+    left.id = merged;
+    right.id = kNoNode;
+    left.next = right.next;
+    if (right.next != kNoNode) tokens[right.next].prev = index;
+}
+
+// After a round's joins, the pairs each joined token now starts or ends are candidates for `push`.
+template <class Push>
+void push_new_pairs(const LinkedToken* tokens, const std::vector<uint32_t>& merged_at, const Push& push) {
+    for (const uint32_t index : merged_at) {
+        if (tokens[index].id == kNoNode) continue;  // only with a merge whose result equals its right token
+        if (tokens[index].prev != kNoNode) push(tokens[index].prev);
+        if (tokens[index].next != kNoNode) push(index);
+    }
+}
+
+// The ids of the tokens left, in order, from `out` on; returns the end.
+inline uint32_t* write_ids(const LinkedToken* tokens, uint32_t* out) {
+    for (uint32_t index = 0; index != kNoNode; index = tokens[index].next) *out++ = tokens[index].id;
+    return out;
+}
+
 }  // namespace
 
 // (left, right) -> rank. Most lookups fail (most adjacent pairs have no merge), so the table is
@@ -853,24 +879,16 @@ uint32_t* Encoder::merge_long(const unsigned char* word, size_t size, uint32_t* 
             std::pop_heap(heap.begin(), heap.end(), std::greater<>());
             heap.pop_back();
             // Stale when a token of the pair was merged away or changed since the pair was pushed.
-            LinkedToken& left = tokens[index];
+            const LinkedToken& left = tokens[index];
             if (left.id == kNoNode || left.next == kNoNode) continue;
-            LinkedToken& right = tokens[left.next];
+            const LinkedToken& right = tokens[left.next];
             if (pairs_->rank(left.id, right.id) != rank) continue;
-            left.id = pairs_->merged(rank);
-            right.id = kNoNode;
-            left.next = right.next;
-            if (right.next != kNoNode) tokens[right.next].prev = index;
+            join_right(tokens.get(), index, pairs_->merged(rank));
             merged_at.push_back(index);
         }
-        for (const uint32_t index : merged_at) {
-            if (tokens[index].id == kNoNode) continue;  // only with a merge whose result equals its right token
-            if (tokens[index].prev != kNoNode) push(tokens[index].prev);
-            if (tokens[index].next != kNoNode) push(index);
-        }
+        push_new_pairs(tokens.get(), merged_at, push);
     }
-    for (uint32_t index = 0; index != kNoNode; index = tokens[index].next) *out++ = tokens[index].id;
-    return out;
+    return write_ids(tokens.get(), out);
 }
 
 // merge_long's loop for huge words, whose heap outgrows the caches (a pop of a megabyte's heap
@@ -977,25 +995,17 @@ uint32_t* Encoder::merge_huge(const unsigned char* word, size_t size, uint32_t* 
         merged_at.clear();
         for (const uint32_t index : batch) {
             // Stale when a token of the pair was merged away or changed since the pair was pushed.
-            LinkedToken& left = tokens[index];
+            const LinkedToken& left = tokens[index];
             if (left.id == kNoNode || left.next == kNoNode) continue;
-            LinkedToken& right = tokens[left.next];
+            const LinkedToken& right = tokens[left.next];
             const uint32_t rank = pairs_->rank(left.id, right.id);
             if (rank == kNoRank || pairs_->number(rank) != number) continue;
-            left.id = pairs_->merged(rank);
-            right.id = kNoNode;
-            left.next = right.next;
-            if (right.next != kNoNode) tokens[right.next].prev = index;
+            join_right(tokens.get(), index, pairs_->merged(rank));
             merged_at.push_back(index);
         }
-        for (const uint32_t index : merged_at) {
-            if (tokens[index].id == kNoNode) continue;  // only with a merge whose result equals its right token
-            if (tokens[index].prev != kNoNode) push(tokens[index].prev);
-            if (tokens[index].next != kNoNode) push(index);
-        }
+        push_new_pairs(tokens.get(), merged_at, push);
     }
-    for (uint32_t index = 0; index != kNoNode; index = tokens[index].next) *out++ = tokens[index].id;
-    return out;
+    return write_ids(tokens.get(), out);
 }
 
 }  // namespace bpe
