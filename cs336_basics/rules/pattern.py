@@ -11,6 +11,8 @@ Named patterns:
 - `o200k`: GPT-4o's, tiktoken's `o200k_base` `pat_str` (upper- and lower-case letter runs with marks,
   contractions after either, `[\\r\\n/]*` after punctuation).
 - `nanochat`: nanochat's `SPLIT_PATTERN`: rustbpe's with numbers of one or two digits (`\\p{N}{1,2}`).
+- `superword`: SuperBPE's second stage (`superbpe.py`): numbers in groups of three digits from the
+  right, each run of anything else up to a line end, line ends; pre-tokens span spaces.
 
 Each is one row of PATTERN_ROWS (`NamedPattern`: its name, regex, native scanner, safe cuts and
 Unicode facts), which every other module reads; adding one is docs/PATTERNS.md. Names are
@@ -54,6 +56,7 @@ CL100K = "cl100k"
 O200K = "o200k"
 RUSTBPE = "rustbpe"
 NANOCHAT = "nanochat"
+SUPERWORD = "superword"
 
 # The assignment's pattern, exactly as it specifies it.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -90,6 +93,10 @@ _NANOCHAT_PATTERN = (
     r"""|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
 
+# SuperBPE's second stage (superbpe.py): within a document, digits in groups of three counted from the
+# right, runs of anything else up to a line end (spaces included: pre-tokens become superwords), line ends.
+_SUPERWORD_PATTERN = r"""\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))|[^\r\n\p{N}]+|[\r\n]+"""
+
 # Two adjacent characters that no GPT-2 pre-token spans, whatever text comes before or after them
 # (matched backwards, `NamedPattern.safe_cut`): a non-space before whitespace; a letter before a
 # number or a symbol; a number before a letter or a symbol; a symbol before a letter or a number,
@@ -105,6 +112,10 @@ _GPT2_SAFE_CUT = r"\S(?=\s)|\p{L}(?=[^\s\p{L}])|\p{N}(?=[^\s\p{N}])|[^\s\p{L}\p{
 # ends in whitespace, where cl100k's `\s++$` would see an end. rustbpe's pattern takes at most what
 # cl100k's takes, so cl100k's cuts hold for it.
 _GPT4_SAFE_CUT = r"\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=\P{N})|[^\s\p{L}\p{N}](?=\p{N}|[^\S\r\n])"
+
+# The same for the superword pattern: a line end before or after anything else; a number before a
+# non-number, anything else before a number (the grouping of a number's digits counts from its own end).
+_SUPERWORD_SAFE_CUT = r"[\r\n](?=[^\r\n])|[^\r\n](?=[\r\n])|\p{N}(?=\P{N})|\P{N}(?=\p{N})"
 
 # The Unicode version rustbpe 0.1.0, tiktoken 0.14 and HF tokenizers 0.23 class characters by: each
 # one's classes equal regex's Unicode 16.0 ones on every code point (docs/REFERENCES.md, the probe).
@@ -199,6 +210,13 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         version1=True,
     ),
     NamedPattern(NANOCHAT, _NANOCHAT_PATTERN, "nanochat's", whitespace_cuts=True, version1=True),
+    NamedPattern(
+        SUPERWORD,
+        _SUPERWORD_PATTERN,
+        "SuperBPE's second stage: whole lines but for numbers",
+        safe_cut=_SUPERWORD_SAFE_CUT,
+        version1=True,
+    ),
 )
 
 
