@@ -64,6 +64,7 @@ from .rules.start_from import (
 )
 from .rules.tie_break import CS336
 from .rules.vocab_layout import CS336_LAYOUT, assemble_vocab, trains_below_initial
+from .superbpe import check_transition, train_in_two_stages
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -230,6 +231,8 @@ class TrainingResult:
     unmatched_bytes: int = 0
     # The bytes of text they are a share of: the training text less its special tokens.
     matchable_bytes: int = 0
+    # SuperBPE (superbpe.py): the first stage's run; this is then the second's, and `base` its tokenizer.
+    first_stage: TrainingResult | None = None
 
     def for_vocab_size(self, vocab_size: int) -> tuple[Vocab, Merges]:
         """`(vocab, merges)` of a run to `vocab_size` (at most this run's) on the same input, in this
@@ -304,6 +307,7 @@ def train(
     skip_bad_records: bool = False,
     rules: TrainingRules | None = None,
     start_from: StartFrom | None = None,
+    superbpe: int | None = None,
     **options: object,
 ) -> TrainingResult:
     """Train with the named version (default: `default_trainer()`). `options` are
@@ -329,8 +333,24 @@ def train(
     `start_from.load_base`); its ids and merges are kept, `vocab_size` counts its tokens, its special
     tokens join `special_tokens` (docs/START_FROM.md). `input_path` may be a plan of inputs already
     inspected (`ingest.plan.plan_inputs`): then `format`, `text_field` and `skip_bad_records` are the
-    plan's."""
+    plan's.
+
+    `superbpe`: the vocab_size `T` where SuperBPE's second stage begins (`superbpe.py`): a run to `T`,
+    then on from it to `vocab_size` with the superword pattern, which pre-tokenizes whole lines but
+    for numbers (docs/SUPERBPE.md)."""
     rules = given_rules(rules, options)
+    if superbpe is not None:
+        check_transition(superbpe, [vocab_size], rules)
+
+        def run_stage(size: int, stage_rules: TrainingRules, stage_base: Base | None) -> TrainingResult:
+            return train(
+                input_path, size, special_tokens, trainer=trainer, progress=progress, format=format,
+                text_field=text_field, skip_bad_records=skip_bad_records, rules=stage_rules, start_from=stage_base,
+                **options,
+            )  # fmt: skip
+
+        user_base = None if start_from is None else run_setup(special_tokens, start_from, rules)[1]
+        return train_in_two_stages(run_stage, superbpe, vocab_size, rules, user_base)
     specials, base, rules = run_setup(special_tokens, start_from, rules)
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     return _train_on_input(
@@ -669,24 +689,26 @@ def train_bpe(
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     unicode: str | None = None,
+    superbpe: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
     (by default; `pattern`, `tie_break` and `like` train as another tool does, see `train`).
     `start_from=(vocab, merges)` (or a path) goes on from that tokenizer (see `train`).
 
+    `superbpe=T` trains superword tokens (SuperBPE, see `train`): every size must be above `T`.
+
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
+    given = {"trainer": trainer, "rules": rules, "start_from": start_from, "superbpe": superbpe}
     if vocab_sizes is None:
-        result = train(
-            input_path, vocab_size, special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
-        )  # type: ignore[arg-type]
+        result = train(input_path, vocab_size, special_tokens, **given, **options)  # type: ignore[arg-type]
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
-    result = train(
-        input_path, sizes[-1], special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
-    )
+    if superbpe is not None:
+        check_transition(superbpe, sizes, rules)
+    result = train(input_path, sizes[-1], special_tokens, **given, **options)  # type: ignore[arg-type]
     return tokenizers_by_size(result, sizes)
 
 

@@ -47,6 +47,7 @@ from ..rules.pattern import GPT2, installed_unicode, pattern_label
 from ..rules.presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from ..rules.start_from import Base, load_base, num_new_merges, run_special_tokens
 from ..rules.tie_break import CS336
+from ..superbpe import check_transition, superbpe_record, superword_rules, train_in_two_stages
 from ..trainers import TrainingResult, peak_rss_bytes, train_after_counting
 from .command_line import (
     EXIT_BAD_INPUT,
@@ -132,6 +133,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_special_tokens_argument(parser)
     parser.set_defaults(special=None)  # <|endoftext|>, or the preset's own (--like nanochat): see below
     add_rule_arguments(parser)
+    _add_superbpe_argument(parser)
     parser.add_argument(
         "--start-from",
         nargs="+",
@@ -154,8 +156,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not args.demo and args.data is None and not args.counts:
         # No default file: a guessed path that happens to be missing explains less than this.
         parser.error("say what to train on: -d PATH (UTF-8 text), --counts FILE, or --demo (a built-in corpus)")
-    if args.counts and args.cluster:
-        parser.error("--cluster counts text; --counts files are already counted")
+    if args.counts and (args.cluster or args.superbpe):
+        parser.error(f"{'--cluster' if args.cluster else '--superbpe'} counts text; --counts files are already counted")
     if args.start_from is not None and len(args.start_from) > 2:
         parser.error("--start-from takes one path, or a vocab.json and a merges.txt")
     if args.special is None:
@@ -165,6 +167,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if unknown:
         parser.error(f"--export: unknown format(s) {unknown}; choose from {', '.join(export_formats())}")
     return args
+
+
+def _add_superbpe_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--superbpe",
+        type=int,
+        default=None,
+        metavar="T",
+        help="superword tokens (SuperBPE): train to T tokens, then on to the vocab size with the superword "
+        "pattern, whose pre-tokens span spaces (docs/SUPERBPE.md)",
+    )
 
 
 def _start_from_argument(paths: list[str]) -> str | tuple[str, str]:
@@ -188,6 +201,14 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
     if result.limits.max_token_length is not None:
         rows.append(("max token length", f"{result.limits.max_token_length} bytes"))
     return rows
+
+
+def _superbpe_rows(result: TrainingResult) -> list[tuple[str, str]]:
+    """The summary's row for SuperBPE's first stage (superbpe.py), if the run had one."""
+    first = result.first_stage
+    if first is None:
+        return []
+    return [("superbpe", f"{len(first.vocab):,} tokens by {first.pattern.label}, then superwords")]
 
 
 def _stop_reason(limits: MergeLimits, left: str = " left") -> str:
@@ -261,7 +282,7 @@ def _run(args: argparse.Namespace, interrupts: InterruptHandling) -> int:
                 held.enter_context(OutputDirectory(path)) for path in output_directories(args.out_dir, args.vocab_sizes)
             ]
             data = _training_data(args)
-            result, described = _train_on_inputs(args, trainer, data, options, rules, start)
+            result, described = _train_in_stages(args, trainer, data, options, rules, start)
             _refuse_no_merges(args, result, described)
             interrupts.check()
             details = _run_details(args, result, start)
@@ -285,8 +306,12 @@ def _rules_and_base(args: argparse.Namespace) -> tuple[dict[str, int], TrainingR
     rules = resolve_rules(
         args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode
     ).from_base(start)  # a base's recorded pattern carries over unless --pattern says otherwise
-    check_exportable(args.export, rules.pattern)  # a pattern an export cannot carry: refused before training
-    for size in args.vocab_sizes if start is not None else []:  # each size holds the base, before training
+    if args.superbpe is not None:
+        check_transition(args.superbpe, args.vocab_sizes, rules)
+    # A pattern an export cannot carry (the tokenizers' own, the superword one for --superbpe): refused now.
+    check_exportable(args.export, rules.pattern if args.superbpe is None else superword_rules(rules).pattern)
+    sizes = [*args.vocab_sizes, *([] if args.superbpe is None else [args.superbpe])]
+    for size in sizes if start is not None else []:  # each size holds the base, before training
         num_new_merges(start, size, run_special_tokens(start, args.special))
     return options, rules, start
 
@@ -318,7 +343,7 @@ def _training_data(args: argparse.Namespace) -> Path | None:
     return Path(sources[0])
 
 
-def _train_on_inputs(
+def _train_in_stages(
     args: argparse.Namespace,
     trainer: str | None,
     data: Path | None,
@@ -326,16 +351,39 @@ def _train_on_inputs(
     rules: TrainingRules,
     base: Base | None,
 ) -> tuple[TrainingResult, str]:
-    """Training on count files, or on the inputs by the route `ingest.route` gives them: one local
-    text file read by the version itself (`train`), anything else counted first, here or on the
-    cluster, then merged; by `rules`, from `base` if given. Returns the result and a description of
-    the data."""
+    """One run to the largest size; with --superbpe T, SuperBPE's two (`superbpe.train_in_two_stages`),
+    each on the inputs as one run goes. Returns the result and a description of the data."""
+    if args.superbpe is None:
+        return _train_on_inputs(args, trainer, data, options, rules, base, args.vocab_sizes[-1])
+    described: list[str] = []
+
+    def run_stage(size: int, stage_rules: TrainingRules, stage_base: Base | None) -> TrainingResult:
+        result, about = _train_on_inputs(args, trainer, data, options, stage_rules, stage_base, size)
+        described.append(about)
+        return result
+
+    return train_in_two_stages(run_stage, args.superbpe, args.vocab_sizes[-1], rules, base), described[-1]
+
+
+def _train_on_inputs(
+    args: argparse.Namespace,
+    trainer: str | None,
+    data: Path | None,
+    options: dict[str, int],
+    rules: TrainingRules,
+    base: Base | None,
+    vocab_size: int,
+) -> tuple[TrainingResult, str]:
+    """Training to `vocab_size` on count files, or on the inputs by the route `ingest.route` gives
+    them: one local text file read by the version itself (`train`), anything else counted first, here
+    or on the cluster, then merged; by `rules`, from `base` if given. Returns the result and a
+    description of the data."""
     from ..ingest.word_counts import WordCounts
 
     if args.counts:
         refuse_by_lines(rules, "count files")
         result, counts = _train_after_counting(
-            args, trainer, rules, base, options, "read counts", lambda: WordCounts.load_all(args.counts)
+            args, trainer, rules, base, options, vocab_size, "read counts", lambda: WordCounts.load_all(args.counts)
         )
         return result, f"{len(args.counts)} count file(s) of {human_bytes(counts.source_bytes)} of text"
     sources = args.data or [str(data)]
@@ -344,7 +392,7 @@ def _train_on_inputs(
     way = route(plan, args.cluster, rules)  # hf-files: one local text file, or refused here
     if way is Route.VERSION:
         result = train(
-            plan, args.vocab_sizes[-1], args.special, trainer=trainer, progress=not args.quiet, rules=rules,
+            plan, vocab_size, args.special, trainer=trainer, progress=not args.quiet, rules=rules,
             start_from=base, **options,
         )  # fmt: skip
         return result, f"{sources[0]} ({human_bytes(Path(sources[0]).stat().st_size)})"
@@ -360,7 +408,7 @@ def _train_on_inputs(
             pattern=rules.pattern,
         )
 
-    result, counts = _train_after_counting(args, trainer, rules, base, options, "count", count)
+    result, counts = _train_after_counting(args, trainer, rules, base, options, vocab_size, "count", count)
     where = f", counted on {args.cluster}" if way is Route.CLUSTER else ""
     if len(sources) == 1:
         return result, f"{sources[0]} ({human_bytes(counts.source_bytes)} of text{where})"
@@ -374,13 +422,14 @@ def _train_after_counting(
     rules: TrainingRules,
     base: Base | None,
     options: dict[str, int],
+    vocab_size: int,
     first_phase: str,
     count: Callable[[], WordCounts],
 ) -> tuple[TrainingResult, WordCounts]:
     # Count files keep their own pattern unless one is asked for, or a base's (TrainingRules.for_counts).
     return train_after_counting(
         count,
-        args.vocab_sizes[-1],
+        vocab_size,
         args.special,
         trainer=trainer,
         progress=not args.quiet,
@@ -414,6 +463,8 @@ def _run_details(args: argparse.Namespace, result: TrainingResult, start: Base |
     if start is not None:
         kept = {"tokens": len(start.vocab), "merges": len(start.merges)}
         details["start_from"] = {"source": start.source, **kept}
+    if result.first_stage is not None:
+        details["superbpe"] = {"transition": args.superbpe, **superbpe_record(result)}
     note = large_tokens_note(result.vocab)
     if note is not None:
         print(note, file=sys.stderr)
@@ -484,6 +535,7 @@ def _summary_rows(
         ("trainer", result.trainer),
         ("data", described),
         *([("start from", f"{start.source} ({len(start.vocab):,} tokens kept)")] if start is not None else []),
+        *_superbpe_rows(result),
         ("vocab", f"{len(result.vocab):,} ({len(result.merges):,} merges)"),
         ("words", f"{result.num_words:,} distinct pre-tokens"),
         *(

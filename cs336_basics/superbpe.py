@@ -1,0 +1,101 @@
+"""SuperBPE (Liu et al. 2025): superword tokens, trained in two stages (docs/SUPERBPE.md).
+
+Stage 1 is a plain run to the transition size `T` by the run's rules. Stage 2 goes on from stage 1's
+tokenizer (`start_from`: its ids and merges kept, each pre-token starting as its merges encode it) to
+the target size, by the same rules but for the pattern: `superword` (`pattern.py`), whose pre-tokens
+are whole runs of text up to a line end or a number, spaces included, so that merges cross words.
+A tokenizer it makes encodes with the superword pattern, which `bpe_run.json` records.
+
+Both stages are ordinary runs: every version, input route, thread count and tie-break trains them,
+and the result equals the composition written out by hand (tests/test_superbpe.py holds every
+version to a reference written there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .errors import BPEInputError
+from .rules.pattern import SUPERWORD, resolve_pattern
+from .rules.start_from import Base
+
+if TYPE_CHECKING:
+    from .rules.presets import TrainingRules
+    from .trainers import TrainingResult
+
+# One stage: a run to a size, by rules, from a base (None: from the bytes).
+Stage = Callable[[int, "TrainingRules", "Base | None"], "TrainingResult"]
+
+FIRST_STAGE_SOURCE = "SuperBPE's first stage"
+
+
+def check_transition(transition: object, vocab_sizes: Iterable[int], rules: TrainingRules) -> int:
+    """`superbpe=T` checked against the sizes asked for: a positive int below every one of them, under
+    rules that can go on from a base (not hf-files, which starts from the bytes seen)."""
+    if isinstance(transition, bool) or not isinstance(transition, int) or transition < 1:
+        raise BPEInputError(f"superbpe must be a positive int (the first stage's vocab_size), got {transition!r}")
+    sizes = sorted(vocab_sizes)
+    if sizes and sizes[0] <= transition:
+        raise BPEInputError(
+            f"superbpe={transition:,}: every vocab_size must be above it, got {sizes[0]:,} "
+            "(a size up to it is a plain run: train it without superbpe)"
+        )
+    if rules.by_lines:
+        raise BPEInputError(
+            "superbpe goes on from its first stage's tokenizer, which like='hf-files' cannot (it starts from "
+            "the bytes seen): use like='hf'"
+        )
+    return transition
+
+
+def superword_rules(rules: TrainingRules) -> TrainingRules:
+    """The second stage's rules: the run's, with the superword pattern in the Unicode version of the
+    run's pattern."""
+    pattern = replace(resolve_pattern(SUPERWORD), unicode=rules.pattern.unicode)
+    return replace(rules, pattern=pattern, asked_pattern=True)
+
+
+def first_stage_base(first: TrainingResult) -> Base:
+    """Stage 1's tokenizer as the base stage 2 goes on from (recording no pattern: stage 2's is its own)."""
+    return Base(first.vocab, first.merges, list(first.special_tokens), source=FIRST_STAGE_SOURCE)
+
+
+def train_in_two_stages(
+    run_stage: Stage, transition: int, vocab_size: int, rules: TrainingRules, base: Base | None
+) -> TrainingResult:
+    """Stage 1 to `transition` by `rules` (from `base`, the user's, if any), then stage 2 to
+    `vocab_size` from it by `superword_rules`: the result of stage 2, its `first_stage` stage 1's,
+    its seconds both stages'."""
+    first = run_stage(transition, rules, base)
+    second = run_stage(vocab_size, superword_rules(rules), first_stage_base(first))
+    seconds = {
+        "stage 1": first.seconds.get("total", 0.0),
+        **{f"stage 2 {phase}": value for phase, value in second.seconds.items() if phase != "total"},
+    }
+    seconds["total"] = first.seconds.get("total", 0.0) + second.seconds.get("total", 0.0)
+    return replace(
+        second,
+        first_stage=first,
+        seconds=seconds,
+        peak_rss_bytes=max(first.peak_rss_bytes, second.peak_rss_bytes),
+        absent_special_tokens=first.absent_special_tokens,
+    )
+
+
+def superbpe_record(result: TrainingResult) -> dict[str, object] | None:
+    """What bpe_run.json records of the first stage (None for a plain run): its tokens, merges, pattern
+    and seconds; the run's own `pattern` is the second stage's, which the tokenizer encodes with."""
+    first = result.first_stage
+    if first is None:
+        return None
+    pattern = first.pattern
+    return {
+        "first_stage": {
+            "tokens": len(first.vocab),
+            "merges": len(first.merges),
+            "pattern": {"name": pattern.name, "regex": pattern.regex, "unicode": pattern.unicode_version},
+            "seconds": first.seconds.get("total", 0.0),
+        },
+    }
