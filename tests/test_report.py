@@ -376,3 +376,97 @@ def test_a_directory_given_twice_is_refused(workspace: dict[str, Path]) -> None:
 )
 def test_tokens_are_shown_unambiguously(token: bytes, text: str) -> None:
     assert escape_token(token) == text
+
+
+# ---------------------------------------------------------------------------------------------
+# --baseline: a superword tokenizer against plain BPE of the same size
+
+
+@pytest.fixture(scope="module")
+def superword_pair(setup: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Plain BPE to 380 and a superword tokenizer of 380 (stage 1 to 300, then `--pattern superword`
+    from stage 1's files, in a folder of their own) trained on the stories, and held-out stories."""
+    root = tmp_path_factory.mktemp("superword-report")
+    corpus = str(setup["ts_text"])
+    assert train_main(["bpe_v2", str(root / "plain"), "-d", corpus, "-v", "380", "-q"]) == 0
+    assert train_main(["bpe_v2", str(root / "stage1"), "-d", corpus, "-v", "300", "-q"]) == 0
+    (root / "base").mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        (root / "base" / name).write_bytes((root / "stage1" / name).read_bytes())
+    base = [str(root / "base" / "vocab.json"), str(root / "base" / "merges.txt")]
+    argv = ["bpe_v2", str(root / "superword"), "-d", corpus, "-v", "380", "--pattern", "superword", "--start-from"]
+    assert train_main([*argv, *base, "-q"]) == 0
+    held_out = root / "held_out.txt"
+    held_out.write_text(stories(90)[len(stories(60)) :], encoding="utf-8")  # stories 60 to 89: not trained on
+    return {"plain": root / "plain", "superword": root / "superword", "held_out": held_out}
+
+
+def test_a_superword_tokenizer_is_compared_with_plain_bpe_of_its_size(
+    superword_pair: dict[str, Path], workspace: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held_out = superword_pair["held_out"]
+    argv = [str(superword_pair["superword"]), str(workspace["ts_tok"]), "--baseline", str(superword_pair["plain"])]
+    assert main([*argv, "--text", str(held_out), "-o", str(tmp_path), "-q"]) == 0
+    data = read_report(tmp_path)
+    # The baseline, not among the directories, joins them first.
+    assert [entry["name"] for entry in data["tokenizers"]] == ["plain", "superword", "ts_tok"]
+    assert data["settings"]["baseline"] == "plain"
+    plain, superword, small = data["tokenizers"]
+    assert plain["baseline"] is True and "vs_baseline" not in plain["results"][0]
+    assert superword["pattern"]["name"] == "superword" and superword["start_from"]["tokens"] == 300
+    text = held_out.read_text(encoding="utf-8")
+    plain_tokens = len(reference(superword_pair["plain"]).encode(text))
+    for entry in (superword, small):
+        assert entry["baseline"] is False
+        (result,) = entry["results"]
+        compared = result["vs_baseline"]
+        assert compared["tokenizer"] == "plain" and compared["tokens"] == plain_tokens
+        assert compared["bytes_per_token"] == pytest.approx(len(text.encode()) / plain_tokens)
+        assert compared["token_change"] == pytest.approx(result["tokens"] / plain_tokens - 1)
+        assert compared["speed_ratio"] > 0
+    # Superwords spend fewer tokens than plain BPE of the same size on the held-out stories.
+    assert superword["results"][0]["vs_baseline"]["token_change"] < 0
+    captured = capsys.readouterr()
+    header, *rows = captured.out.splitlines()[:4]
+    assert header.split()[-3:] == ["tokens", "vs", "baseline"]
+    assert rows[0].endswith("baseline")
+    change = superword["results"][0]["vs_baseline"]["token_change"]
+    assert rows[1].startswith("superword") and rows[1].endswith(f"{change:+.1%}")
+    # ts_tok has 300 tokens: compared all the same, with a note on the sizes; superword has plain's 380.
+    notes = [line for line in captured.err.splitlines() if "baseline plain" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: ts_tok has 300 tokens and the baseline plain 380")
+
+
+def test_the_baseline_may_be_one_of_the_directories_and_each_report_carries_it(
+    superword_pair: dict[str, Path], tmp_path: Path
+) -> None:
+    directories = {}
+    for name in ("plain", "superword"):
+        directories[name] = tmp_path / name
+        directories[name].mkdir()
+        for file in superword_pair[name].iterdir():
+            directories[name].joinpath(file.name).write_bytes(file.read_bytes())
+    argv = [str(directories["plain"]), str(directories["superword"]), "--baseline", str(directories["plain"])]
+    assert main([*argv, "--text", str(superword_pair["held_out"]), "-q"]) == 0
+    (plain,) = read_report(directories["plain"])["tokenizers"]
+    (superword,) = read_report(directories["superword"])["tokenizers"]  # without -o: stands alone
+    assert plain["baseline"] is True
+    assert superword["results"][0]["vs_baseline"]["tokens"] == plain["results"][0]["tokens"]
+
+
+def test_without_a_baseline_the_table_and_report_are_as_before(
+    workspace: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(workspace["ts_tok"]), "--text", str(workspace["ts_text"]), "-o", str(tmp_path), "-q"]) == 0
+    (entry,) = read_report(tmp_path)["tokenizers"]
+    assert "baseline" not in entry and "vs_baseline" not in entry["results"][0]
+    assert "baseline" not in read_report(tmp_path)["settings"]
+    assert capsys.readouterr().out.splitlines()[0].split() == ["tokenizer", "input", "documents", "bytes/token", "MB/s"]
+
+
+def test_a_missing_baseline_is_bad_input(
+    workspace: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [str(workspace["ts_tok"]), "--baseline", str(tmp_path / "nowhere"), "--text", str(workspace["ts_text"])]
+    assert main([*argv, "-q"]) == 2
+    assert capsys.readouterr().err.startswith("error: tokenizer directory not found")

@@ -8,6 +8,17 @@ Tokenizer directories are the positional arguments (what the training CLI wrote:
 merges.txt, else vocab.pkl and merges.pkl, checked against bpe_run.json, whose special tokens are
 used); texts follow `--text` (it may be repeated). Every tokenizer encodes every text.
 
+Comparing against a baseline (`--baseline DIR`): DIR is one of the tokenizer directories, or another
+that joins them (measured first). Each other tokenizer's result on each text gets `vs_baseline`: the
+baseline's tokens and bytes per token on the same bytes (the same whole text or the same sample) and
+`token_change` (tokens / the baseline's - 1: -0.155 is 15.5% fewer tokens), and the table a column
+of it. This is how a superword (SuperBPE) tokenizer is held against plain BPE of the same size:
+
+    cs336-bpe-report out/superword --baseline out/plain --text heldout.txt -o out/compare
+
+Tokenizers of another vocabulary size than the baseline's are compared all the same, with a note
+saying the sizes (bytes per token grows with the vocabulary: compare at the same size).
+
 Where the report goes:
     default        each tokenizer directory gets `report.json` (that tokenizer on every text) and
                    `report.png`: the report belongs to the tokenizer, beside the files it describes
@@ -75,6 +86,7 @@ PICTURE_FILE = "report.png"
 REPORT_FORMAT = "cs336_bpe tokenizer report"
 REPORT_FORMAT_VERSION = 1
 LONGEST_TOKENS = 10
+BASELINE_COLUMN = "tokens vs baseline"
 PICTURE_HINT = 'note: report.png needs matplotlib: pip install "cs336-bpe[report]"'
 SMALL_SAMPLE_NOTE = "note: MB/s of under 1 MB of text is mostly start-up noise; measure speed on whole texts"
 # Below this many bytes an encode takes milliseconds, and thread wake-ups and first touches of the
@@ -336,6 +348,39 @@ def _encode_documents(
     return tokens, seconds
 
 
+def compare_with_baseline(entries: list[dict[str, Any]], baseline: int) -> list[str]:
+    """Marks `entries[baseline]` as the baseline and gives every other entry's results `vs_baseline`
+    (the baseline's tokens and bytes per token on the same input, `token_change` = tokens / the
+    baseline's - 1, `speed_ratio` = MB/s / the baseline's); returns notes on vocabulary sizes that
+    differ from the baseline's."""
+    base = entries[baseline]
+    base["baseline"] = True
+    by_input = {result["input"]: result for result in base["results"]}
+    notes = []
+    for index, entry in enumerate(entries):
+        if index == baseline:
+            continue
+        entry["baseline"] = False
+        for result in entry["results"]:
+            reference = by_input[result["input"]]
+            if reference["bytes"] != result["bytes"]:  # every tokenizer encodes the same text or sample
+                raise ValueError(f"{entry['name']} and the baseline encoded different bytes of {result['input']}")
+            tokens, speed = reference["tokens"], reference["mb_per_s"]
+            result["vs_baseline"] = {
+                "tokenizer": base["name"],
+                "tokens": tokens,
+                "bytes_per_token": reference["bytes_per_token"],
+                "token_change": result["tokens"] / tokens - 1 if tokens else None,
+                "speed_ratio": result["mb_per_s"] / speed if speed and result["mb_per_s"] is not None else None,
+            }
+        if entry["vocab_size"] != base["vocab_size"]:
+            notes.append(
+                f"note: {entry['name']} has {entry['vocab_size']:,} tokens and the baseline {base['name']} "
+                f"{base['vocab_size']:,}: bytes per token grows with the vocabulary, compare at the same size"
+            )
+    return notes
+
+
 # ---------------------------------------------------------------------------------------------
 # Writing
 
@@ -411,22 +456,31 @@ def write_picture(report: dict[str, Any], directory: Path) -> Path | None:
     return path
 
 
+def _against_baseline(entry: dict[str, Any], result: dict[str, Any]) -> str:
+    if entry.get("baseline"):
+        return "baseline"
+    change = result.get("vs_baseline", {}).get("token_change")
+    return "-" if change is None else f"{change:+.1%}"
+
+
 def format_table(tokenizers: list[dict[str, Any]]) -> str:
-    """One row per tokenizer and input, columns aligned (numbers to the right)."""
-    header = ("tokenizer", "input", "documents", "bytes/token", "MB/s")
+    """One row per tokenizer and input, columns aligned (numbers to the right); with a baseline, a
+    last column of each result's token change against it ("-15.5%": that many fewer tokens)."""
+    compared = any("baseline" in entry for entry in tokenizers)
+    header: tuple[str, ...] = ("tokenizer", "input", "documents", "bytes/token", "MB/s")
+    header += (BASELINE_COLUMN,) if compared else ()
     rows = [header]
     for entry in tokenizers:
         for result in entry["results"]:
             ratio, speed = result["bytes_per_token"], result["mb_per_s"]
-            rows.append(
-                (
-                    entry["name"],
-                    result["input"],
-                    f"{result['documents']:,}",
-                    "-" if ratio is None else f"{ratio:.3f}",
-                    "-" if speed is None else f"{speed:.2f}",
-                )
+            row: tuple[str, ...] = (
+                entry["name"],
+                result["input"],
+                f"{result['documents']:,}",
+                "-" if ratio is None else f"{ratio:.3f}",
+                "-" if speed is None else f"{speed:.2f}",
             )
+            rows.append(row + ((_against_baseline(entry, result),) if compared else ()))
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     lines = []
     for row in rows:
@@ -446,7 +500,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="cs336-bpe-report",
         # The directories come first: `--text` takes every name after it.
-        usage="%(prog)s OUT_DIR [OUT_DIR ...] --text FILE [FILE ...] [--sample-docs N] [--seed S] [-o DIR] [options]",
+        usage="%(prog)s OUT_DIR [OUT_DIR ...] --text FILE [FILE ...] [--sample-docs N] [--seed S] [--baseline DIR] "
+        "[-o DIR] [options]",
         description="Compression (bytes per token), throughput and longest tokens of trained BPE tokenizers.",
         epilog="Example: %(prog)s out/ts out/owt --text ts_valid.txt owt_valid.txt --sample-docs 10 -o out/report",
     )
@@ -471,6 +526,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="encode N documents sampled at random from each text instead of the whole text",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="compare every tokenizer's token count with this one's on the same text (one of the OUT_DIRs, "
+        "or another, measured first); e.g. a superword tokenizer against plain BPE of the same size",
+    )
     parser.add_argument(
         "--separator",
         metavar="TEXT",
@@ -498,6 +560,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         twice = [path for path in paths if seen[path.resolve()] > 1]
         if twice:
             parser.error(f"{what} {twice[0]} is given more than once")
+    # The baseline is one of the directories (it may be given among them too) or joins them first.
+    args.baseline_index = None
+    if args.baseline is not None:
+        listed = [path.resolve() for path in args.tokenizer_dirs]
+        if args.baseline.resolve() in listed:
+            args.baseline_index = listed.index(args.baseline.resolve())
+        else:
+            args.tokenizer_dirs.insert(0, args.baseline)
+            args.baseline_index = 0
     return args
 
 
@@ -535,10 +606,13 @@ def _run(args: argparse.Namespace) -> int:
             "separator": separator,
             "threads": threads,
         }
+        if args.baseline_index is not None:
+            settings["baseline"] = loaded[args.baseline_index].name
 
         for text in texts:
             prepare_text(text, separator, args.sample_docs, args.seed, progress=progress)
         entries = [_measured_entry(item, texts, thread_option, progress) for item in loaded]
+        notes = [] if args.baseline_index is None else compare_with_baseline(entries, args.baseline_index)
         groups = [entries] if args.output else [[entry] for entry in entries]
         written, missing_matplotlib = _write_reports(targets, groups, texts, settings)
     except BPEInputError as error:
@@ -551,6 +625,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: {error.filename + ': ' if error.filename else ''}{error.strerror or error}", file=sys.stderr)
         return EXIT_FAILED
     _print_results(entries, written, missing_matplotlib)
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -566,6 +642,8 @@ def _measured_entry(
         "run_id": run.get("run_id"),
         # What it trained by (pattern, tie_break, layout); unknown without bpe_run.json.
         **(recorded_rules(run) if run else {}),
+        # A run continued from a base (a superword run's stage 1): where from and how many tokens it kept.
+        **({"start_from": run["start_from"]} if run.get("start_from") else {}),
         "vocab_size": len(item.tokenizer.vocab),
         "special_tokens": list(item.tokenizer.special_tokens),
         "encoder": "compiled" if item.tokenizer.native else "python",
