@@ -384,18 +384,13 @@ def test_tokens_are_shown_unambiguously(token: bytes, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def superword_pair(setup: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Plain BPE to 380 and a superword tokenizer of 380 (stage 1 to 300, then `--pattern superword`
-    from stage 1's files, in a folder of their own) trained on the stories, and held-out stories."""
+    """Plain BPE to 380 and a superword tokenizer of 380 (`--superbpe 300`) trained on the stories, and
+    held-out stories."""
     root = tmp_path_factory.mktemp("superword-report")
     corpus = str(setup["ts_text"])
     assert train_main(["bpe_v2", str(root / "plain"), "-d", corpus, "-v", "380", "-q"]) == 0
-    assert train_main(["bpe_v2", str(root / "stage1"), "-d", corpus, "-v", "300", "-q"]) == 0
-    (root / "base").mkdir()
-    for name in ("vocab.json", "merges.txt"):
-        (root / "base" / name).write_bytes((root / "stage1" / name).read_bytes())
-    base = [str(root / "base" / "vocab.json"), str(root / "base" / "merges.txt")]
-    argv = ["bpe_v2", str(root / "superword"), "-d", corpus, "-v", "380", "--pattern", "superword", "--start-from"]
-    assert train_main([*argv, *base, "-q"]) == 0
+    argv = ["bpe_v2", str(root / "superword"), "-d", corpus, "-v", "380", "--superbpe", "300", "-q"]
+    assert train_main(argv) == 0
     held_out = root / "held_out.txt"
     held_out.write_text(stories(90)[len(stories(60)) :], encoding="utf-8")  # stories 60 to 89: not trained on
     return {"plain": root / "plain", "superword": root / "superword", "held_out": held_out}
@@ -413,7 +408,7 @@ def test_a_superword_tokenizer_is_compared_with_plain_bpe_of_its_size(
     assert data["settings"]["baseline"] == "plain"
     plain, superword, small = data["tokenizers"]
     assert plain["baseline"] is True and "vs_baseline" not in plain["results"][0]
-    assert superword["pattern"]["name"] == "superword" and superword["start_from"]["tokens"] == 300
+    assert superword["pattern"]["name"] == "superword" and superword["superbpe"]["first_stage"]["tokens"] == 300
     text = held_out.read_text(encoding="utf-8")
     plain_tokens = len(reference(superword_pair["plain"]).encode(text))
     for entry in (superword, small):

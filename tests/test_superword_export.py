@@ -3,7 +3,7 @@ pattern, pre-tokens that run across spaces up to a line end) exports loadably: t
 carries the pattern with its digit-grouping lookahead, so stock HF `tokenizers`, `transformers` and
 tiktoken (`pat_str`, read from the run's bpe_run.json) give our ids on held-out text: numbers of 1 to
 12 digits, runs of newlines, \\r\\n, trailing spaces, CJK, punctuation. The tokenizer is trained by the
-command (`--start-from` stage 1's files, `--pattern superword`, `--export hf,tiktoken`) on a few KB of
+command (`--superbpe`, `--export hf,tiktoken`) on a few KB of
 text made here. Each library's tests skip, with the reason, when it is not installed."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import importlib.util
 import json
 import random
 import re
-import shutil
 from functools import cache
 from pathlib import Path
 
@@ -92,18 +91,12 @@ fragment_text = st.lists(st.sampled_from(FRAGMENTS), max_size=50).map("".join)
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The superword run's directory, as the command writes it: stage 1 to STAGE_1_SIZE, then stage 2
-    from stage 1's vocab.json and merges.txt (a folder of their own: a training directory would bring
-    its own pattern, gpt2) with `--pattern superword` to VOCAB_SIZE, exported both ways."""
+    on from it with the superword pattern to VOCAB_SIZE (`--superbpe`), exported both ways."""
     root = tmp_path_factory.mktemp("superword-export")
     corpus = root / "train.txt"
     corpus.write_text(ENDOFTEXT.join(mixed_text(seed, 1200) for seed in range(6)), encoding="utf-8")
-    assert train_main(["bpe_v7", str(root / "stage1"), "-d", str(corpus), "-v", str(STAGE_1_SIZE), "-q"]) == 0
-    base = root / "base"
-    base.mkdir()
-    for name in ("vocab.json", "merges.txt"):
-        shutil.copy(root / "stage1" / name, base / name)
-    argv = ["bpe_v7", str(root / "run"), "-d", str(corpus), "-v", str(VOCAB_SIZE), "--pattern", SUPERWORD]
-    argv += ["--start-from", str(base / "vocab.json"), str(base / "merges.txt"), "--export", "hf,tiktoken", "-q"]
+    argv = ["bpe_v7", str(root / "run"), "-d", str(corpus), "-v", str(VOCAB_SIZE), "--superbpe", str(STAGE_1_SIZE)]
+    argv += ["--export", "hf,tiktoken", "-q"]
     assert train_main(argv) == 0
     return root / "run"
 
@@ -133,7 +126,7 @@ def tiktoken():
 def test_the_run_learned_superwords(run: Path, ours: Tokenizer) -> None:
     # Not a vacuous check: stage 2 made tokens that span a space between two non-spaces.
     info = json.loads((run / "bpe_run.json").read_text(encoding="utf-8"))
-    assert info["pattern"]["name"] == SUPERWORD and info["start_from"]["tokens"] == STAGE_1_SIZE
+    assert info["pattern"]["name"] == SUPERWORD and info["superbpe"]["first_stage"]["tokens"] == STAGE_1_SIZE
     assert len(ours.vocab) == VOCAB_SIZE
     spanning = [token for token in ours.vocab.values() if re.search(rb"\S \S", token)]
     assert len(spanning) >= 10, spanning

@@ -642,8 +642,9 @@ def _measured_entry(
         "run_id": run.get("run_id"),
         # What it trained by (pattern, tie_break, layout); unknown without bpe_run.json.
         **(recorded_rules(run) if run else {}),
-        # A run continued from a base (a superword run's stage 1): where from and how many tokens it kept.
+        # A run continued from a base: where from and how many tokens it kept; a superword run's stages.
         **({"start_from": run["start_from"]} if run.get("start_from") else {}),
+        **({"superbpe": run["superbpe"]} if run.get("superbpe") else {}),
         "vocab_size": len(item.tokenizer.vocab),
         "special_tokens": list(item.tokenizer.special_tokens),
         "encoder": "compiled" if item.tokenizer.native else "python",
