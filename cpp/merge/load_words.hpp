@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kit/omp_shim.hpp"
@@ -68,6 +71,77 @@ private:
     std::vector<uint32_t> next_, previous_;
     std::vector<uint8_t> gone_;
     std::vector<std::pair<PairId, uint32_t>> heap_;
+};
+
+// The pairs of bytes some token of a base holds side by side: merging l and r puts l's last byte
+// beside r's first, and every such pair of a token came in by one merge. Between two bytes that no
+// token holds side by side no ranked pair ever spans, so a word's encoding is its pieces' encodings,
+// cut there (SuperBPE's lines cut between words, as stage 1's tokens never end in a letter before a space).
+class ByteJoins {
+public:
+    explicit ByteJoins(const std::vector<Merge>& base) : joined_(size_t(1) << 16, 0) {
+        std::vector<uint8_t> first(256), last(256);
+        for (uint32_t byte = 0; byte < 256; ++byte) first[byte] = last[byte] = uint8_t(byte);
+        for (const Merge& merge : base) {
+            if (merge.left >= first.size() || merge.right >= first.size()) {
+                throw std::invalid_argument("train_merges: a replayed merge names a token made after it");
+            }
+            joined_[size_t(last[merge.left]) << 8 | first[merge.right]] = 1;
+            first.push_back(first[merge.left]);
+            last.push_back(last[merge.right]);
+        }
+    }
+    bool joined(uint32_t left_byte, uint32_t right_byte) const { return joined_[left_byte << 8 | right_byte]; }
+
+private:
+    std::vector<uint8_t> joined_;
+};
+
+// A word of bytes encoded by a base's merges piece by piece (ByteJoins' cuts), each short piece's
+// encoding kept for its next occurrence: pieces repeat as words do, where whole lines do not.
+template <typename Symbol>
+class PieceEncoder {
+public:
+    uint32_t encode(Symbol* symbols, uint32_t length, const PairIdMap& ranks, const ByteJoins& joins) {
+        uint32_t written = 0, start = 0;
+        for (uint32_t at = 1; at <= length; ++at) {
+            if (at < length && joins.joined(uint32_t(symbols[at - 1]), uint32_t(symbols[at]))) continue;
+            // Pieces only shrink, so the output never reaches a byte not yet read.
+            written += encode_piece(symbols + start, at - start, symbols + written, ranks);
+            start = at;
+        }
+        return written;
+    }
+
+private:
+    static constexpr uint32_t kLongestKept = 64;  // longer pieces are rare: encoded each time
+    static constexpr size_t kMostKept = size_t(1) << 20;  // then the cache starts over
+
+    uint32_t encode_piece(const Symbol* piece, uint32_t length, Symbol* out, const PairIdMap& ranks) {
+        if (length == 1) {
+            out[0] = piece[0];
+            return 1;
+        }
+        if (length > kLongestKept) {
+            if (out != piece) std::copy(piece, piece + length, out);  // out < piece: a forward copy is safe
+            return words_.encode(out, length, ranks);
+        }
+        key_.resize(length);  // bytes, as every symbol is before the replay
+        for (uint32_t at = 0; at < length; ++at) key_[at] = static_cast<char>(piece[at]);
+        auto found = kept_.find(key_);
+        if (found == kept_.end()) {
+            if (kept_.size() >= kMostKept) kept_.clear();
+            std::vector<Symbol> tokens(piece, piece + length);
+            tokens.resize(words_.encode(tokens.data(), length, ranks));
+            found = kept_.emplace(key_, std::move(tokens)).first;
+        }
+        std::copy(found->second.begin(), found->second.end(), out);
+        return uint32_t(found->second.size());
+    }
+
+    WordEncoder words_;
+    std::string key_;
+    std::unordered_map<std::string, std::vector<Symbol>> kept_;
 };
 
 // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
@@ -224,13 +298,14 @@ inline void Trainer<Symbol>::encode_words(const std::vector<Merge>& base, int nu
             token_lengths_.push_back(token_lengths_[merge.left] + token_lengths_[merge.right]);
         }
     }
+    const ByteJoins joins(base);
     const size_t num_words = word_ids_.size();
     const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
     parallel_for(threads, int(threads), [&](size_t share) {
-        WordEncoder encoder;
+        PieceEncoder<Symbol> encoder;
         for (size_t index = num_words * share / threads; index < num_words * (share + 1) / threads; ++index) {
             WordHeader& info = header(word_ids_[index]);
-            info.length = encoder.encode(symbols(word_ids_[index]), info.length, ranks);
+            info.length = encoder.encode(symbols(word_ids_[index]), info.length, ranks, joins);
         }
     });
     recount_pairs();
