@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "kit/bits.hpp"
 #include "kit/omp_shim.hpp"
 #include "merge/trainer.hpp"
 
@@ -115,7 +115,16 @@ public:
 
 private:
     static constexpr uint32_t kLongestKept = 64;  // longer pieces are rare: encoded each time
-    static constexpr size_t kMostKept = size_t(1) << 20;  // then the cache starts over
+    static constexpr size_t kMostKept = size_t(1) << 20;  // then the table starts over
+
+    // A kept piece: its bytes and its tokens, each at an offset of its arena (key_length 0: empty).
+    struct Slot {
+        uint64_t hash = 0;
+        uint32_t key_at = 0;
+        uint32_t tokens_at = 0;
+        uint8_t key_length = 0;
+        uint8_t num_tokens = 0;
+    };
 
     uint32_t encode_piece(const Symbol* piece, uint32_t length, Symbol* out, const PairIdMap& ranks) {
         if (length == 1) {
@@ -126,22 +135,59 @@ private:
             if (out != piece) std::copy(piece, piece + length, out);  // out < piece: a forward copy is safe
             return words_.encode(out, length, ranks);
         }
-        key_.resize(length);  // bytes, as every symbol is before the replay
-        for (uint32_t at = 0; at < length; ++at) key_[at] = static_cast<char>(piece[at]);
-        auto found = kept_.find(key_);
-        if (found == kept_.end()) {
-            if (kept_.size() >= kMostKept) kept_.clear();
-            std::vector<Symbol> tokens(piece, piece + length);
-            tokens.resize(words_.encode(tokens.data(), length, ranks));
-            found = kept_.emplace(key_, std::move(tokens)).first;
+        char key[kLongestKept];
+        for (uint32_t at = 0; at < length; ++at) key[at] = static_cast<char>(piece[at]);  // bytes, before the replay
+        const uint64_t hash = hash_bytes(key, length);
+        if (2 * (num_kept_ + 1) > slots_.size()) grow();
+        const size_t mask = slots_.size() - 1;
+        for (size_t at = hash & mask;; at = (at + 1) & mask) {
+            Slot& slot = slots_[at];
+            if (slot.key_length == 0) {  // new: encoded once, kept
+                Symbol tokens[kLongestKept];
+                std::copy(piece, piece + length, tokens);
+                const uint32_t num_tokens = words_.encode(tokens, length, ranks);
+                slot = {hash, uint32_t(key_bytes_.size()), uint32_t(kept_tokens_.size()), uint8_t(length),
+                        uint8_t(num_tokens)};
+                key_bytes_.insert(key_bytes_.end(), key, key + length);
+                kept_tokens_.insert(kept_tokens_.end(), tokens, tokens + num_tokens);
+                ++num_kept_;
+                std::copy(tokens, tokens + num_tokens, out);
+                return num_tokens;
+            }
+            if (slot.hash == hash && slot.key_length == length &&
+                std::memcmp(key_bytes_.data() + slot.key_at, key, length) == 0) {
+                const Symbol* tokens = kept_tokens_.data() + slot.tokens_at;
+                std::copy(tokens, tokens + slot.num_tokens, out);
+                return slot.num_tokens;
+            }
         }
-        std::copy(found->second.begin(), found->second.end(), out);
-        return uint32_t(found->second.size());
+    }
+
+    // Twice the slots, the kept pieces placed again; past kMostKept pieces, an empty table.
+    void grow() {
+        if (num_kept_ >= kMostKept || slots_.empty()) {
+            slots_.assign(size_t(1) << 16, Slot{});
+            key_bytes_.clear();
+            kept_tokens_.clear();
+            num_kept_ = 0;
+            return;
+        }
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        const size_t mask = slots_.size() - 1;
+        for (const Slot& slot : old) {
+            if (slot.key_length == 0) continue;
+            size_t at = slot.hash & mask;
+            while (slots_[at].key_length != 0) at = (at + 1) & mask;
+            slots_[at] = slot;
+        }
     }
 
     WordEncoder words_;
-    std::string key_;
-    std::unordered_map<std::string, std::vector<Symbol>> kept_;
+    std::vector<Slot> slots_;
+    std::vector<char> key_bytes_;
+    std::vector<Symbol> kept_tokens_;
+    size_t num_kept_ = 0;
 };
 
 // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
