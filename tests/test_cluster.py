@@ -331,3 +331,15 @@ def test_the_resource_tracker_started_with_the_workers_cleans_up_without_a_word(
 
     assert "leaked semaphore" in stderr_of("as multiprocessing starts it")  # the leak is real
     assert stderr_of("as the cluster starts it") == ""
+
+
+def test_superbpe_counts_both_stages_on_the_cluster(corpus: tuple[Path, list[Path]], tmp_path: Path, capsys):
+    from cs336_basics.commands.cli import main as train_main
+    from cs336_basics.outputs.serialization import load_merges
+
+    whole, parts = corpus
+    out = tmp_path / "out"
+    argv = ["auto", str(out), "-d", *map(str, parts), "--cluster", "local:2", "-v", "800", "--superbpe", "600", "-q"]
+    assert train_main(argv) == 0
+    assert "counted on local:2" in capsys.readouterr().out
+    assert load_merges(out / "merges.txt") == train_bpe(whole, 800, SPECIALS, trainer=REFERENCE, superbpe=600)[1]
