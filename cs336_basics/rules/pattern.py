@@ -13,6 +13,11 @@ Named patterns:
 - `nanochat`: nanochat's `SPLIT_PATTERN`: rustbpe's with numbers of one or two digits (`\\p{N}{1,2}`).
 - `superword`: SuperBPE's second stage (`superbpe.py`): numbers in groups of three digits from the
   right, each run of anything else up to a line end, line ends; pre-tokens span spaces.
+- `superbpe`: the SuperBPE paper's first stage, as its training script builds it for HF tokenizers
+  (`Digits`, then a `Split` of a three-digit lookahead and GPT-2's letter, punctuation and space
+  alternatives, then `ByteLevel` without its regex): one expression that splits as that sequence does.
+- `superbpe-stage2`: the paper's second stage, the same sequence with the lookahead alone: numbers in
+  groups of three digits from the right, everything else whole (`train(files)` reads it by lines).
 
 Each is one row of PATTERN_ROWS (`NamedPattern`: its name, regex, native scanner, safe cuts and
 Unicode facts), which every other module reads; adding one is docs/PATTERNS.md. Names are
@@ -57,6 +62,8 @@ O200K = "o200k"
 RUSTBPE = "rustbpe"
 NANOCHAT = "nanochat"
 SUPERWORD = "superword"
+SUPERBPE = "superbpe"
+SUPERBPE_STAGE2 = "superbpe-stage2"
 
 # The assignment's pattern, exactly as it specifies it.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -97,6 +104,28 @@ _NANOCHAT_PATTERN = (
 # right, runs of anything else up to a line end (spaces included: pre-tokens become superwords), line ends.
 _SUPERWORD_PATTERN = r"""\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))|[^\r\n\p{N}]+|[\r\n]+"""
 
+# The SuperBPE paper's HF pre-tokenizers (its utils.py): Digits(individual_digits=False), a Split (behavior
+# "isolated") of `(?=(\d{3})+(?!\d))`, in the first stage followed by GPT-2's alternatives without
+# contractions or numbers (` ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`), then ByteLevel(use_regex=False),
+# which only maps bytes. Each expression below splits text as that sequence does (tests/test_superbpe_reference.py
+# holds it to HF tokenizers itself): Digits cuts the text into runs of numbers and runs of the rest, the
+# Split runs on each alone, so a run of whitespace before a number ends there as at the end of a text, and
+# in a run of numbers the lookahead's empty matches cut digit groups of three counted from the right (`\d`
+# is Oniguruma's `\p{Nd}`; No and Nl numbers ride along in the group they stand in). Digits takes Rust's
+# `char::is_numeric` (Unicode 17.0 in HF tokenizers 0.23), which also holds _DIGITS_NEWER, characters
+# Oniguruma's Unicode 16.0 tables leave unassigned: in the first stage they form runs of their own (the
+# punctuation alternative takes them, bounded by the numbers' run), in the second they stay in a number's group.
+# Written as the characters themselves, which regex, Oniguruma and fancy-regex read alike.
+_DIGITS_NEWER = "[\U00011de0-\U00011de9\U00016ff4-\U00016ff6]"
+_SUPERBPE_PATTERN = (
+    rf""" ?\p{{L}}+| ?(?:(?!{_DIGITS_NEWER})[^\s\p{{L}}\p{{N}}])+|\s+(?!(?!{_DIGITS_NEWER})[^\s\p{{N}}])|\s+"""
+    rf"""|{_DIGITS_NEWER}+|\p{{N}}+?(?:(?=(?:\p{{Nd}}{{3}})+(?!\p{{Nd}}))|(?!\p{{N}}))"""
+)
+_SUPERBPE_STAGE2_PATTERN = (
+    rf"""(?:(?!{_DIGITS_NEWER})\P{{N}})+"""
+    rf"""|(?:\p{{N}}|{_DIGITS_NEWER})+?(?:(?=(?:\p{{Nd}}{{3}})+(?!\p{{Nd}}))|(?!\p{{N}}|{_DIGITS_NEWER}))"""
+)
+
 # Two adjacent characters that no GPT-2 pre-token spans, whatever text comes before or after them
 # (matched backwards, `NamedPattern.safe_cut`): a non-space before whitespace; a letter before a
 # number or a symbol; a number before a letter or a symbol; a symbol before a letter or a number,
@@ -116,6 +145,14 @@ _GPT4_SAFE_CUT = r"\p{L}(?=[^\p{L}\p{M}'])|\p{N}(?=\P{N})|[^\s\p{L}\p{N}](?=\p{N
 # The same for the superword pattern: a line end before or after anything else; a number before a
 # non-number, anything else before a number (the grouping of a number's digits counts from its own end).
 _SUPERWORD_SAFE_CUT = r"[\r\n](?=[^\r\n])|[^\r\n](?=[\r\n])|\p{N}(?=\P{N})|\P{N}(?=\p{N})"
+
+# The same for the paper's first stage: GPT-2's, but for contractions, which it has none of.
+_SUPERBPE_SAFE_CUT = r"\S(?=\s)|\p{L}(?=[^\s\p{L}])|\p{N}(?=[^\s\p{N}])|[^\s\p{L}\p{N}](?=[\p{L}\p{N}])"
+# And for its second: a number before anything else, anything else before a number (Digits' runs).
+_SUPERBPE_STAGE2_SAFE_CUT = (
+    rf"""(?:\p{{N}}|{_DIGITS_NEWER})(?=(?!{_DIGITS_NEWER})\P{{N}})"""
+    rf"""|(?!{_DIGITS_NEWER})\P{{N}}(?=\p{{N}}|{_DIGITS_NEWER})"""
+)
 
 # The Unicode version rustbpe 0.1.0, tiktoken 0.14 and HF tokenizers 0.23 class characters by: each
 # one's classes equal regex's Unicode 16.0 ones on every code point (docs/REFERENCES.md, the probe).
@@ -215,6 +252,21 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         _SUPERWORD_PATTERN,
         "SuperBPE's second stage: whole lines but for numbers",
         safe_cut=_SUPERWORD_SAFE_CUT,
+        version1=True,
+    ),
+    NamedPattern(
+        SUPERBPE,
+        _SUPERBPE_PATTERN,
+        "the SuperBPE paper's first stage (HF's Digits, three-digit Split, GPT-2's alternatives)",
+        safe_cut=_SUPERBPE_SAFE_CUT,
+        whitespace_cuts=True,
+        version1=True,
+    ),
+    NamedPattern(
+        SUPERBPE_STAGE2,
+        _SUPERBPE_STAGE2_PATTERN,
+        "the SuperBPE paper's second stage: numbers in threes, the rest whole",
+        safe_cut=_SUPERBPE_STAGE2_SAFE_CUT,
         version1=True,
     ),
 )
