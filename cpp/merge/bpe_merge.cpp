@@ -41,16 +41,16 @@ std::vector<Merge> run_merges(const CountedWords& words, CountedWords* release, 
 #ifdef BPE_MERGE_PROFILE
     const auto started = std::chrono::steady_clock::now();
 #endif
-    trainer.load_words(words, num_threads);    // every word as its bytes, once
-    if (release != nullptr) *release = CountedWords();
+    if (replay.empty()) {
+        trainer.load_words(words, num_threads);  // every word as its bytes, once
+        if (release != nullptr) *release = CountedWords();
+    } else {  // each word as the base encodes it (the caller's words freed once encoded), then its pairs
+        trainer.load_encoded_words(words, release, replay, num_threads);
+    }
 #ifdef BPE_MERGE_PROFILE
     const auto loaded = std::chrono::steady_clock::now();
 #endif
-    if (replay.empty()) {
-        trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
-    } else {
-        trainer.encode_words(replay, num_threads);  // each word as the base encodes it, then its pairs
-    }
+    if (replay.empty()) trainer.count_initial_pairs(num_threads);  // pair counts and the words holding each pair
 #ifdef BPE_MERGE_PROFILE
     const auto counted = std::chrono::steady_clock::now();
     trainer.profile_.load_seconds = std::chrono::duration<double>(loaded - started).count();

@@ -22,7 +22,7 @@ using namespace merge_tables;
 // Fewer words than this per thread are counted on fewer threads: a team costs more than it saves.
 constexpr size_t kWordsPerThread = 1 << 12;
 
-// Encodes a word in place by ranked merges (Trainer::encode_words): a linked list of its symbols
+// Encodes a word in place by ranked merges (Trainer::load_encoded_words): a linked list of its symbols
 // and a min-heap of its ranked pairs by (rank, position), so the leftmost occurrence of the pair
 // ranked first merges next; an entry whose pair has changed since is skipped. O(n log n) in the
 // word's length, a pre-token of megabytes included. Base merge k makes token 256 + k.
@@ -102,15 +102,15 @@ private:
 template <typename Symbol>
 class PieceEncoder {
 public:
-    uint32_t encode(Symbol* symbols, uint32_t length, const PairIdMap& ranks, const ByteJoins& joins) {
-        uint32_t written = 0, start = 0;
+    // Appends the word's tokens to `out`.
+    void encode(const unsigned char* bytes, uint32_t length, std::vector<Symbol>& out, const PairIdMap& ranks,
+                const ByteJoins& joins) {
+        uint32_t start = 0;
         for (uint32_t at = 1; at <= length; ++at) {
-            if (at < length && joins.joined(uint32_t(symbols[at - 1]), uint32_t(symbols[at]))) continue;
-            // Pieces only shrink, so the output never reaches a byte not yet read.
-            written += encode_piece(symbols + start, at - start, symbols + written, ranks);
+            if (at < length && joins.joined(bytes[at - 1], bytes[at])) continue;
+            encode_piece(bytes + start, at - start, out, ranks);
             start = at;
         }
-        return written;
     }
 
 private:
@@ -126,17 +126,18 @@ private:
         uint8_t num_tokens = 0;
     };
 
-    uint32_t encode_piece(const Symbol* piece, uint32_t length, Symbol* out, const PairIdMap& ranks) {
+    void encode_piece(const unsigned char* piece, uint32_t length, std::vector<Symbol>& out, const PairIdMap& ranks) {
         if (length == 1) {
-            out[0] = piece[0];
-            return 1;
+            out.push_back(Symbol(piece[0]));
+            return;
         }
         if (length > kLongestKept) {
-            if (out != piece) std::copy(piece, piece + length, out);  // out < piece: a forward copy is safe
-            return words_.encode(out, length, ranks);
+            const size_t first = out.size();
+            out.insert(out.end(), piece, piece + length);
+            out.resize(first + words_.encode(out.data() + first, length, ranks));
+            return;
         }
-        char key[kLongestKept];
-        for (uint32_t at = 0; at < length; ++at) key[at] = static_cast<char>(piece[at]);  // bytes, before the replay
+        const char* key = reinterpret_cast<const char*>(piece);
         const uint64_t hash = hash_bytes(key, length);
         if (2 * (num_kept_ + 1) > slots_.size()) grow();
         const size_t mask = slots_.size() - 1;
@@ -151,14 +152,14 @@ private:
                 key_bytes_.insert(key_bytes_.end(), key, key + length);
                 kept_tokens_.insert(kept_tokens_.end(), tokens, tokens + num_tokens);
                 ++num_kept_;
-                std::copy(tokens, tokens + num_tokens, out);
-                return num_tokens;
+                out.insert(out.end(), tokens, tokens + num_tokens);
+                return;
             }
             if (slot.hash == hash && slot.key_length == length &&
                 std::memcmp(key_bytes_.data() + slot.key_at, key, length) == 0) {
                 const Symbol* tokens = kept_tokens_.data() + slot.tokens_at;
-                std::copy(tokens, tokens + slot.num_tokens, out);
-                return slot.num_tokens;
+                out.insert(out.end(), tokens, tokens + slot.num_tokens);
+                return;
             }
         }
     }
@@ -191,22 +192,29 @@ private:
 };
 
 // Words of one byte, or seen 0 times, hold no pair and are dropped; the rest become symbols.
-template <typename Symbol>
-inline void Trainer<Symbol>::load_words(const CountedWords& words, int num_threads) {
+// The checks every CountedWords passes before it is loaded.
+inline void check_counted_words(const CountedWords& words) {
     const size_t num_words = words.counts.size();
     if (words.offsets.size() != num_words + 1 || words.offsets.front() != 0 ||
         words.offsets.back() != words.bytes.size()) {
         throw std::invalid_argument(
             "CountedWords: offsets must hold size() + 1 entries, from 0 to bytes.size()");
     }
-    const auto kept = [&](size_t word) {
+    for (size_t word = 0; word < num_words; ++word) {
         const uint64_t begin = words.offsets[word];
         const uint64_t end = words.offsets[word + 1];
-        const int64_t count = words.counts[word];
         if (end < begin) throw std::invalid_argument("CountedWords: offsets must not decrease");
-        if (count < 0) throw std::invalid_argument("CountedWords: counts must not be negative");
+        if (words.counts[word] < 0) throw std::invalid_argument("CountedWords: counts must not be negative");
         if (end - begin > UINT32_MAX) throw std::invalid_argument("CountedWords: a word longer than 4 GiB");
-        return end - begin >= 2 && count != 0;
+    }
+}
+
+template <typename Symbol>
+inline void Trainer<Symbol>::load_words(const CountedWords& words, int num_threads) {
+    check_counted_words(words);
+    const size_t num_words = words.counts.size();
+    const auto kept = [&](size_t word) {
+        return words.offsets[word + 1] - words.offsets[word] >= 2 && words.counts[word] != 0;
     };
     // Where each kept word goes, on one thread (cheap); then its symbols, on the threads.
     std::vector<size_t> sources;  // the kept words' indices in `words`
@@ -326,12 +334,17 @@ inline void Trainer<Symbol>::count_initial_pairs(int num_threads) {
 
 // Each word as its encoding by a base's merges (bpe_merge.hpp, `replay`): the pair ranked first
 // merged at every occurrence from the left, until no ranked pair is left, as the tokenizer
-// encodes; the base's tokens join the token table first. Then every pair is counted from the
-// words (they are no longer pairs of bytes). Replaying the merges on the pair tables instead
-// took up to 1.5 times as long as training as many merges: no pair can be pruned while any may
-// be replayed.
+// encodes; the base's tokens join the token table first. The words are encoded straight from
+// their bytes, each thread into a buffer of its own, and only then laid out, at their encoded
+// length: the caller's words (`release`) are freed before the arena is made, so the bytes and
+// an arena of two bytes a byte never live at once (SuperBPE's lines shrink to a token per three or
+// four bytes). Then every pair is counted from the words (no longer pairs of bytes). Replaying
+// the merges on the pair tables instead took up to 1.5 times as long as training as many merges:
+// no pair can be pruned while any may be replayed.
 template <typename Symbol>
-inline void Trainer<Symbol>::encode_words(const std::vector<Merge>& base, int num_threads) {
+inline void Trainer<Symbol>::load_encoded_words(const CountedWords& words, CountedWords* release,
+                                                const std::vector<Merge>& base, int num_threads) {
+    check_counted_words(words);
     PairIdMap ranks(base.size());
     for (const Merge& merge : base) {
         if (merge.left >= tokens_.size() || merge.right >= tokens_.size()) {
@@ -345,14 +358,73 @@ inline void Trainer<Symbol>::encode_words(const std::vector<Merge>& base, int nu
         }
     }
     const ByteJoins joins(base);
-    const size_t num_words = word_ids_.size();
+    const size_t num_words = words.counts.size();
     const size_t threads = size_t(std::clamp<int64_t>(num_threads, 1, int64_t(num_words / kWordsPerThread) + 1));
-    parallel_for(threads, int(threads), [&](size_t share) {
-        PieceEncoder<Symbol> encoder;
-        for (size_t index = num_words * share / threads; index < num_words * (share + 1) / threads; ++index) {
-            WordHeader& info = header(word_ids_[index]);
-            info.length = encoder.encode(symbols(word_ids_[index]), info.length, ranks, joins);
+    struct Share {
+        std::vector<Symbol> symbols;   // its words' tokens, back to back
+        std::vector<uint32_t> lengths;  // each of its words' tokens (0: a word left out)
+    };
+    std::vector<Share> shares(threads);
+    const auto first_word = [&](size_t share) { return num_words * share / threads; };
+    observed(threads, [&] {
+        parallel_for(threads, int(threads), [&](size_t share) {
+            PieceEncoder<Symbol> encoder;
+            Share& mine = shares[share];
+            for (size_t word = first_word(share); word < first_word(share + 1); ++word) {
+                const uint64_t begin = words.offsets[word];
+                const auto length = uint32_t(words.offsets[word + 1] - begin);
+                if (length < 2 || words.counts[word] == 0) {  // no pair: left out
+                    mine.lengths.push_back(0);
+                    continue;
+                }
+                const size_t before = mine.symbols.size();
+                const auto* bytes = reinterpret_cast<const unsigned char*>(words.bytes.data() + begin);
+                encoder.encode(bytes, length, mine.symbols, ranks, joins);
+                auto encoded = uint32_t(mine.symbols.size() - before);
+                if (encoded < 2) {  // one token: no pair left, nothing to keep
+                    mine.symbols.resize(before);
+                    encoded = 0;
+                }
+                mine.lengths.push_back(encoded);
+            }
+        });
+    });
+    // Where each kept word goes, on one thread (cheap); the counts are copied out before the
+    // caller's words go.
+    std::vector<int64_t> counts;
+    std::vector<size_t> first_kept(threads + 1, 0);
+    size_t units = 0;
+    for (size_t share = 0; share < threads; ++share) {
+        first_kept[share] = word_ids_.size();
+        for (size_t index = 0; index < shares[share].lengths.size(); ++index) {
+            const uint32_t length = shares[share].lengths[index];
+            if (length == 0) continue;
+            if (units > static_cast<size_t>(INT32_MAX)) {
+                throw std::invalid_argument("CountedWords: more than 16 GiB of distinct words");
+            }
+            word_ids_.push_back(WordId(units));
+            counts.push_back(words.counts[first_word(share) + index]);
+            units += word_units(length);
         }
+    }
+    first_kept[threads] = word_ids_.size();
+    if (units > static_cast<size_t>(INT32_MAX)) {
+        throw std::invalid_argument("CountedWords: more than 16 GiB of distinct words");
+    }
+    if (release != nullptr) *release = CountedWords();
+    arena_ = HugePageArray<uint64_t>(units);
+    parallel_for(threads, int(threads), [&](size_t share) {
+        Share& mine = shares[share];
+        const Symbol* from = mine.symbols.data();
+        size_t kept = first_kept[share];
+        for (const uint32_t length : mine.lengths) {
+            if (length == 0) continue;
+            header(word_ids_[kept]) = {counts[kept], length, length};
+            std::copy(from, from + length, symbols(word_ids_[kept]));
+            from += length;
+            ++kept;
+        }
+        mine = Share();  // freed as soon as copied
     });
     recount_pairs();
 }

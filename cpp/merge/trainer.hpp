@@ -64,7 +64,8 @@ public:
     // Building the words and their pairs (merge/load_words.hpp).
     void load_words(const CountedWords& words, int num_threads);
     void count_initial_pairs(int num_threads);
-    void encode_words(const std::vector<Merge>& base, int num_threads);
+    void load_encoded_words(const CountedWords& words, CountedWords* release, const std::vector<Merge>& base,
+                            int num_threads);
 
     // Choosing the best pair: the heap, its admission bar, pruning (merge/best_pair.hpp).
     PairId pop_best();
