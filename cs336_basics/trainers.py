@@ -21,12 +21,7 @@ except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PL
     resource = None  # type: ignore[assignment]
 
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from .ingest.counted import (
-    CountedInput,
-    VersionReading,
-    counted_input,
-    present_bytes,  # noqa: F401  (importable from here, its home before ingest/counted.py)
-)
+from .ingest.counted import CountedInput, VersionReading, counted_input
 from .ingest.plan import InputPlan
 from .ingest.route import count_inputs  # noqa: F401  (importable from here, its home before ingest/)
 
@@ -60,6 +55,7 @@ from .rules.presets import (
     resolve_preset,
     resolve_rules,
 )
+from .rules.splitting import present_bytes  # noqa: F401  (importable from here, its home before)
 from .rules.start_from import (
     Base,
     StartFrom,

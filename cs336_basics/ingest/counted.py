@@ -21,14 +21,10 @@ import os
 import time
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..native.backend import NativeUnavailable, effective_num_threads, load_native
 from ..phases import CountParallelism, TrainerVersion
-from ..progress import progress_bar
-from ..rules.contract import BPEInputError, check_input_file, read_corpus
-from ..rules.splitting import count_words_in_lines, special_token_bytes_in_files
+from .in_place import FreshCounts, count_in_place
 from .plan import InputPlan, as_plan
 from .route import Route, count_plan_by_route, route
 from .word_counts import CountNotes, count_notes
@@ -87,17 +83,9 @@ def counted_input(
     `plan.inspect_input` (a plan's own where `inputs` is one). hf-files cannot go on from `base`."""
     counted = rules.counted_special_tokens(special_tokens)  # hf-raw: the text is not split on them
     plan = as_plan(inputs, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
-    way = route(plan, rules=rules)  # a version reads one local text file itself; other inputs are counted first
+    way = route(plan, rules=rules)  # hf-files: one local text file, or refused here
     version = reading()
-    if rules.by_lines:
-        if base is not None:  # its vocabulary starts from the bytes seen, a base's from all 256
-            raise BPEInputError(
-                "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
-                f"{base.source}: train with like='hf' to start from a base"
-            )
-        path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
-        return _counted_by_lines(path, special_tokens, rules, version, progress)
-    if way is not Route.VERSION:
+    if way is not Route.VERSION:  # counted first, here (hf-files took no other route: refused by `route`)
         started = time.perf_counter()
         counts = count_plan_by_route(
             plan, counted, num_workers=version.options.num_workers, progress=progress, pattern=rules.pattern
@@ -105,72 +93,9 @@ def counted_input(
         # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
         table = counts.native if version.native_counts and counts.native is not None else counts.counts
         measured = counts.special_token_bytes  # the note on unmatched text needs the special tokens' bytes
-        notes = count_notes(table, special_tokens, counts.source_bytes, rules, lambda: measured)
-        return CountedInput(version, table, counts.source_bytes, notes, started)
-    path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
-    return _counted_in_place(path, special_tokens, rules, version, progress)
-
-
-def _counted_in_place(
-    path: Path, special_tokens: list[str], rules: TrainingRules, reading: VersionReading, progress: bool
-) -> CountedInput:
-    """One local text file counted by the version itself, in place."""
-    started = time.perf_counter()
-    size = path.stat().st_size
-    counted = rules.counted_special_tokens(special_tokens)
-    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
-        word_counts = reading.version.pretokenize_and_count(
-            path, counted, reading.options, advance, pattern=rules.pattern
-        )
-    notes = count_notes(
-        word_counts, special_tokens, size, rules, lambda: special_token_bytes_in_files([path], special_tokens)
-    )
-    # The counts are this run's own: a version that can frees them once its merge loop has them.
-    return CountedInput(reading, word_counts, size, notes, started, release_words=reading.native_counts)
-
-
-def _counted_by_lines(
-    path: Path, special_tokens: list[str], rules: TrainingRules, reading: VersionReading, progress: bool
-) -> CountedInput:
-    """HF's `train(files)` (the preset hf-files): the file's lines each pre-tokenized alone, the special
-    tokens counted as text, the vocabulary starting from the bytes the text holds. bpe_v1 counts in
-    Python (`splitting.count_words_in_lines`), the oracle; every other version through the native
-    counter where it is built."""
-    started = time.perf_counter()
-    size = path.stat().st_size
-    native = None
-    if reading.native_lines and rules.pattern.native:
-        try:
-            native = load_native("_count_cpp")
-        except NativeUnavailable:
-            pass  # counted in Python, as bpe_v1 counts
-    options = reading.options
-    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
-        if native is not None:
-            threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
-            chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_file(
-                path,
-                [],
-                threads,
-                chunk_bytes,
-                advance,
-                rules.pattern.scanner,
-                by_lines=True,
-                unicode=rules.pattern.unicode_version,
-            )
-            alphabet = present_bytes(word_counts.to_arrays()[0])
-            if not reading.native_counts:
-                word_counts = word_counts.to_dict()
-        else:
-            word_counts = dict(count_words_in_lines(read_corpus(path), rules.pattern))
-            alphabet = present_bytes(b"".join(word_counts))
-            advance(size)
-    # The text's size is not noted: its special tokens are text, and a named pattern matches all of it.
-    notes = count_notes(word_counts, special_tokens, 0, rules)
-    return CountedInput(reading, word_counts, 0, notes, started, alphabet=alphabet)
-
-
-def present_bytes(data: bytes) -> bytes:
-    """The byte values `data` holds, ascending: one memchr per value, never a Python loop over the data."""
-    return bytes(byte for byte in range(256) if data.find(bytes((byte,))) >= 0)
+        fresh = FreshCounts(table, counts.source_bytes, lambda: measured, None, False, started)
+    else:  # the version reads the one local text file itself
+        fresh = count_in_place(plan.files[0].path, special_tokens, rules, version, progress, base)
+    word_counts, source_bytes, special_bytes, alphabet, release_words, started = fresh
+    notes = count_notes(word_counts, special_tokens, source_bytes, rules, special_bytes)
+    return CountedInput(version, word_counts, source_bytes, notes, started, "pre-tokenize", alphabet, release_words)
