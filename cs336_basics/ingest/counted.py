@@ -23,8 +23,7 @@ from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..phases import CountParallelism, TrainerVersion
-from .in_place import FreshCounts, count_in_place
+from .in_place import FreshCounts, VersionReading, count_in_place
 from .plan import InputPlan, as_plan
 from .route import Route, count_plan_by_route, route
 from .word_counts import CountNotes, count_notes
@@ -32,20 +31,6 @@ from .word_counts import CountNotes, count_notes
 if TYPE_CHECKING:
     from ..rules.presets import TrainingRules
     from ..rules.start_from import Base
-
-
-@dataclass(frozen=True)
-class VersionReading:
-    """The trainer version of a run as counting needs it: `name` and `version` (`trainers.load_trainer`),
-    `options` (`phases.CountParallelism`, checked), `native_lines`: it counts hf-files' lines with the
-    native counter where that is built (bpe_v1, the oracle, counts them in Python), `native_counts`:
-    its merge takes counts held in C++ as they are (`trainers.Registered.merges_native_counts`)."""
-
-    name: str
-    version: TrainerVersion
-    options: CountParallelism
-    native_lines: bool = True
-    native_counts: bool = False
 
 
 @dataclass

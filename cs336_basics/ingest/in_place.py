@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sized
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..native.backend import NativeUnavailable, effective_num_threads, load_native
+from ..phases import CountParallelism, TrainerVersion
 from ..progress import progress_bar
 from ..rules.contract import BPEInputError, check_input_file, read_corpus
 from ..rules.splitting import count_words_in_lines, present_bytes, special_token_bytes_in_files
@@ -24,7 +26,20 @@ if TYPE_CHECKING:
 
     from ..rules.presets import TrainingRules
     from ..rules.start_from import Base
-    from .counted import VersionReading
+
+
+@dataclass(frozen=True)
+class VersionReading:
+    """The trainer version of a run as counting needs it: `name` and `version` (`trainers.load_trainer`),
+    `options` (`phases.CountParallelism`, checked), `native_lines`: it counts hf-files' lines with the
+    native counter where that is built (bpe_v1, the oracle, counts them in Python), `native_counts`:
+    its merge takes counts held in C++ as they are (`trainers.Registered.merges_native_counts`)."""
+
+    name: str
+    version: TrainerVersion
+    options: CountParallelism
+    native_lines: bool = True
+    native_counts: bool = False
 
 
 class FreshCounts(NamedTuple):
