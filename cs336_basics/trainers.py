@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
@@ -20,29 +20,31 @@ try:
 except ImportError:  # Windows: no getrusage; peak memory reads 0 there (docs/PLATFORMS.md)
     resource = None  # type: ignore[assignment]
 
-import regex
-
 from . import bpe_v1, bpe_v2, bpe_v3, bpe_v4
-from .ingest.plan import InputPlan, as_plan
-from .ingest.route import (
-    Route,
-    count_inputs,  # noqa: F401  (importable from here, its home before ingest/)
-    count_plan_by_route,
-    route,
+from .ingest.counted import CountedInput, VersionReading, counted_input
+from .ingest.plan import InputPlan
+from .ingest.route import count_inputs  # noqa: F401  (importable from here, its home before ingest/)
+
+# The notes on a run's counts (`count_notes`); each importable from here, its home before.
+from .ingest.word_counts import (  # noqa: F401
+    absent_special_tokens,
+    absent_tokens_note,
+    count_notes,
+    looks_misspelled,
+    token_brackets,
+    unmatched_note,
+    unmatched_text_bytes,
 )
-from .ingest.word_counts import counted_text_bytes
-from .native.backend import NativeUnavailable, chosen_trainer, effective_num_threads, load_native
+from .native.backend import NativeUnavailable, chosen_trainer, load_native
 from .phases import CountParallelism, TrainerVersion
 from .progress import progress_bar
 from .rules.contract import (
     BPEInputError,
     Merges,
     Vocab,
-    check_input_file,
     check_num_workers,
     check_special_tokens,
     check_vocab_size,
-    read_corpus,
 )
 from .rules.merge_limits import NO_LIMITS, MergeLimits
 from .rules.pattern import Pattern, pattern_label, resolve_pattern
@@ -53,7 +55,7 @@ from .rules.presets import (
     resolve_preset,
     resolve_rules,
 )
-from .rules.splitting import count_words_in_lines, special_token_bytes_in_files
+from .rules.splitting import present_bytes  # noqa: F401  (importable from here, its home before)
 from .rules.start_from import (
     Base,
     StartFrom,
@@ -67,8 +69,6 @@ from .rules.vocab_layout import CS336_LAYOUT, assemble_vocab, trains_below_initi
 from .superbpe import check_transition, train_in_two_stages
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from .ingest.word_counts import WordCounts
 
 
@@ -371,185 +371,57 @@ def _train_on_input(
     base: Base | None,
     options: dict[str, object],
 ) -> TrainingResult:
-    """`train`'s input by the route `ingest.route` gives it: one local text file read in place by the
-    version (by lines for hf-files), anything else counted first and merged by it."""
-    counted = rules.counted_special_tokens(specials)  # hf-raw: the text is not split on them
-    plan = as_plan(input_path, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
-    way = route(plan, rules=rules)  # a version reads one local text file itself; other inputs are counted first
-    count_options = CountParallelism.from_keywords(options)
-    name = trainer or default_trainer()
-    version = load_trainer(name)
-    if rules.by_lines:
-        if base is not None:  # its vocabulary starts from the bytes seen, a base's from all 256
-            raise BPEInputError(
-                "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
-                f"{base.source}: train with like='hf' to start from a base"
-            )
-        path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
-        return _train_by_lines(name, version, path, vocab_size, specials, progress, rules, count_options)
-    if way is not Route.VERSION:
+    """`train`'s input counted by `ingest.counted.counted_input` (which decides the route: the version
+    reads one local text file itself, by lines for hf-files; anything else is counted first), then the
+    version's merge phase on the counts."""
 
-        def count() -> WordCounts:
-            return count_plan_by_route(
-                plan, counted, num_workers=count_options.num_workers, progress=progress, pattern=rules.pattern
-            )
+    def reading() -> VersionReading:  # asked once the input is inspected and routed
+        count_options = CountParallelism.from_keywords(options)
+        name = trainer or default_trainer()
+        version = load_trainer(name)
+        native_counts = REGISTRY[name].merges_native_counts
+        if base is not None and not rules.by_lines:  # a size too small for the base, refused before reading
+            num_new_merges(base, vocab_size, specials)
+        return VersionReading(name, version, count_options, native_lines=name != "bpe_v1", native_counts=native_counts)
 
-        return train_after_counting(
-            count,
-            vocab_size,
-            specials,
-            trainer=name,
-            progress=progress,
-            num_workers=count_options.num_workers,
-            rules=rules,
-            base=base,
-        )[0]
-    path = check_input_file(plan.files[0].path)  # an empty file refused, as every version does
-    return _train_in_place(name, version, path, vocab_size, specials, progress, count_options, rules, base)
-
-
-def _train_in_place(
-    name: str,
-    version: TrainerVersion,
-    path: Path,
-    vocab_size: int,
-    specials: list[str],
-    progress: bool,
-    count_options: CountParallelism,
-    rules: TrainingRules,
-    base: Base | None,
-) -> TrainingResult:
-    """Both phases of the version on one local text file, read in place."""
-    # Below the initial tokens (HF's presets train it): no merges.
-    num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
-    counted = rules.counted_special_tokens(specials)
-    started = time.perf_counter()
-    size = path.stat().st_size
-    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
-        word_counts = version.pretokenize_and_count(path, counted, count_options, advance, pattern=rules.pattern)
-    # The counts are this function's own: a version that can frees them once its merge loop has them.
-    release_words = REGISTRY[name].merges_native_counts
-    return _merge_phase(
-        name,
-        version,
-        word_counts,
+    counted = counted_input(
+        input_path,
         specials,
-        num_merges,
-        progress,
-        "pre-tokenize",
-        started,
-        release_words,
-        size,
-        count_options.num_workers,
         rules,
-        base,
-        special_bytes=lambda: special_token_bytes_in_files([path], specials),
+        reading,
+        format=format,
+        text_field=text_field,
+        skip_bad_records=skip_bad_records,
+        base=base,
+        progress=progress,
     )
-
-
-def _train_by_lines(
-    name: str,
-    version: TrainerVersion,
-    path: Path,
-    vocab_size: int,
-    specials: list[str],
-    progress: bool,
-    rules: TrainingRules,
-    options: CountParallelism,
-) -> TrainingResult:
-    """HF's `train(files)` (the preset hf-files): the file's lines each pre-tokenized alone, the
-    special tokens counted as text, the vocabulary starting from the bytes the text holds. bpe_v1
-    counts in Python (`splitting.count_words_in_lines`), the oracle; every other version through the
-    native counter where it is built; then each version's merge phase."""
-    started = time.perf_counter()
-    size = path.stat().st_size
-    native = None
-    if name != "bpe_v1" and rules.pattern.native:
-        try:
-            native = load_native("_count_cpp")
-        except NativeUnavailable:
-            pass  # counted in Python, as bpe_v1 counts
-    with progress_bar(progress, size, "pre-tokenize", "B", unit_scale=True) as advance:
-        if native is not None:
-            threads = None if options.num_workers is None else effective_num_threads(options.num_workers)
-            chunk_bytes = -(-size // options.num_chunks) if options.num_chunks else None
-            word_counts = native.count_file(
-                path,
-                [],
-                threads,
-                chunk_bytes,
-                advance,
-                rules.pattern.scanner,
-                by_lines=True,
-                unicode=rules.pattern.unicode_version,
-            )
-            alphabet = present_bytes(word_counts.to_arrays()[0])
-            if not REGISTRY[name].merges_native_counts:
-                word_counts = word_counts.to_dict()
-        else:
-            word_counts = dict(count_words_in_lines(read_corpus(path), rules.pattern))
-            alphabet = present_bytes(b"".join(word_counts))
-            advance(size)
-    num_merges = vocab_size - len(alphabet) - len(specials)
-    return _merge_phase(
-        name,
-        version,
-        word_counts,
-        specials,
-        max(0, num_merges),
-        progress,
-        "pre-tokenize",
-        started,
-        num_workers=options.num_workers,
-        rules=rules,
-        alphabet=alphabet,
-    )
-
-
-def present_bytes(data: bytes) -> bytes:
-    """The byte values `data` holds, ascending: one memchr per value, never a Python loop over the data."""
-    return bytes(byte for byte in range(256) if data.find(bytes((byte,))) >= 0)
+    return _merge_phase(counted, vocab_size, specials, progress, rules, base)
 
 
 def _merge_phase(
-    name: str,
-    version: TrainerVersion,
-    word_counts: Sized,
+    counted: CountedInput,
+    vocab_size: int,
     specials: list[str],
-    num_merges: int,
     progress: bool,
-    first_phase: str,
-    started: float,
-    release_words: bool = False,
-    source_bytes: int = 0,
-    num_workers: int | None = None,
-    rules: TrainingRules | None = None,
+    rules: TrainingRules,
     base: Base | None = None,
-    alphabet: bytes | None = None,
-    special_bytes: Callable[[], int | None] | None = None,
 ) -> TrainingResult:
-    """The merge phase and the result, shared by training from text and from counts; `first_phase`
-    names what ran since `started` (pre-tokenization, or loading counts). `release_words`: the
-    version's merge frees the counts once loaded (see Registered.merges_native_counts).
-    `source_bytes`: the bytes of the text counted (0: not known), to note special tokens it lacks.
-    `num_workers`: the threads of a version whose merge loop has threads (checked already). `rules`:
-    the tie-break the merge takes, the layout of the vocabulary, recorded in the result (None: CS336's).
-    `base`: the tokenizer the merges go on from (`num_merges` counts the new ones). `alphabet`: the
-    bytes the vocabulary starts from (layout hf-files), never with a base. `special_bytes`: measures the
-    bytes of the special tokens in that text (None: not known), for a custom pattern's unmatched text."""
-    rules = rules or resolve_rules()
+    """The merge phase of `counted.reading`'s version on the counts, and the result, shared by training
+    from text and from counts, by `rules` (the tie-break the merge takes, the layout of the vocabulary),
+    from `base` if given (the merges go on from its own), to `vocab_size` tokens: from the bytes the
+    text holds where `counted.alphabet` says so (layout hf-files, never with a base)."""
+    name, version, num_workers = counted.reading.name, counted.reading.version, counted.reading.options.num_workers
+    word_counts, alphabet = counted.word_counts, counted.alphabet
+    if alphabet is not None:
+        num_merges = max(0, vocab_size - len(alphabet) - len(specials))
+    elif base is not None:
+        num_merges = num_new_merges(base, vocab_size, specials)
+    else:  # below the initial tokens (HF's presets train it): no merges
+        num_merges = max(0, vocab_size - 256 - len(specials))
     num_words = len(word_counts)
-    absent = [] if rules.specials_as_text else absent_special_tokens(word_counts, specials, source_bytes)
-    absent = [token for token in absent if token not in rules.own_special_tokens]  # nanochat's are for chats
-    near_misses = looks_misspelled(absent, word_counts) if absent else []
-    if near_misses:
-        print(f"note: {absent_tokens_note(near_misses)}", file=sys.stderr)
-    unmatched, matchable = unmatched_text_bytes(word_counts, specials, source_bytes, rules.pattern, special_bytes)
-    if unmatched:
-        print(f"note: {unmatched_note(rules.pattern, unmatched, matchable)}", file=sys.stderr)
     merging = time.perf_counter()
     options: dict[str, object] = {}
-    if release_words:
+    if counted.release_words:
         options["release_words"] = True
     if REGISTRY[name].merges_on_threads and num_workers is not None:
         options["num_threads"] = num_workers
@@ -562,117 +434,25 @@ def _merge_phase(
         merges = [*base.merges, *merges]
     else:
         vocab = assemble_vocab(specials, merges, rules.layout, alphabet)
+    started, notes = counted.started, counted.notes
     return TrainingResult(
         vocab=vocab,
         merges=merges,
         trainer=name,
-        seconds={first_phase: merging - started, "merge": finished - merging, "total": finished - started},
+        seconds={counted.first_phase: merging - started, "merge": finished - merging, "total": finished - started},
         num_words=num_words,
         peak_rss_bytes=peak_rss_bytes(),
         special_tokens=list(specials),
-        absent_special_tokens=absent,
+        absent_special_tokens=notes.absent_special_tokens,
         pattern=rules.pattern,
         tie_break=rules.tie_break,
         layout=rules.layout,
         limits=rules.limits,
         alphabet=alphabet,
         base=base,
-        unmatched_bytes=unmatched,
-        matchable_bytes=matchable,
+        unmatched_bytes=notes.unmatched_bytes,
+        matchable_bytes=notes.matchable_bytes,
     )
-
-
-def unmatched_text_bytes(
-    word_counts: Sized,
-    special_tokens: Sequence[str],
-    source_bytes: int,
-    pattern: Pattern,
-    special_bytes: Callable[[], int | None] | None = None,
-) -> tuple[int, int]:
-    """The bytes of the text of `source_bytes` bytes that a custom `pattern` matched nowhere, and the
-    bytes of that text less its special tokens; (0, 0) where nothing is left out or it is not known
-    (a named pattern matches all text; with special tokens, `special_bytes` must measure theirs). The
-    counts' bytes are every match's, so the rest is special tokens and unmatched text."""
-    if pattern.name is not None or source_bytes <= 0:
-        return 0, 0
-    outside = source_bytes - counted_text_bytes(word_counts)
-    if outside <= 0:  # none left out, or counts not of that text (a table made by hand)
-        return 0, 0
-    specials = 0
-    if special_tokens:
-        measured = special_bytes() if special_bytes is not None else None
-        if measured is None:
-            return 0, 0
-        specials = measured
-    unmatched = max(0, outside - specials)
-    return unmatched, source_bytes - specials
-
-
-def unmatched_note(pattern: Pattern, unmatched: int, matchable: int) -> str:
-    """The one-line note for text a custom pattern leaves unmatched: training counted it nowhere."""
-    share = unmatched / matchable if matchable else 1.0
-    return (
-        f"pattern {pattern_label(pattern.regex)} matches no part of {unmatched:,} bytes ({share:.1%}) of the "
-        "training text: they are in no pre-token here; encoding makes each such stretch a pre-token of its own "
-        "(as HF's Split; Tokenizer(drop_unmatched=True) leaves them out, as tiktoken does)"
-    )
-
-
-def absent_special_tokens(word_counts: Sized, special_tokens: Sequence[str], source_bytes: int) -> list[str]:
-    """The special tokens that certainly never occur in the text of `source_bytes` bytes the counts
-    came from. Pre-tokens cover every byte between special tokens, so the text's bytes less the
-    words' bytes are the bytes of the special tokens split out: a token longer than that never
-    occurred (exact for one special token; with several, only those too long to fit are named). The
-    words' bytes are summed over the table, not the text: O(distinct words), under 0.1 s for 2.4M."""
-    if not special_tokens or source_bytes <= 0:
-        return []
-    split_out = source_bytes - counted_text_bytes(word_counts)
-    if split_out < 0:  # counts not of that text (a table made by hand): nothing is known
-        return []
-    return [token for token in special_tokens if len(token.encode("utf-8")) > split_out]
-
-
-def token_brackets(token: str) -> list[str]:
-    """The runs of punctuation a special token opens and closes with (`<|` and `|>` of `<|endoftext|>`):
-    what stays of it in the counts when the text spells it otherwise, as the pattern cuts it apart."""
-    opening = regex.match(r"[^\s\p{L}\p{N}]+", token)
-    closing = regex.search(r"[^\s\p{L}\p{N}]+$", token)
-    if opening is None or closing is None or opening.end() > closing.start():  # no brackets, or only punctuation
-        return []
-    return [opening.group(), closing.group()]
-
-
-def looks_misspelled(tokens: Sequence[str], word_counts: Sized) -> list[str]:
-    """Those of `tokens` (absent from the text) whose brackets (`token_brackets`) the words of
-    `word_counts` hold, both of them: what a misspelled special token leaves. `<|eot|>` on text of
-    `<|endoftext|>` (or the reverse, or `<|EndOfText|>`, `<| endoftext |>`) is one; `<|endoftext|>`,
-    which the assignment declares for corpus.en, on text without `<|` and `|>` is not. A token without
-    brackets, or counts whose words cannot be read, is not judged: a note must be right when printed.
-    The words are read once, for absent tokens only (0.13-0.26 s for 1.4M distinct words, native)."""
-    bracketed = [(token, token_brackets(token)) for token in tokens]
-    if not any(brackets for _, brackets in bracketed):
-        return []
-    if isinstance(word_counts, Mapping):
-        words = b"\n".join(word for word in word_counts if isinstance(word, bytes))
-    elif hasattr(word_counts, "to_arrays"):
-        words = word_counts.to_arrays()[0]  # the words back to back, in one copy
-    else:
-        return []
-    return [
-        token
-        for token, brackets in bracketed
-        if brackets and all(bracket.encode("utf-8") in words for bracket in brackets)
-    ]
-
-
-def absent_tokens_note(tokens: Sequence[str]) -> str:
-    """The one-line note for special tokens the text never holds though it holds their brackets
-    (`looks_misspelled`): almost always a typo."""
-    if len(tokens) == 1:
-        named = f"special token {tokens[0]!r} never occurs"
-    else:
-        named = f"special tokens {', '.join(map(repr, tokens))} never occur"
-    return f"{named} in the training text (a typo?)"
 
 
 def train_bpe(
@@ -754,25 +534,11 @@ def train_from_counts(
     # A version that merges counts held in C++ takes them as they are; every other one takes a dict.
     native = REGISTRY[name].merges_native_counts and counts.native is not None
     word_counts = counts.native if native else counts.counts
-    # Below the initial tokens (HF's presets train it): no merges.
-    num_merges = num_new_merges(base, vocab_size, specials) if base else max(0, vocab_size - 256 - len(specials))
-    measured = counts.special_token_bytes  # the note on absent special tokens needs the text's size
-    return _merge_phase(
-        name,
-        version,
-        word_counts,
-        specials,
-        num_merges,
-        progress,
-        "load counts",
-        started,
-        False,
-        counts.source_bytes,
-        num_workers=num_workers,
-        rules=rules,
-        base=base,
-        special_bytes=lambda: measured,
-    )
+    measured = counts.special_token_bytes  # the note on unmatched text needs the special tokens' bytes
+    notes = count_notes(word_counts, specials, counts.source_bytes, rules, lambda: measured)
+    reading = VersionReading(name, version, CountParallelism(num_workers=num_workers))
+    counted = CountedInput(reading, word_counts, counts.source_bytes, notes, started, first_phase="load counts")
+    return _merge_phase(counted, vocab_size, specials, progress, rules, base)
 
 
 def _counts_setup(

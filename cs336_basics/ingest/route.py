@@ -8,7 +8,8 @@ One local plain-text file is read by the trainer version itself (`Route.VERSION`
 `pretokenize_and_count`, bpe_v3's processes, bpe_v7's memory-mapped counter); everything else is
 counted first, on this machine (`Route.HERE`: `counting.count_plan`) or on a Dask cluster
 (`Route.CLUSTER`: `cluster.count_words_on_cluster`), and the version merges the counts. The driver
-(`trainers.train`) and the training command both ask `route`; `count_inputs` counts by it.
+(`trainers.train`, through `counted.counted_input`) and the training command both ask `route`;
+`count_inputs` counts by it.
 """
 
 from __future__ import annotations

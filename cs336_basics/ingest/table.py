@@ -19,8 +19,10 @@ FORMATS = ("text", "jsonl", "parquet")
 # The modules of this package that are stages, not formats.
 _STAGES = (
     "cluster",
+    "counted",
     "counting",
     "document_batches",
+    "in_place",
     "plan",
     "read_ahead",
     "route",

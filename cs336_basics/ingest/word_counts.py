@@ -49,32 +49,44 @@ import struct
 import sys
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
 from pickle import PickleBuffer
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import regex
+
 from ..native.backend import NativeUnavailable, load_native
 from ..rules.contract import BPEInputError, WordCountDict
-from ..rules.pattern import check_unicode, first_classed_otherwise, pattern_label
+from ..rules.pattern import Pattern, check_unicode, first_classed_otherwise, pattern_label
 from ..rules.splitting import GPT2_SPLIT_PATTERN
 
 if TYPE_CHECKING:
     from ..native._count_cpp import NativeWordCounts
+    from ..rules.presets import TrainingRules
 
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "CountNotes",
     "CountTable",
     "TableArrays",
     "WordCountFileError",
     "WordCounts",
+    "absent_special_tokens",
+    "absent_tokens_note",
     "add_count_tables",
     "add_tables",
     "concatenate_slices",
+    "count_notes",
     "counted_text_bytes",
+    "looks_misspelled",
     "split_table",
+    "token_brackets",
+    "unmatched_note",
+    "unmatched_text_bytes",
 ]
 
 MAGIC = b"CS336WC\x00"
@@ -509,3 +521,133 @@ def _table_from_arrays(blob: memoryview, lengths: memoryview, counts: memoryview
     if any(earlier >= later for earlier, later in zip(words, words[1:])):
         raise refuse("its words are not in strictly ascending order (a word listed twice?)")
     return dict(zip(words, count_array))
+
+
+# ---------------------------------------------------------------------------------------------
+# What the counts tell of the text they came from: the notes a run prints before its merge phase
+
+
+@dataclass(frozen=True)
+class CountNotes:
+    """What a run notes of its counts before merging (`count_notes`): the special tokens the text never
+    holds, and the bytes a custom pattern matched nowhere with the bytes they are a share of."""
+
+    absent_special_tokens: list[str] = field(default_factory=list)
+    unmatched_bytes: int = 0
+    matchable_bytes: int = 0
+
+
+def count_notes(
+    word_counts: Sized,
+    special_tokens: Sequence[str],
+    source_bytes: int,
+    rules: TrainingRules,
+    special_bytes: Callable[[], int | None] | None = None,
+) -> CountNotes:
+    """The notes on counts of the text of `source_bytes` bytes (0: not known), said on stderr where they
+    matter: special tokens the text never holds though it holds their brackets (`looks_misspelled`, a
+    typo), text a custom pattern matched nowhere (`unmatched_text_bytes`; `special_bytes` measures the
+    special tokens' bytes in that text, None: not known). A preset that counts special tokens as text,
+    or a token of its own (nanochat's are for chats), is never absent."""
+    absent = [] if rules.specials_as_text else absent_special_tokens(word_counts, special_tokens, source_bytes)
+    absent = [token for token in absent if token not in rules.own_special_tokens]
+    near_misses = looks_misspelled(absent, word_counts) if absent else []
+    if near_misses:
+        print(f"note: {absent_tokens_note(near_misses)}", file=sys.stderr)
+    unmatched, matchable = unmatched_text_bytes(word_counts, special_tokens, source_bytes, rules.pattern, special_bytes)
+    if unmatched:
+        print(f"note: {unmatched_note(rules.pattern, unmatched, matchable)}", file=sys.stderr)
+    return CountNotes(absent, unmatched, matchable)
+
+
+def unmatched_text_bytes(
+    word_counts: Sized,
+    special_tokens: Sequence[str],
+    source_bytes: int,
+    pattern: Pattern,
+    special_bytes: Callable[[], int | None] | None = None,
+) -> tuple[int, int]:
+    """The bytes of the text of `source_bytes` bytes that a custom `pattern` matched nowhere, and the
+    bytes of that text less its special tokens; (0, 0) where nothing is left out or it is not known
+    (a named pattern matches all text; with special tokens, `special_bytes` must measure theirs). The
+    counts' bytes are every match's, so the rest is special tokens and unmatched text."""
+    if pattern.name is not None or source_bytes <= 0:
+        return 0, 0
+    outside = source_bytes - counted_text_bytes(word_counts)
+    if outside <= 0:  # none left out, or counts not of that text (a table made by hand)
+        return 0, 0
+    specials = 0
+    if special_tokens:
+        measured = special_bytes() if special_bytes is not None else None
+        if measured is None:
+            return 0, 0
+        specials = measured
+    unmatched = max(0, outside - specials)
+    return unmatched, source_bytes - specials
+
+
+def unmatched_note(pattern: Pattern, unmatched: int, matchable: int) -> str:
+    """The one-line note for text a custom pattern leaves unmatched: training counted it nowhere."""
+    share = unmatched / matchable if matchable else 1.0
+    return (
+        f"pattern {pattern_label(pattern.regex)} matches no part of {unmatched:,} bytes ({share:.1%}) of the "
+        "training text: they are in no pre-token here; encoding makes each such stretch a pre-token of its own "
+        "(as HF's Split; Tokenizer(drop_unmatched=True) leaves them out, as tiktoken does)"
+    )
+
+
+def absent_special_tokens(word_counts: Sized, special_tokens: Sequence[str], source_bytes: int) -> list[str]:
+    """The special tokens that certainly never occur in the text of `source_bytes` bytes the counts
+    came from. Pre-tokens cover every byte between special tokens, so the text's bytes less the
+    words' bytes are the bytes of the special tokens split out: a token longer than that never
+    occurred (exact for one special token; with several, only those too long to fit are named). The
+    words' bytes are summed over the table, not the text: O(distinct words), under 0.1 s for 2.4M."""
+    if not special_tokens or source_bytes <= 0:
+        return []
+    split_out = source_bytes - counted_text_bytes(word_counts)
+    if split_out < 0:  # counts not of that text (a table made by hand): nothing is known
+        return []
+    return [token for token in special_tokens if len(token.encode("utf-8")) > split_out]
+
+
+def token_brackets(token: str) -> list[str]:
+    """The runs of punctuation a special token opens and closes with (`<|` and `|>` of `<|endoftext|>`):
+    what stays of it in the counts when the text spells it otherwise, as the pattern cuts it apart."""
+    opening = regex.match(r"[^\s\p{L}\p{N}]+", token)
+    closing = regex.search(r"[^\s\p{L}\p{N}]+$", token)
+    if opening is None or closing is None or opening.end() > closing.start():  # no brackets, or only punctuation
+        return []
+    return [opening.group(), closing.group()]
+
+
+def looks_misspelled(tokens: Sequence[str], word_counts: Sized) -> list[str]:
+    """Those of `tokens` (absent from the text) whose brackets (`token_brackets`) the words of
+    `word_counts` hold, both of them: what a misspelled special token leaves. `<|eot|>` on text of
+    `<|endoftext|>` (or the reverse, or `<|EndOfText|>`, `<| endoftext |>`) is one; `<|endoftext|>`,
+    which the assignment declares for corpus.en, on text without `<|` and `|>` is not. A token without
+    brackets, or counts whose words cannot be read, is not judged: a note must be right when printed.
+    The words are read once, for absent tokens only (0.13-0.26 s for 1.4M distinct words, native)."""
+    bracketed = [(token, token_brackets(token)) for token in tokens]
+    if not any(brackets for _, brackets in bracketed):
+        return []
+    if isinstance(word_counts, Mapping):
+        words = b"\n".join(word for word in word_counts if isinstance(word, bytes))
+    elif hasattr(word_counts, "to_arrays"):
+        words = word_counts.to_arrays()[0]  # the words back to back, in one copy
+    else:
+        return []
+    return [
+        token
+        for token, brackets in bracketed
+        if brackets and all(bracket.encode("utf-8") in words for bracket in brackets)
+    ]
+
+
+def absent_tokens_note(tokens: Sequence[str]) -> str:
+    """The one-line note for special tokens the text never holds though it holds their brackets
+    (`looks_misspelled`): almost always a typo."""
+    if len(tokens) == 1:
+        named = f"special token {tokens[0]!r} never occurs"
+    else:
+        named = f"special tokens {', '.join(map(repr, tokens))} never occur"
+    return f"{named} in the training text (a typo?)"

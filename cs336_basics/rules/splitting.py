@@ -54,6 +54,12 @@ def count_words_in_text(
     return counts
 
 
+def present_bytes(data: bytes) -> bytes:
+    """The byte values `data` holds, ascending: one memchr per value, never a Python loop over the data
+    (like='hf-files' starts the vocabulary from the bytes its text holds)."""
+    return bytes(byte for byte in range(256) if data.find(bytes((byte,))) >= 0)
+
+
 def special_token_bytes_in_files(paths: Iterable[str | os.PathLike], special_tokens: Iterable[str]) -> int:
     """The bytes of every special token in the files, found as counting splits on them (the longest
     first where they overlap): what lies in no pre-token for a pattern that matches all other text."""
