@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
@@ -712,6 +712,7 @@ def train_from_iterator(
     text_field: str = "text",
     rules: TrainingRules | None = None,
     start_from: StartFrom | None = None,
+    superbpe: int | None = None,
     **options: object,
 ) -> TrainingResult:
     """`train` on documents instead of a file: each item of `texts` is one document (see
@@ -719,11 +720,28 @@ def train_from_iterator(
     the text file in which the documents are joined by the first special token; with no special
     token, no pair is counted across documents. The iterable is streamed, read once. `length`: the
     number of documents, for the progress bar (as HF `tokenizers` takes it). `options`: `num_workers`
-    (counting and merging threads). `rules` (or the keywords of `RULE_KEYWORDS` among `options`) and
-    `start_from` as in `train`."""
+    (counting and merging threads). `rules` (or the keywords of `RULE_KEYWORDS` among `options`),
+    `start_from` and `superbpe` as in `train`; `superbpe` reads the documents once per stage, so they
+    must be a collection (a list, a table, a dataset), not a one-pass iterator."""
     from .ingest.counting import count_words_from_iterator
 
     rules = given_rules(rules, options)
+    if superbpe is not None:
+        check_transition(superbpe, [vocab_size], rules)
+        if isinstance(texts, Iterator):
+            raise BPEInputError(
+                "superbpe reads the documents twice (once per stage): give a list, a table or a dataset, "
+                "not a one-pass iterator or generator"
+            )
+
+        def run_stage(size: int, stage_rules: TrainingRules, stage_base: Base | None) -> TrainingResult:
+            return train_from_iterator(
+                texts, size, special_tokens, trainer=trainer, progress=progress, length=length,
+                text_field=text_field, rules=stage_rules, start_from=stage_base, **options,
+            )  # fmt: skip
+
+        user_base = None if start_from is None else run_setup(special_tokens, start_from, rules)[1]
+        return train_in_two_stages(run_stage, superbpe, vocab_size, rules, user_base)
     specials, base, rules = run_setup(special_tokens, start_from, rules)
     vocab_size = check_vocab_size(vocab_size, len(specials), below_initial=rules.below_initial)
     refuse_by_lines(rules, "documents")
@@ -770,12 +788,12 @@ def train_bpe_from_iterator(
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     unicode: str | None = None,
+    superbpe: int | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
-    see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from` as in `train`)."""
+    see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from`, `superbpe` as in `train`)."""
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-    result = train_from_iterator(
-        texts, vocab_size, special_tokens, trainer=trainer, rules=rules, start_from=start_from, **options
-    )
+    given = {"trainer": trainer, "rules": rules, "start_from": start_from, "superbpe": superbpe}
+    result = train_from_iterator(texts, vocab_size, special_tokens, **given, **options)  # type: ignore[arg-type]
     return result.vocab, result.merges

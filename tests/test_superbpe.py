@@ -232,3 +232,15 @@ def test_count_files_cannot_train_superwords(tmp_path: Path, capsys: pytest.Capt
         cli_main(["bpe_v2", str(tmp_path / "out"), "--counts", str(tmp_path / "c.bin"), "--superbpe", "270"])
     assert exited.value.code == 2
     assert "--superbpe counts text" in capsys.readouterr().err
+
+
+def test_documents_train_superwords_as_their_joined_file(trainer: str, tmp_path: Path) -> None:
+    from cs336_basics.trainers import train_bpe_from_iterator
+
+    documents = ["the cat sat on the mat, 12345 times\nthe end", "on the mat\nthe cat sat\n"] * 4
+    path = tmp_path / "joined.txt"
+    path.write_text(EOT.join(documents), encoding="utf-8")
+    got = train_bpe_from_iterator(documents, 300, [EOT], trainer=trainer, superbpe=270)
+    assert got == train_bpe(path, 300, [EOT], trainer=trainer, superbpe=270)
+    with pytest.raises(BPEInputError, match="one-pass iterator"):
+        train_bpe_from_iterator(iter(documents), 300, [EOT], trainer=trainer, superbpe=270)
