@@ -42,10 +42,10 @@ def check_transition(transition: object, vocab_sizes: Iterable[int], rules: Trai
             f"superbpe={transition:,}: every vocab_size must be above it, got {sizes[0]:,} "
             "(a size up to it is a plain run: train it without superbpe)"
         )
-    if rules.by_lines:
+    if rules.by_lines:  # the paper's own second stage (docs/SUPERBPE.md) is not built yet
         raise BPEInputError(
-            "superbpe goes on from its first stage's tokenizer, which like='hf-files' cannot (it starts from "
-            "the bytes seen): use like='hf'"
+            f"superbpe goes on from its first stage's tokenizer, which like={rules.like!r} cannot (it starts from "
+            "the bytes seen, and the paper's second stage is not built yet): use like='hf' or 'cs336'"
         )
     return transition
 

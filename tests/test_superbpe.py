@@ -244,3 +244,10 @@ def test_documents_train_superwords_as_their_joined_file(trainer: str, tmp_path:
     assert got == train_bpe(path, 300, [EOT], trainer=trainer, superbpe=270)
     with pytest.raises(BPEInputError, match="one-pass iterator"):
         train_bpe_from_iterator(iter(documents), 300, [EOT], trainer=trainer, superbpe=270)
+
+
+def test_the_papers_own_second_stage_is_refused_until_built(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("the cat sat on the mat\n", encoding="utf-8")
+    with pytest.raises(BPEInputError, match="the paper's second stage is not built yet"):
+        train_bpe(path, 290, [EOT], like="superbpe", superbpe=270)

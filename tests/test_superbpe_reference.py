@@ -31,7 +31,7 @@ from cs336_basics.rules.pattern import (
     resolve_pattern,
 )
 from cs336_basics.rules.presets import TrainingRules, resolve_rules
-from cs336_basics.trainers import train
+from cs336_basics.trainers import train, train_bpe
 from tests.test_references import corpus_text
 
 tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is optional: pip install -e '.[export]'")
@@ -187,6 +187,8 @@ def test_the_first_stage_trains_as_hf(trainer: str, name: str, tmp_path: Path) -
     result = train(path, vocab_size, SPECIAL, trainer=trainer, rules=paper_rules(SUPERBPE))
     assert (result.vocab, result.merges) == expected
     assert len(expected[1]) > 30
+    # The preset is those rules: like="superbpe" trains the paper's first stage.
+    assert train_bpe(path, vocab_size, SPECIAL, trainer=trainer, like="superbpe") == expected
 
 
 @pytest.mark.parametrize("name", list(CORPORA))

@@ -18,6 +18,9 @@
   `tokenizer.train([path])` (what gigabpe 0.1.0 reproduces): the file read line by line, each line
   pre-tokenized alone, special tokens counted as text, and the alphabet the bytes the text holds
   (layout `hf-files`). Only for one text file (`train`, `train_bpe`, the command with one `-d`).
+- `superbpe`: the SuperBPE paper's first stage (docs/SUPERBPE.md): `hf-files` with its pre-tokenizer,
+  the `superbpe` pattern (HF's `Digits`, a three-digit `Split` with GPT-2's letter, punctuation and space
+  alternatives, `ByteLevel` without its regex); what its `train_tokenizer.py` trains for plain BPE.
 
 Each tool's preset classes characters as the tool does, by Unicode 16.0's tables (`pattern.TOOLS_UNICODE`:
 rustbpe's Rust regex crate, HF's Oniguruma; probed, docs/REFERENCES.md); `cs336` by the installed `regex`'s.
@@ -36,6 +39,7 @@ from .pattern import (
     GPT2,
     NANOCHAT,
     RUSTBPE,
+    SUPERBPE,
     TOOLS_UNICODE,
     Pattern,
     check_unicode,
@@ -87,6 +91,7 @@ PRESETS: dict[str, Preset] = {
     "hf": Preset(GPT2, HF, HF_LAYOUT, unicode=TOOLS_UNICODE),
     "hf-raw": Preset(GPT2, HF, HF_LAYOUT, specials_as_text=True, unicode=TOOLS_UNICODE),
     "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True, unicode=TOOLS_UNICODE),
+    "superbpe": Preset(SUPERBPE, HF, HF_FILES_LAYOUT, by_lines=True, unicode=TOOLS_UNICODE),
 }
 
 
