@@ -22,7 +22,7 @@ import regex
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import train_bpe
+from cs336_basics import Tokenizer, train_bpe
 from cs336_basics.ingest.text_ranges import count_tasks, plan_count_tasks
 from cs336_basics.native.backend import pure_python_forced
 from cs336_basics.rules.pattern import LINE_END_CUTS, PATTERN_ROWS, resolve_pattern
@@ -237,3 +237,24 @@ def test_superword_chunks_cut_after_line_ends(tmp_path: Path):
     counter = native.WordCounter([ENDOFTEXT], 2, pattern="superword")
     counter.count(data)
     assert as_dict(counter.take(True)) == expected
+
+
+def test_the_compiled_encoder_encodes_superword_lines_as_python_does(tmp_path: Path):
+    # Superword pre-tokens are whole lines: words up to kShortWord bytes merge on an array
+    # (merge_short), longer ones by blocks of ranks (merge_medium), from 2 KiB by buckets (merge_huge).
+    path = tmp_path / "lines.txt"
+    path.write_text(superword_lines(40, 7), encoding="utf-8")
+    vocab, merges = train_bpe(path, 700, [ENDOFTEXT], pattern="superword")
+    assert any(b" " in token.strip() for token in vocab.values())  # merges crossed words
+    compiled = Tokenizer(vocab, merges, [ENDOFTEXT], pattern="superword", native=True)
+    python = Tokenizer(vocab, merges, [ENDOFTEXT], pattern="superword", native=False)
+    assert compiled.native and not python.native
+    rng = random.Random(11)
+    words = ["the", "cat", " ", "über", "中文", "x", "—", ",", "'s", "!?", "\t"]
+    line = " ".join(rng.choice(words) for _ in range(1500))  # no number, no line end: one pre-token
+    for size in (1, 47, 127, 128, 129, 160, 500, 1000, 2047, 2048, 2100, 3000):
+        start = rng.randrange(max(1, len(line) - size))
+        text = line[start : start + size]
+        assert compiled.encode(text) == python.encode(text), size
+    text = superword_lines(12, 13)
+    assert compiled.encode(text) == python.encode(text)
