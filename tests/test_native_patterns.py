@@ -257,4 +257,9 @@ def test_the_compiled_encoder_encodes_superword_lines_as_python_does(tmp_path: P
         text = line[start : start + size]
         assert compiled.encode(text) == python.encode(text), size
     text = superword_lines(12, 13)
-    assert compiled.encode(text) == python.encode(text)
+    expected = python.encode(text)
+    assert compiled.encode(text) == expected
+    # Encoding a file on threads cuts it into chunks, after line ends (whitespace cuts would split lines).
+    path.write_text(text.replace(ENDOFTEXT, "\n"), encoding="utf-8")
+    whole = python.encode(text.replace(ENDOFTEXT, "\n"))
+    assert compiled.encode_file(path, num_threads=2, chunk_bytes=100).tolist() == whole
