@@ -175,6 +175,32 @@ void hand_worked_splits() {
     expect_split(o200k, "a\n\nb", {"a", "\n\n", "b"});
     expect_split(o200k, "x  y", {"x", " ", " y"});
     expect_split(o200k, "x\n  ", {"x", "\n", "  "});  // no \s++$, as rustbpe's
+
+    // superword: runs up to a line end (spaces and all), line-end runs, numbers in threes from the right.
+    const PretokenPattern superword = PretokenPattern::kSuperword;
+    expect_split(superword, "Hello world, it's here.", {"Hello world, it's here."});
+    expect_split(superword, "a\n\r\nb \n", {"a", "\n\r\n", "b ", "\n"});
+    expect_split(superword, "1234567 and 12", {"1", "234", "567", " and ", "12"});
+    expect_split(superword, "x123456y", {"x", "123", "456", "y"});
+    // Arabic-Indic digits (two bytes each) count as one character each, beside ASCII ones.
+    expect_split(superword, "\xD9\xA3\xD9\xA4" "56\xD9\xA3", {"\xD9\xA3\xD9\xA4", "56\xD9\xA3"});
+    expect_split(superword, "\xE6\x97\xA5\xC2\xA0\xE2\x80\xA8 z\t", {"\xE6\x97\xA5\xC2\xA0\xE2\x80\xA8 z\t"});
+    const std::string line(150, 'w');
+    expect_split(superword, line + "\n" + line + "9999" + line, {line, "\n", line, "9", "999", line});
+    std::string digits(130, '7');
+    expect_split(superword, "a" + digits + "\n", {"a", "7", "777", "777", "777", "777", "777", "777", "777", "777",
+                                                   "777", "777", "777", "777", "777", "777", "777", "777", "777",
+                                                   "777", "777", "777", "777", "777", "777", "777", "777", "777",
+                                                   "777", "777", "777", "777", "777", "777", "777", "777", "777",
+                                                   "777", "777", "777", "777", "777", "777", "777", "777", "\n"});
+    expect_split(superword, "", {});
+
+    // Every pattern has its entry in the scanners' list, and with it a chunk cut rule.
+    for (int value = 0; value <= int(PretokenPattern::kSuperword); ++value) {
+        bool listed = false;
+        for (const bpe::NamedScanner& named : bpe::kNamedScanners) listed |= int(named.pattern) == value;
+        check(listed, "pattern " + std::to_string(value) + " is in kNamedScanners");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,6 +440,31 @@ void counting() {
             options.pattern = pattern;
             check(as_map(bpe::count_words_in_buffer(corpus, {separator}, options)) == split_counts,
                   std::string(pattern_name(pattern)) + " counts on " + std::to_string(threads) + " thread(s)");
+        }
+    }
+
+    // superword's pre-tokens span spaces: its chunks are cut after line ends only. Long lines of
+    // words and numbers, no special token to cut at, in chunks much smaller than a line.
+    std::string lines;
+    for (int line = 0; line < 400; ++line) {
+        const size_t words = 1 + random.below(60);
+        for (size_t word = 0; word < words; ++word) {
+            lines += word % 7 == 3 ? std::to_string(random.below(100000000)) : gpt2_text(random, 3).text;
+            lines += " ";
+        }
+        lines += random.below(4) == 0 ? "\r\n" : random.below(3) == 0 ? "\n\n" : "\n";
+    }
+    Counts line_counts;
+    for (const std::string& token : split(PretokenPattern::kSuperword, ScannerPath::kScalar, lines)) ++line_counts[token];
+    for (int threads : {1, kThreads}) {
+        for (size_t chunk_bytes : {size_t(64), size_t(700)}) {
+            bpe::CountOptions options;
+            options.num_threads = threads;
+            options.chunk_bytes = chunk_bytes;
+            options.pattern = PretokenPattern::kSuperword;
+            check(as_map(bpe::count_words_in_buffer(lines, {separator}, options)) == line_counts,
+                  "superword counts of long lines on " + std::to_string(threads) + " thread(s), chunk_bytes " +
+                      std::to_string(chunk_bytes));
         }
     }
 }

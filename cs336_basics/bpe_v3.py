@@ -48,7 +48,7 @@ def pretokenize_and_count(
     pattern: Pattern | None = None,
 ) -> WordCountDict:
     """Word counts of the file, its chunks counted by `pattern` (None: GPT-2's) in worker processes.
-    A pattern that `whitespace_cuts_safe` does not cover is cut only at special tokens."""
+    A pattern without `cuts` (`Pattern.cuts`) is cut only at special tokens."""
     pattern = resolve_pattern(pattern)
     path = check_input_file(input_path)
     workers = resolve_parallelism(options.num_workers)
@@ -56,7 +56,7 @@ def pretokenize_and_count(
         workers = 1
     chunks = options.num_chunks or workers * CHUNKS_PER_WORKER
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        boundaries = find_chunk_boundaries(data, chunks, special_tokens, whitespace=pattern.whitespace_cuts_safe)
+        boundaries = find_chunk_boundaries(data, chunks, special_tokens, cuts=pattern.cuts)
     spans = list(zip(boundaries[:-1], boundaries[1:]))
     total: Counter[bytes] = Counter()
     if workers == 1 or len(spans) == 1:

@@ -544,6 +544,38 @@ def test_huge_pretokens_with_ids_past_16_bits_match_tiktoken(gpt2: None) -> None
         assert wide.encode(text) == reference_ids(text)
 
 
+def many_merges(count: int, seed: int) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """`count` merges over eight letters, each of a token and one of the first 64 (a new token each)."""
+    state = seed
+    vocab = {byte: bytes([byte]) for byte in range(256)}
+    tokens = [bytes([byte]) for byte in b"abcdefgh"]
+    seen, merges = set(tokens), []
+    while len(merges) < count:
+        state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
+        left, right = tokens[(state >> 20) % len(tokens)], tokens[(state >> 40) % min(64, len(tokens))]
+        if left + right in seen:
+            continue
+        seen.add(left + right)
+        tokens.append(left + right)
+        vocab[len(vocab)] = left + right
+        merges.append((left, right))
+    return vocab, merges
+
+
+def test_words_of_every_merge_loop_encode_as_the_pure_path() -> None:
+    """Past 64K merges merge_huge starts further on (Encoder::huge_word_), and merge_long's heap takes
+    the words between merge_medium's (up to 2 KiB) and it; each loop's words against the pure path."""
+    if not native_available():
+        pytest.skip(NATIVE_MISSING)
+    vocab, merges = many_merges(70_000, 5)
+    native = Tokenizer(vocab, merges, native=True, pattern="superword")
+    pure = Tokenizer(vocab, merges, native=False, pattern="superword")
+    assert native.native and not pure.native
+    for size in (100, 128, 129, 1000, 2048, 2049, 2186, 3000):  # short, medium, long (to 2,187), huge
+        word = _random_run("abcdefgh", size, size)  # one superword pre-token
+        assert native.encode(word) == pure.encode(word), size
+
+
 SPECIALS = (ENDOFTEXT, "<|a|>", "<|b|>")
 
 

@@ -12,6 +12,8 @@ o200k's words are case runs: its upper-case class (Lu, Lt, Lm, Lo and the marks)
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,10 +22,11 @@ import regex
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cs336_basics import train_bpe
+from cs336_basics import Tokenizer, train_bpe
+from cs336_basics.ingest.text_ranges import count_tasks, plan_count_tasks
 from cs336_basics.native.backend import pure_python_forced
-from cs336_basics.rules.pattern import PATTERN_ROWS, resolve_pattern
-from cs336_basics.rules.splitting import count_words_in_text
+from cs336_basics.rules.pattern import LINE_END_CUTS, PATTERN_ROWS, resolve_pattern
+from cs336_basics.rules.splitting import count_words_in_text, find_chunk_boundaries
 
 if pure_python_forced():
     pytest.skip("CS336_PURE_PYTHON is set: the native scanner is not loaded", allow_module_level=True)
@@ -186,3 +189,77 @@ def test_bpe_v7_like_rustbpe_equals_bpe_v1(tmp_path: Path):
     path.write_text(text, encoding="utf-8")
     oracle = train_bpe(path, 400, [ENDOFTEXT], trainer="bpe_v1", like="rustbpe")
     assert train_bpe(path, 400, [ENDOFTEXT], trainer="bpe_v7", like="rustbpe") == oracle
+
+
+def superword_lines(lines: int, seed: int) -> str:
+    """Long lines (hundreds to thousands of bytes) of words, spaces, numbers and other scripts, ended by
+    \\n, \\r\\n or blank lines, a special token now and then: superword's pre-tokens are whole lines."""
+    rng = random.Random(seed)
+    words = ["the", "cat", " ", "\t", "über", "中文", "x", "—", ",", "'s", "!?"]
+    numbers = ["2024", "1234567", "٣٤٥", "½", "7"]
+    out = []
+    for index in range(lines):
+        count = rng.randint(1, 900)
+        out.append(" ".join(rng.choice(numbers if rng.random() < 0.01 else words) for _ in range(count)))
+        out.append(rng.choice(["\n", "\r\n", "\n\n", "\n\r\n \n"]))
+        if index % 9 == 8:
+            out.append(ENDOFTEXT)
+    return "".join(out)
+
+
+def test_superword_chunks_cut_after_line_ends(tmp_path: Path):
+    # A pre-token spans spaces, so a whitespace cut would split it: counting on threads, in chunks far
+    # smaller than a line, the Python chunking (v3, planned tasks) and the stream counter all cut after
+    # line ends, and count what one thread and `regex` count.
+    text = superword_lines(60, 52)
+    data = text.encode()
+    expected = dict(count_words_in_text(text, [ENDOFTEXT], "superword"))
+    assert max(len(word) for word in expected) > 1000
+    assert as_dict(native.count_words_in_buffer(data, [ENDOFTEXT], 1, pattern="superword")) == expected
+    for threads, chunk_bytes in ((2, 64), (3, 1000), (2, 1 << 20)):
+        counts = native.count_words_in_buffer(data, [ENDOFTEXT], threads, chunk_bytes, pattern="superword")
+        assert as_dict(counts) == expected, (threads, chunk_bytes)
+    plain = text.replace(ENDOFTEXT, "\n")  # no special token to cut at: line ends only
+    path = tmp_path / "lines.txt"
+    path.write_bytes(plain.encode())
+    plain_expected = dict(count_words_in_text(plain, [], "superword"))
+    assert as_dict(native.count_words(str(path), [], 2, 64, pattern="superword")) == plain_expected
+    boundaries = find_chunk_boundaries(plain.encode(), 40, [], cuts=LINE_END_CUTS)
+    assert len(boundaries) > 20
+    chunks: Counter[bytes] = Counter()
+    for start, end in zip(boundaries[:-1], boundaries[1:]):
+        assert plain.encode()[start - 1 : start] in (b"", b"\n")
+        chunks.update(count_words_in_text(plain.encode()[start:end].decode(), [], "superword"))
+    assert dict(chunks) == plain_expected
+    tasks = plan_count_tasks([path], [], task_bytes=500, pattern="superword")
+    assert len(tasks) > 20
+    assert as_dict(count_tasks(tasks, [], 2, pattern="superword")) == plain_expected
+    counter = native.WordCounter([ENDOFTEXT], 2, pattern="superword")
+    counter.count(data)
+    assert as_dict(counter.take(True)) == expected
+
+
+def test_the_compiled_encoder_encodes_superword_lines_as_python_does(tmp_path: Path):
+    # Superword pre-tokens are whole lines: words up to kShortWord bytes merge on an array
+    # (merge_short), longer ones by blocks of ranks (merge_medium), from 2 KiB by buckets (merge_huge).
+    path = tmp_path / "lines.txt"
+    path.write_text(superword_lines(40, 7), encoding="utf-8")
+    vocab, merges = train_bpe(path, 700, [ENDOFTEXT], pattern="superword")
+    assert any(b" " in token.strip() for token in vocab.values())  # merges crossed words
+    compiled = Tokenizer(vocab, merges, [ENDOFTEXT], pattern="superword", native=True)
+    python = Tokenizer(vocab, merges, [ENDOFTEXT], pattern="superword", native=False)
+    assert compiled.native and not python.native
+    rng = random.Random(11)
+    words = ["the", "cat", " ", "über", "中文", "x", "—", ",", "'s", "!?", "\t"]
+    line = " ".join(rng.choice(words) for _ in range(1500))  # no number, no line end: one pre-token
+    for size in (1, 47, 127, 128, 129, 160, 500, 1000, 2047, 2048, 2100, 3000):
+        start = rng.randrange(max(1, len(line) - size))
+        text = line[start : start + size]
+        assert compiled.encode(text) == python.encode(text), size
+    text = superword_lines(12, 13)
+    expected = python.encode(text)
+    assert compiled.encode(text) == expected
+    # Encoding a file on threads cuts it into chunks, after line ends (whitespace cuts would split lines).
+    path.write_text(text.replace(ENDOFTEXT, "\n"), encoding="utf-8")
+    whole = python.encode(text.replace(ENDOFTEXT, "\n"))
+    assert compiled.encode_file(path, num_threads=2, chunk_bytes=100).tolist() == whole

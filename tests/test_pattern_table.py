@@ -6,6 +6,7 @@ with no other module told of it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -23,7 +24,7 @@ from cs336_basics.outputs.export import check_exportable, hf_split_regex, tiktok
 from cs336_basics.outputs.serialization import RUN_FILE
 from cs336_basics.rules import pattern as patterns
 from cs336_basics.rules.pattern import PATTERN_ROWS, NamedPattern, check_native_scanners, resolve_pattern
-from cs336_basics.rules.splitting import whitespace_cuts
+from cs336_basics.rules.splitting import safe_cuts
 from tests.support import REPO_ROOT
 
 SPECIAL = ["<|endoftext|>"]
@@ -85,9 +86,9 @@ def test_a_rows_cuts_split_no_pre_token(row: NamedPattern) -> None:
         cuts = set()
         if row.safe_cut is not None:
             cuts |= {match.end() for match in regex.finditer(row.safe_cut, text, flags=regex.REVERSE)}
-        if row.whitespace_cuts:
+        if row.cuts is not None:
             data = text.encode("utf-8")
-            cuts |= {len(data[:cut].decode("utf-8")) for cut in whitespace_cuts(data, 0, len(data))}
+            cuts |= {len(data[:cut].decode("utf-8")) for cut in safe_cuts(data, 0, len(data), row.cuts)}
         for cut in sorted(cuts):
             assert compiled.findall(text[:cut]) + compiled.findall(text[cut:]) == whole, (row.name, text, cut)
 
@@ -116,9 +117,11 @@ def test_a_version1_rows_classes_as_sets_match_as_lookaheads(row: NamedPattern) 
             assert as_sets.findall(text) == as_lookaheads.findall(text), (unicode, ascii(text))
 
 
-def test_a_native_row_cuts_at_whitespace() -> None:
-    with pytest.raises(ValueError, match="whitespace_cuts=True"):
+def test_a_native_row_says_where_its_text_is_cut() -> None:
+    with pytest.raises(ValueError, match=r"cuts=\.\.\."):
         NamedPattern("fast", r"\S+|\s+", "a scanner", scanner="fast")
+    with pytest.raises(ValueError, match="cuts is one of whitespace, line_ends"):
+        NamedPattern("fast", r"\S+|\s+", "a scanner", scanner="fast", cuts="spaces")
     with pytest.raises(ValueError, match="lower-case"):
         NamedPattern("Toy", r"\S+|\s+", "a toy")
 
@@ -137,19 +140,33 @@ def test_the_native_library_has_the_rows_scanners() -> None:
     counter, encoder = native_module("_count_cpp"), native_module("_encode")
     assert set(counter.NATIVE_PATTERNS) == {row.scanner for row in PATTERN_ROWS if row.scanner is not None}
     assert encoder.NATIVE_PATTERNS == counter.NATIVE_PATTERNS
-    check_native_scanners(counter.NATIVE_PATTERNS)  # what both bindings run when they load
+    assert encoder.NATIVE_CUTS == counter.NATIVE_CUTS
+    check_native_scanners(counter.NATIVE_PATTERNS, counter.NATIVE_CUTS)  # what both bindings run when they load
+    assert {row.scanner: row.cuts for row in PATTERN_ROWS if row.scanner is not None} == counter.NATIVE_CUTS
     for row in PATTERN_ROWS:
         assert resolve_pattern(row.name).native == (row.scanner is not None)
 
 
 def test_a_row_whose_scanner_is_not_built_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     counter = native_module("_count_cpp")
-    built = NamedPattern("toy", TOY.regex, "a toy", scanner="toy", whitespace_cuts=True)
+    built = NamedPattern("toy", TOY.regex, "a toy", scanner="toy", cuts="whitespace")
     monkeypatch.setattr(patterns, "PATTERN_ROWS", (*PATTERN_ROWS, built))
     with pytest.raises(ImportError, match=r"not the pattern rows' \(.*toy\): rebuild"):
         check_native_scanners(counter.NATIVE_PATTERNS)
     with pytest.raises(ImportError, match="rebuild"):
         check_native_scanners([*counter.NATIVE_PATTERNS, "extra"])
+
+
+def test_a_row_whose_cuts_are_not_its_scanners_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The C++ cuts superword's text after line ends; a row that said whitespace would not be counted so.
+    counter = native_module("_count_cpp")
+    rows = tuple(
+        dataclasses.replace(row, cuts="whitespace") if row.scanner == "superword" else row for row in PATTERN_ROWS
+    )
+    monkeypatch.setattr(patterns, "PATTERN_ROWS", rows)
+    with pytest.raises(ImportError, match="cuts the text of scanner 'superword' at line_ends.*rebuild"):
+        check_native_scanners(counter.NATIVE_PATTERNS, counter.NATIVE_CUTS)
+    check_native_scanners(counter.NATIVE_PATTERNS)  # without the cuts, only the names are checked
 
 
 # ---------------------------------------------------------------------------------------------

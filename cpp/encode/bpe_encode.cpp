@@ -797,7 +797,10 @@ uint32_t* Encoder::encode_word(const PendingWord& word, uint32_t* out, WordCache
 }
 
 uint32_t* Encoder::merge(const unsigned char* word, size_t size, uint32_t* out) const {
-    if (size > kShortWord) return size >= huge_word_ ? merge_huge(word, size, out) : merge_long(word, size, out);
+    if (size > kShortWord) {
+        if (size >= huge_word_) return merge_huge(word, size, out);
+        return size <= kMediumWord ? merge_medium(word, size, out) : merge_long(word, size, out);
+    }
     return out + merge_short(word, size, out);
 }
 
@@ -846,6 +849,69 @@ size_t Encoder::merge_short(const unsigned char* word, size_t size, uint32_t* id
         count = write;
     }
     return count;
+}
+
+// The same loop for words of medium length (a superword pre-token is a whole line): tokens form a
+// linked list (a token keeps the index of its first byte), ranks[i] is the rank of the pair that
+// token i starts (kNoRank for none), and each block of 32 pairs keeps its least rank. A round takes
+// the least of the blocks' and merges every pair of that rank left to right in the blocks that hold
+// it, as merge_short's pass does: the pairs a merge makes rank after it (their token did not exist
+// before it), so none joins the round, and a pair that a merge removes reads kNoRank before the
+// pass reaches it. The blocks whose ranks changed take their least again after the round. Against
+// merge_long's heap, whose pushes and pops mispredicted: superword lines of real_mix joined into
+// paragraphs, 4000 tokens, 14.0 -> 21.8 MB/s (with kShortWord 128; the same ids).
+uint32_t* Encoder::merge_medium(const unsigned char* word, size_t size, uint32_t* out) const {
+    constexpr size_t kBlock = 32;
+    const std::unique_ptr<LinkedToken[]> tokens = linked_bytes(byte_ids_, word, size);
+    const size_t blocks = (size + kBlock - 1) / kBlock;
+    std::vector<uint32_t> ranks(blocks * kBlock, kNoRank);
+    std::vector<uint32_t> least(blocks);
+    std::vector<uint8_t> changed(blocks, 0);
+    std::vector<uint32_t> changed_blocks;
+    for (size_t i = 0; i + 1 < size; ++i) ranks[i] = byte_pair_rank(word[i], word[i + 1]);
+    const auto take_least = [&](size_t block) {
+        const uint32_t* const first = ranks.data() + block * kBlock;
+        uint32_t lowest = kNoRank;
+        for (size_t i = 0; i < kBlock; ++i) lowest = std::min(lowest, first[i]);
+        least[block] = lowest;
+    };
+    const auto note_change = [&](size_t block) {
+        if (changed[block] != 0) return;
+        changed[block] = 1;
+        changed_blocks.push_back(uint32_t(block));
+    };
+    for (size_t block = 0; block < blocks; ++block) take_least(block);
+    for (;;) {
+        uint32_t rank = kNoRank;
+        for (size_t block = 0; block < blocks; ++block) rank = std::min(rank, least[block]);
+        if (rank == kNoRank) break;
+        const uint32_t merged = pairs_->merged(rank);
+        for (size_t block = 0; block < blocks; ++block) {
+            if (least[block] != rank) continue;
+            for (size_t i = block * kBlock; i < (block + 1) * kBlock; ++i) {
+                if (ranks[i] != rank) continue;
+                const auto index = uint32_t(i);
+                const uint32_t right = tokens[index].next;
+                join_right(tokens.get(), index, merged);
+                ranks[right] = kNoRank;
+                note_change(right / kBlock);
+                const uint32_t after = tokens[index].next;
+                ranks[index] = after == kNoNode ? kNoRank : pairs_->rank(merged, tokens[after].id);
+                const uint32_t before = tokens[index].prev;
+                if (before != kNoNode) {
+                    ranks[before] = pairs_->rank(tokens[before].id, merged);
+                    note_change(before / kBlock);
+                }
+            }
+            note_change(block);
+        }
+        for (const uint32_t block : changed_blocks) {
+            take_least(block);
+            changed[block] = 0;
+        }
+        changed_blocks.clear();
+    }
+    return write_ids(tokens.get(), out);
 }
 
 // The same loop for long words, in O(n log n): tokens form a linked list (a token keeps the index

@@ -49,35 +49,45 @@ bool ascii_alnum_before(std::string_view text, size_t p) {
     return cls == unicode_tables::kLetter || cls == unicode_tables::kNumber;
 }
 
-// First p in [from, limit) with text[p] in {' ', '\n'} after a non-space character, not inside a
-// special token. No GPT-2 alternative matches whitespace after a non-space, so the word before p
+// Whether text[p - 1] (0 < p) is '\r' or '\n' and text[p] is neither.
+bool line_end_before(std::string_view text, size_t p) {
+    const auto is_newline = [](char byte) { return byte == '\r' || byte == '\n'; };
+    return is_newline(text[p - 1]) && !is_newline(text[p]);
+}
+
+// First p in [from, limit) where `rule` allows a cut (ChunkCut, pretokenize_gpt4.hpp), not inside a
+// special token. At whitespace: text[p] in {' ', '\n'} after a non-space character (GPT-2's), or
+// after an ASCII letter or digit (GPT-4's patterns take newlines after punctuation, ` ?[^\s\p{L}\p{N}]++[\r\n]*`;
+// there a letter or number run ends at p, and the text before the cut ends in no whitespace for
+// `\s++$` to see): no alternative matches whitespace after such a character, so the word before p
 // ends at p; the whitespace run starts a new word, and `(?!\S)` only looks forward from inside it.
-// GPT-4's patterns take newlines after punctuation (` ?[^\s\p{L}\p{N}]++[\r\n]*`), so under them the
-// character before p must be an ASCII letter or digit (splitting.whitespace_cuts' rule): a letter or
-// number run ends there, and the text before the cut ends in no whitespace for `\s++$` to see.
-// An ASCII byte never lies inside a multi-byte character.
-size_t find_whitespace_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t limit,
-                           PretokenPattern pattern) {
-    const bool gpt2 = pattern == PretokenPattern::kGpt2;
+// After a line end (superword's): the run of \r \n before p ends there, and nothing before it looks
+// past it. An ASCII byte never lies inside a multi-byte character.
+size_t find_pattern_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t limit,
+                        ChunkCut rule) {
     for (size_t p = std::max<size_t>(from, 1); p < limit; ++p) {
-        const char byte = text[p];
-        if ((byte == ' ' || byte == '\n') && (gpt2 ? non_space_ends_before(text, p) : ascii_alnum_before(text, p)) &&
-            !special.spans(text, p)) {
-            return p;
+        bool allowed;
+        if (rule == ChunkCut::kAfterLineEnd) {
+            allowed = line_end_before(text, p);
+        } else {
+            const char byte = text[p];
+            allowed = (byte == ' ' || byte == '\n') &&
+                      (rule == ChunkCut::kAfterNonSpace ? non_space_ends_before(text, p) : ascii_alnum_before(text, p));
         }
+        if (allowed && !special.spans(text, p)) return p;
     }
     return std::string_view::npos;
 }
 
-// The cut for the target offset `from`: a special token within `window`, else whitespace within
-// `reach`; npos when there is neither (the chunk then simply grows).
+// The cut for the target offset `from`: a special token within `window`, else the pattern's cut
+// (chunk_cut_of) within `reach`; npos when there is neither (the chunk then simply grows).
 size_t next_cut(std::string_view text, const SpecialTokens& special, size_t from, size_t window,
-                size_t reach, PretokenPattern pattern) {
+                size_t reach, ChunkCut rule) {
     if (!special.empty()) {
         const size_t cut = find_special_token_cut(text, special, from, std::min(text.size(), from + window));
         if (cut != std::string_view::npos) return cut;
     }
-    return find_whitespace_cut(text, special, from, std::min(text.size(), from + reach), pattern);
+    return find_pattern_cut(text, special, from, std::min(text.size(), from + reach), rule);
 }
 
 }  // namespace
@@ -100,6 +110,7 @@ std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens&
     const size_t targets = text.size() / chunk_bytes;  // cuts wanted at chunk_bytes * (1..targets)
     const size_t window = std::min(chunk_bytes, kMaxSpecialTokenWindow);
     std::vector<size_t> cuts(targets);
+    const ChunkCut cut_rule = chunk_cut_of(pattern);
     // Each cut depends only on its target, so they can be found in parallel and are schedule-free;
     // finding one is quick (the text near the target), so only big inputs are worth a thread team.
     const int threads = text.size() < kParallelBoundaryBytes ? 1
@@ -107,7 +118,7 @@ std::vector<size_t> chunk_boundaries(std::string_view text, const SpecialTokens&
                                                              : omp_default_threads();
     parallel_for(targets, threads, [&](size_t index) {
         const size_t target = (index + 1) * chunk_bytes;
-        cuts[index] = next_cut(text, special_tokens, target, window, chunk_bytes, pattern);
+        cuts[index] = next_cut(text, special_tokens, target, window, chunk_bytes, cut_rule);
         // The search faulted in the pages it read, each fault a whole large folio (up to 2 MiB on
         // Linux 6): on many threads, hundreds of MiB that would stay until their chunks are counted.
         if (file != nullptr) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "scan/pretokenize.hpp"
+#include "scan/pretokenize_superword.hpp"
 
 namespace bpe {
 
@@ -34,19 +35,43 @@ enum class PretokenPattern : int {
     kCl100k = 1,
     kRustbpe = 2,
     kO200k = 3,
+    kSuperword = 4,
 };
+
+// Where the counter and the encoder may cut a scanner's text into chunks that split no pre-token
+// (chunking.cpp), each at a position p not inside a special token:
+//  * kAfterNonSpace: text[p] is ' ' or '\n' after a non-space character (GPT-2's: no alternative
+//    takes whitespace after a non-space, and `(?!\S)` looks forward from inside the run only);
+//  * kAfterLetterOrDigit: text[p] is ' ' or '\n' after an ASCII letter or digit (GPT-4's and
+//    o200k's, whose punctuation takes the newlines after it);
+//  * kAfterLineEnd: text[p] is neither '\r' nor '\n' and text[p - 1] is one (superword's: its runs
+//    and the grouping of its numbers never cross a line end).
+// The row of the scanner (cs336_basics/rules/pattern.py) says the same by its `cuts`: the first two
+// are "whitespace", the last "line_ends" (chunk_cut_name); the bindings check the two agree.
+enum class ChunkCut : int {
+    kAfterNonSpace = 0,
+    kAfterLetterOrDigit = 1,
+    kAfterLineEnd = 2,
+};
+
+// The name of a cut as the rows' `cuts` spell it.
+inline const char* chunk_cut_name(ChunkCut cut) noexcept {
+    return cut == ChunkCut::kAfterLineEnd ? "line_ends" : "whitespace";
+}
 
 // Each scanner by the name the bindings find it by: a row's `scanner` in cs336_basics/pattern.py,
 // the one list the bindings check the rows against when they load (pattern.check_native_scanners).
 struct NamedScanner {
     std::string_view name;
     PretokenPattern pattern;
+    ChunkCut cut;  // where its text may be cut into chunks
 };
 inline constexpr NamedScanner kNamedScanners[] = {
-    {"gpt2", PretokenPattern::kGpt2},
-    {"cl100k", PretokenPattern::kCl100k},
-    {"rustbpe", PretokenPattern::kRustbpe},
-    {"o200k", PretokenPattern::kO200k},
+    {"gpt2", PretokenPattern::kGpt2, ChunkCut::kAfterNonSpace},
+    {"cl100k", PretokenPattern::kCl100k, ChunkCut::kAfterLetterOrDigit},
+    {"rustbpe", PretokenPattern::kRustbpe, ChunkCut::kAfterLetterOrDigit},
+    {"o200k", PretokenPattern::kO200k, ChunkCut::kAfterLetterOrDigit},
+    {"superword", PretokenPattern::kSuperword, ChunkCut::kAfterLineEnd},
 };
 inline constexpr size_t kNamedScannerCount = sizeof(kNamedScanners) / sizeof(kNamedScanners[0]);
 
@@ -63,6 +88,17 @@ inline bool find_named_scanner(std::string_view name, PretokenPattern& pattern) 
 
 // The name of the scanner at `index` of kNamedScanners (index < kNamedScannerCount).
 inline const char* named_scanner_name(size_t index) noexcept { return kNamedScanners[index].name.data(); }
+
+// The name of the cut of the scanner at `index` of kNamedScanners (chunk_cut_name).
+inline const char* named_scanner_cuts(size_t index) noexcept { return chunk_cut_name(kNamedScanners[index].cut); }
+
+// Where `pattern`'s text may be cut (kNamedScanners' entry for it).
+inline constexpr ChunkCut chunk_cut_of(PretokenPattern pattern) noexcept {
+    for (const NamedScanner& scanner : kNamedScanners) {
+        if (scanner.pattern == pattern) return scanner.cut;
+    }
+    return ChunkCut::kAfterNonSpace;  // every pattern has its entry (selftest.cpp checks)
+}
 
 // The Unicode table at `index` of unicode_tables::kTables (the bindings pass the index); throws
 // std::invalid_argument past the last.
@@ -731,6 +767,19 @@ size_t for_each_pretoken_block_of(PretokenPattern pattern, const char* data, siz
     using Swar = std::integral_constant<ScannerPath, ScannerPath::kSwar>;
     using Scalar = std::integral_constant<ScannerPath, ScannerPath::kScalar>;
     using Fast = std::integral_constant<ScannerPath, ScannerPath::kFast>;
+    if (pattern == PretokenPattern::kSuperword) {
+        switch (scanner_path()) {
+            case ScannerPath::kSwar:
+                return detail::scan_superword_pretokens<ScannerPath::kSwar>(data, size, readable, on_pretoken,
+                                                                           on_block, unicode);
+            case ScannerPath::kScalar:
+                return detail::scan_superword_pretokens<ScannerPath::kScalar>(data, size, readable, on_pretoken,
+                                                                             on_block, unicode);
+            default:
+                return detail::scan_superword_pretokens<ScannerPath::kFast>(data, size, readable, on_pretoken,
+                                                                           on_block, unicode);
+        }
+    }
     if (pattern == PretokenPattern::kO200k) {
         switch (scanner_path()) {
             case ScannerPath::kSwar:

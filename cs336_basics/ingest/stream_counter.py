@@ -68,7 +68,7 @@ class _StreamCounter:
         after a document, is then separated from it. `expected_bytes`: about how much text will be
         fed (0: not known), so the native tables are sized once rather than grown as blocks come.
         `pattern` (None: GPT-2's): one the native scanner does not run counts in Python, and one
-        `whitespace_cuts_safe` does not cover is cut at special tokens (or documents' ends) only."""
+        without `cuts` (`Pattern.cuts`) is cut at special tokens (or documents' ends) only."""
         self.pattern = resolve_pattern(pattern)
         self.private_separator = documents and not special_tokens
         self.tokens = [DOCUMENT_SEPARATOR] if self.private_separator else list(special_tokens)
@@ -133,7 +133,7 @@ class _StreamCounter:
     def _put_in_place(self, data: bytes) -> None:
         """A large piece of text counted where it lies: what is pending up to the piece's first safe cut
         (a small join), the piece up to its last safe cut (no copy), and its tail kept pending."""
-        finder = _CutFinder(_BufferSource(data), self._token_bytes, self.pattern.whitespace_cuts_safe)
+        finder = _CutFinder(_BufferSource(data), self._token_bytes, self.pattern.cuts)
         end = len(data) - self._margin
         first = finder.first_at_or_after(self._margin) if end > self._margin else None
         last = finder.last_at_or_before(end, first) if first is not None and first <= end else None
@@ -283,7 +283,7 @@ class _StreamCounter:
         cut: int | None = len(buffer)
         if not final:
             # Cuts stay a token's length before the end: what follows the buffer is not known yet.
-            finder = _CutFinder(_BufferSource(buffer), self._token_bytes, self.pattern.whitespace_cuts_safe)
+            finder = _CutFinder(_BufferSource(buffer), self._token_bytes, self.pattern.cuts)
             cut = finder.last_at_or_before(len(buffer) - self._margin, 1) if len(buffer) > self._margin else None
             if not cut:
                 # No safe cut yet (one enormous word?): wait for more text, scanning again only once

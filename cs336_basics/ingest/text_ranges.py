@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..rules.contract import BPEInputError, check_special_tokens, check_text_file, decode_utf8
-from ..rules.pattern import Pattern, resolve_pattern
+from ..rules.pattern import WHITESPACE_CUTS, Pattern, resolve_pattern
 from ..rules.splitting import (
     _SCAN_BLOCK,
+    _pattern_cut,
     _spans_special_token,
     _special_token_cut,
-    _whitespace_cut,
     count_words_in_text,
-    whitespace_cuts,
+    safe_cuts,
 )
 from .sources import is_url, url_filesystem
 from .word_counts import CountTable, _native_module, add_tables, split_table
@@ -84,10 +84,10 @@ class _Source:
 class _CutFinder:
     """Safe cuts (see `splitting.find_chunk_boundaries`) found by reading small windows of an input."""
 
-    def __init__(self, source: _Source, tokens: list[bytes], whitespace: bool = True) -> None:
+    def __init__(self, source: _Source, tokens: list[bytes], cuts: str | None = WHITESPACE_CUTS) -> None:
         self.source = source
         self.tokens = tokens
-        self.whitespace = whitespace  # False: only special tokens cut (Pattern.whitespace_cuts_safe)
+        self.cuts = cuts  # the pattern's cut rule (Pattern.cuts); None: only special tokens cut
         # Windows reach this far past the block searched, so every token check sees whole tokens.
         self.pad = max((len(token) for token in tokens), default=0) + 1
 
@@ -100,8 +100,8 @@ class _CutFinder:
             base = max(0, block_start - self.pad)
             window = self.source.read(base, block_end + self.pad)
             cut = _special_token_cut(window, block_start - base, block_end - base, self.tokens)
-            if cut is None and self.whitespace:
-                cut = _whitespace_cut(window, block_start - base, block_end - base, self.tokens)
+            if cut is None and self.cuts is not None:
+                cut = _pattern_cut(window, block_start - base, block_end - base, self.tokens, self.cuts)
             if cut is not None and base + cut < size:
                 return base + cut
             block_start, span = block_end, min(span * 16, _SCAN_BLOCK)
@@ -122,7 +122,7 @@ class _CutFinder:
                 while found != -1 and _spans_special_token(window, found, self.tokens):
                     found = window.rfind(token, low, found + len(token) - 1)
                 best = max(best, found)
-            for cut in whitespace_cuts(window, low, high + 1, backward=True) if self.whitespace else ():
+            for cut in safe_cuts(window, low, high + 1, self.cuts, backward=True) if self.cuts is not None else ():
                 if not _spans_special_token(window, cut, self.tokens):
                     best = max(best, cut)
                     break
@@ -153,14 +153,14 @@ def plan_count_tasks(
     whose counts add up to the counts of the concatenation.
 
     Inside a file, ranges of about `task_bytes` end at safe cuts (a special token's start, or
-    whitespace after an ASCII letter or digit, as v3 and v7 cut chunks). Between files: the text
+    the pattern's cut, `Pattern.cuts`, as v3 and v7 cut chunks). Between files: the text
     after a file's last safe cut and before the next file's first safe cut is one task of two (or,
     when a file has no safe cut at all, more) segments, so nothing that spans a file boundary is cut.
     Finally consecutive tasks are joined while they fit in `task_bytes` (see `_group_contiguous`).
     Cuts stay a special token's length away from each file's ends, so no token can straddle them.
-    A `pattern` that `whitespace_cuts_safe` does not cover is cut at special tokens only.
+    A `pattern` without `cuts` is cut at special tokens only.
     """
-    whitespace = resolve_pattern(pattern).whitespace_cuts_safe
+    cuts = resolve_pattern(pattern).cuts
     tokens = [token.encode("utf-8") for token in check_special_tokens(special_tokens)]
     margin = max(max((len(token) for token in tokens), default=0), 1)
     if task_bytes < 1:
@@ -174,7 +174,7 @@ def plan_count_tasks(
     pending: list[Segment] = []  # text after the last cut, not yet in a task
     for index, source in enumerate(sources):
         first, last, size = index == 0, index == len(sources) - 1, source.size
-        finder = _CutFinder(source, tokens, whitespace)
+        finder = _CutFinder(source, tokens, cuts)
         head: int | None = 0 if first else finder.first_at_or_after(margin)
         tail: int | None = size
         if head is not None and not last:

@@ -73,6 +73,11 @@ if os.environ.get("CS336_SCALAR_SCANNER", "").strip().lower() not in ("", "0", "
 
 # The named scanners of the C++ (kNamedScanners), checked against pattern.py's rows at load.
 NATIVE_PATTERNS = tuple(lib.named_scanner_name(index).decode() for index in range(lib.kNamedScannerCount))
+# Where the C++ cuts each scanner's text into chunks (its ChunkCut, as a row's `cuts` names it).
+NATIVE_CUTS = {
+    lib.named_scanner_name(index).decode(): lib.named_scanner_cuts(index).decode()
+    for index in range(lib.kNamedScannerCount)
+}
 
 
 def _check_rows() -> None:
@@ -80,7 +85,7 @@ def _check_rows() -> None:
     this module loads under either name of the package)."""
     from ..rules.pattern import check_native_scanners
 
-    check_native_scanners(NATIVE_PATTERNS)
+    check_native_scanners(NATIVE_PATTERNS, NATIVE_CUTS)
 
 
 _check_rows()

@@ -38,7 +38,12 @@ cdef extern from "Python.h":
 
 # The named scanners of the C++ (kNamedScanners), checked against pattern.py's rows at load.
 NATIVE_PATTERNS = tuple(lib.named_scanner_name(index).decode() for index in range(lib.kNamedScannerCount))
-check_native_scanners(NATIVE_PATTERNS)
+# Where the C++ cuts each scanner's text into chunks when it encodes on threads (a row's `cuts`).
+NATIVE_CUTS = {
+    lib.named_scanner_name(index).decode(): lib.named_scanner_cuts(index).decode()
+    for index in range(lib.kNamedScannerCount)
+}
+check_native_scanners(NATIVE_PATTERNS, NATIVE_CUTS)
 
 cdef array UINT32_ARRAY = array("I")
 cdef array UINT16_ARRAY = array("H")

@@ -77,6 +77,7 @@ cdef extern from "scan/pretokenize_gpt4.hpp" namespace "bpe" nogil:
     const size_t kNamedScannerCount
     bint find_named_scanner(string_view name, PretokenPattern& pattern) noexcept
     const char* named_scanner_name(size_t index) noexcept
+    const char* named_scanner_cuts(size_t index) noexcept
     vector[size_t] pretoken_ends(string_view text, PretokenPattern pattern, unsigned unicode_table) except +
 
 

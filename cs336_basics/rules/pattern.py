@@ -26,7 +26,8 @@ case-insensitive, and tiktoken's encoding names are aliases: `cl100k_base` is `c
 digits, `_` and `-` alone: no regex would pre-tokenize with it) but is none is refused, listing them.
 
 The native scanners count and encode `gpt2` (`cpp/scan/pretokenize.hpp`), `cl100k`, `rustbpe` and `o200k`
-(`cpp/scan/pretokenize_gpt4.hpp`); `nanochat` and any other regex count and encode through `regex`,
+(`cpp/scan/pretokenize_gpt4.hpp`) and `superword` (`cpp/scan/pretokenize_superword.hpp`); `nanochat` and
+any other regex count and encode through `regex`,
 under a time bound ($CS336_REGEX_TIMEOUT, `backend.regex_timeout`) so that runaway backtracking stops
 with an error.
 
@@ -46,7 +47,7 @@ classes (every named pattern's); other Unicode classes (`\\w`, scripts) keep the
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 
@@ -64,6 +65,17 @@ NANOCHAT = "nanochat"
 SUPERWORD = "superword"
 SUPERBPE = "superbpe"
 SUPERBPE_STAGE2 = "superbpe-stage2"
+
+# Where counting may cut a pattern's text into chunks that split no pre-token (`NamedPattern.cuts`,
+# `splitting.safe_cuts`; the C++ counter's rule for each scanner, `ChunkCut` in
+# cpp/scan/pretokenize_gpt4.hpp, is spelled the same):
+# - WHITESPACE_CUTS: before a space or newline that follows an ASCII letter or digit (no alternative
+#   puts whitespace after one);
+# - LINE_END_CUTS: after a run of \r and \n, before a character that is neither (no alternative
+#   crosses a line end, nor looks past one).
+WHITESPACE_CUTS = "whitespace"
+LINE_END_CUTS = "line_ends"
+CUT_RULES = (WHITESPACE_CUTS, LINE_END_CUTS)
 
 # The assignment's pattern, exactly as it specifies it.
 GPT2_SPLIT_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -172,9 +184,10 @@ class NamedPattern:
     - `safe_cut`: an expression, matched backwards, whose match ends where no pre-token spans
       whatever text follows (`Tokenizer.encode_iterable` cuts its buffer there); None: only after
       special tokens.
-    - `whitespace_cuts`: whether counting may cut text before a space or newline after an ASCII letter
-      or digit (`splitting.whitespace_cuts`: no alternative spans one); a native scanner's must (the
-      C++ counter cuts so). Otherwise text is cut at special tokens only.
+    - `cuts`: where counting may cut text besides special tokens (`splitting.safe_cuts`): at
+      WHITESPACE_CUTS (before a space or newline after an ASCII letter or digit) or LINE_END_CUTS
+      (after a run of line ends); None: at special tokens only. A native scanner's row names the rule
+      the C++ counter and encoder cut its text by (its `ChunkCut`); the bindings check they agree.
     - `encodes_by`: the Unicode version a `Tokenizer` given it with none encodes by (tiktoken's
       encodings': TOOLS_UNICODE, as tiktoken); None: the installed `regex`'s.
     - `version1`: `regex` reads `regex` alike under VERSION1 without full case folding (no `--`, `&&`,
@@ -187,7 +200,7 @@ class NamedPattern:
     aliases: tuple[str, ...] = ()
     scanner: str | None = None
     safe_cut: str | None = None
-    whitespace_cuts: bool = False
+    cuts: str | None = None
     encodes_by: str | None = None
     version1: bool = False
 
@@ -195,8 +208,12 @@ class NamedPattern:
         for name in (self.name, *self.aliases):
             if not (_NAME_LIKE.fullmatch(name) and name == name.lower()):
                 raise ValueError(f"a pattern's name is lower-case letters, digits, _ and -, not {name!r}")
-        if self.scanner is not None and not self.whitespace_cuts:
-            raise ValueError(f"pattern {self.name!r}: the native counter cuts at whitespace (whitespace_cuts=True)")
+        if self.cuts is not None and self.cuts not in CUT_RULES:
+            raise ValueError(f"pattern {self.name!r}: cuts is one of {', '.join(CUT_RULES)} or None, not {self.cuts!r}")
+        if self.scanner is not None and self.cuts is None:
+            raise ValueError(
+                f"pattern {self.name!r}: the native counter cuts its text, so the row says where (cuts=...)"
+            )
 
 
 # What a name looks like; a regex spelled so (no metacharacter) matches only that word.
@@ -212,7 +229,7 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         aliases=("r50k_base",),  # r50k's pat_str is gpt2's but for `\s++$` (see above)
         scanner=GPT2,
         safe_cut=_GPT2_SAFE_CUT,
-        whitespace_cuts=True,
+        cuts=WHITESPACE_CUTS,
         version1=True,
     ),
     NamedPattern(
@@ -222,7 +239,7 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         aliases=("cl100k_base",),
         scanner=CL100K,
         safe_cut=_GPT4_SAFE_CUT,
-        whitespace_cuts=True,
+        cuts=WHITESPACE_CUTS,
         encodes_by=TOOLS_UNICODE,
         version1=True,
     ),
@@ -233,7 +250,7 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         aliases=("o200k_base",),
         scanner=O200K,
         safe_cut=_GPT4_SAFE_CUT,
-        whitespace_cuts=True,
+        cuts=WHITESPACE_CUTS,
         encodes_by=TOOLS_UNICODE,
         version1=True,
     ),
@@ -243,15 +260,17 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         "rustbpe's GPT-4 split",
         scanner=RUSTBPE,
         safe_cut=_GPT4_SAFE_CUT,
-        whitespace_cuts=True,
+        cuts=WHITESPACE_CUTS,
         version1=True,
     ),
-    NamedPattern(NANOCHAT, _NANOCHAT_PATTERN, "nanochat's", whitespace_cuts=True, version1=True),
+    NamedPattern(NANOCHAT, _NANOCHAT_PATTERN, "nanochat's", cuts=WHITESPACE_CUTS, version1=True),
     NamedPattern(
         SUPERWORD,
         _SUPERWORD_PATTERN,
         "SuperBPE's second stage: whole lines but for numbers",
+        scanner=SUPERWORD,
         safe_cut=_SUPERWORD_SAFE_CUT,
+        cuts=LINE_END_CUTS,  # a pre-token spans spaces: cut after line ends
         version1=True,
     ),
     NamedPattern(
@@ -294,10 +313,11 @@ def _row_of_regex(expression: str) -> NamedPattern | None:
     return None
 
 
-def check_native_scanners(scanners: Iterable[str]) -> None:
+def check_native_scanners(scanners: Iterable[str], cuts: Mapping[str, str] | None = None) -> None:
     """The one check that the native library's named scanners (`_count_cpp.NATIVE_PATTERNS`, from
-    the C++'s `kNamedScanners`) are the rows' `scanner`s: each binding runs it when it loads; a
-    mismatch (a library built before a row changed) is an ImportError saying to rebuild."""
+    the C++'s `kNamedScanners`) are the rows' `scanner`s, and with `cuts` (`NATIVE_CUTS`: each
+    scanner's chunk cut rule, by name) that each row's `cuts` is its scanner's: each binding runs it
+    when it loads; a mismatch (a library built before a row changed) is an ImportError saying to rebuild."""
     built = tuple(scanners)
     named = tuple(row.scanner for row in PATTERN_ROWS if row.scanner is not None)
     if set(built) != set(named) or len(set(built)) != len(built):
@@ -305,6 +325,12 @@ def check_native_scanners(scanners: Iterable[str]) -> None:
             f"the native library's scanners ({', '.join(built)}) are not the pattern rows' ({', '.join(named)}): "
             "rebuild it (pip install -e .)"
         )
+    for row in PATTERN_ROWS if cuts is not None else ():
+        if row.scanner is not None and cuts.get(row.scanner) != row.cuts:
+            raise ImportError(
+                f"the native library cuts the text of scanner {row.scanner!r} at {cuts.get(row.scanner)}, "
+                f"pattern {row.name!r} at {row.cuts}: rebuild it (pip install -e .)"
+            )
 
 
 # Views of the rows as they were at import, for callers of old (the package reads the rows).
@@ -355,12 +381,12 @@ class Pattern:
         return self.scanner is not None
 
     @property
-    def whitespace_cuts_safe(self) -> bool:
-        """Whether text may be cut before a space or newline that follows an ASCII letter or digit
-        (`splitting.whitespace_cuts`) without splitting a match (`NamedPattern.whitespace_cuts`); any
-        other regex is cut only at special tokens."""
+    def cuts(self) -> str | None:
+        """Where counting may cut its text besides special tokens without splitting a match
+        (`NamedPattern.cuts`: WHITESPACE_CUTS, LINE_END_CUTS; `splitting.safe_cuts` finds them); None,
+        as for any regex of no name: at special tokens only."""
         row = self.row
-        return row is not None and row.whitespace_cuts
+        return None if row is None else row.cuts
 
     @property
     def label(self) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 import regex
 
 from .contract import Buffer
-from .pattern import GPT2_SPLIT_PATTERN, Pattern, resolve_pattern
+from .pattern import GPT2_SPLIT_PATTERN, LINE_END_CUTS, WHITESPACE_CUTS, Pattern, resolve_pattern
 
 # The GPT-2 pre-tokenization pattern, as the assignment specifies (the `regex` package, not `re`).
 GPT2_REGEX = regex.compile(GPT2_SPLIT_PATTERN)
@@ -98,7 +98,7 @@ def alphabet_of(words: Iterable[bytes]) -> bytes:
 # ---------------------------------------------------------------------------------------------
 # Chunk boundaries for parallel counting
 
-# An ASCII letter or digit followed by ' ' or '\n': the cut goes between them (see _whitespace_cut).
+# An ASCII letter or digit followed by ' ' or '\n': the cut goes between them (see _pattern_cut).
 # Each byte as its part in a whitespace cut (below): b"a" an ASCII letter or digit, b" " a space or a
 # newline, b"." anything else. A cut is then where b"a " is found, at C speed however long the
 # text goes without one (a regular expression tried each letter of one long word in turn, 70 MB/s).
@@ -106,6 +106,8 @@ _CUT_ROLES = bytes(
     ord("a") if chr(byte).isascii() and chr(byte).isalnum() else ord(" ") if byte in b" \n" else ord(".")
     for byte in range(256)
 )
+# The same for a line-end cut: b"n" for '\r' and '\n', b"." for anything else; a cut is where b"n." is.
+_LINE_END_ROLES = bytes(ord("n") if byte in b"\r\n" else ord(".") for byte in range(256))
 _SCAN_BLOCK = 1 << 20
 
 
@@ -129,61 +131,84 @@ def _special_token_cut(data: Buffer, start: int, end: int, tokens: list[bytes]) 
     return best
 
 
-def _whitespace_cut(data: Buffer, start: int, end: int, tokens: list[bytes]) -> int | None:
-    """The first cut in [start, end) before ' ' or '\\n' that follows an ASCII letter or digit.
+def _pattern_cut(data: Buffer, start: int, end: int, tokens: list[bytes], rule: str = WHITESPACE_CUTS) -> int | None:
+    """The first cut by `rule` (`safe_cuts`) in [start, end) that no special token spans.
 
-    Such a cut splits no pre-token: no alternative of a named pattern (GPT-2's, cl100k's, o200k's;
-    `Pattern.whitespace_cuts_safe`) puts whitespace after a letter or digit, so the pre-token
-    before the cut ends there; the whitespace run after it starts a fresh match, and `(?!\\S)` (or
-    cl100k's `$`) only looks forward from inside that run, which a cut never ends. An ASCII byte is
-    never inside a multi-byte UTF-8 character.
+    WHITESPACE_CUTS, before ' ' or '\\n' that follows an ASCII letter or digit, splits no pre-token
+    of the patterns whose row says so (GPT-2's, cl100k's, o200k's): none puts whitespace after a letter
+    or digit, so the pre-token before the cut ends there; the whitespace run after it starts a fresh
+    match, and `(?!\\S)` (or cl100k's `$`) only looks forward from inside that run, which a cut never
+    ends. LINE_END_CUTS, after a run of '\\r' and '\\n': superword's runs and the grouping of its
+    numbers end at a line end, and its `[\\r\\n]+` takes the whole run. An ASCII byte is never inside a
+    multi-byte UTF-8 character.
     """
-    for cut in whitespace_cuts(data, start, end):
+    for cut in safe_cuts(data, start, end, rule):
         if not _spans_special_token(data, cut, tokens):
             return cut
     return None
 
 
+def safe_cuts(data: Buffer, start: int, end: int, rule: str, *, backward: bool = False) -> Iterator[int]:
+    """Every position in [start, end) where `rule` (a row's `cuts`) allows a cut, first to last or,
+    `backward`, last to first: `whitespace_cuts` or `line_end_cuts`."""
+    if rule == WHITESPACE_CUTS:
+        return whitespace_cuts(data, start, end, backward=backward)
+    if rule == LINE_END_CUTS:
+        return line_end_cuts(data, start, end, backward=backward)
+    raise ValueError(f"no such cut rule: {rule!r}")
+
+
 def whitespace_cuts(data: Buffer, start: int, end: int, *, backward: bool = False) -> Iterator[int]:
     """Every position p in [start, end) with data[p] a space or newline after an ASCII letter or
-    digit (the whitespace cuts of `_whitespace_cut`), first to last or, `backward`, last to first."""
+    digit (WHITESPACE_CUTS, `_pattern_cut`), first to last or, `backward`, last to first."""
+    return _role_pairs(data, start, end, _CUT_ROLES, b"a ", backward)
+
+
+def line_end_cuts(data: Buffer, start: int, end: int, *, backward: bool = False) -> Iterator[int]:
+    """Every position p in [start, end) with data[p - 1] '\\r' or '\\n' and data[p] neither
+    (LINE_END_CUTS, `_pattern_cut`), first to last or, `backward`, last to first."""
+    return _role_pairs(data, start, end, _LINE_END_ROLES, b"n.", backward)
+
+
+def _role_pairs(data: Buffer, start: int, end: int, roles_of: bytes, pair: bytes, backward: bool) -> Iterator[int]:
+    """Every p in [start, end) where data[p - 1:p + 1], each byte as `roles_of` maps it, is `pair`."""
     low = max(start, 1) - 1
     if end - low < 2:
         return
-    roles = bytes(data[low:end]).translate(_CUT_ROLES)
+    roles = bytes(data[low:end]).translate(roles_of)
     if backward:
-        found = roles.rfind(b"a ")
+        found = roles.rfind(pair)
         while found != -1:
             yield low + found + 1
-            found = roles.rfind(b"a ", 0, found + 1)
+            found = roles.rfind(pair, 0, found + 1)
     else:
-        found = roles.find(b"a ")
+        found = roles.find(pair)
         while found != -1:
             yield low + found + 1
-            found = roles.find(b"a ", found + 1)
+            found = roles.find(pair, found + 1)
 
 
-def _next_boundary(data: Buffer, start: int, tokens: list[bytes], whitespace: bool = True) -> int:
+def _next_boundary(data: Buffer, start: int, tokens: list[bytes], cuts: str | None = WHITESPACE_CUTS) -> int:
     """The first safe cut at or after `start`, preferring a special token in the same 1 MiB block
-    (`whitespace`: else a whitespace cut; without it only special tokens cut)."""
+    (else a cut by the rule `cuts`; None: only special tokens cut)."""
     size = len(data)
     for block_start in range(start, size, _SCAN_BLOCK):
         block_end = min(block_start + _SCAN_BLOCK, size)
         cut = _special_token_cut(data, block_start, block_end, tokens)
-        if cut is None and whitespace:
-            cut = _whitespace_cut(data, block_start, block_end, tokens)
+        if cut is None and cuts is not None:
+            cut = _pattern_cut(data, block_start, block_end, tokens, cuts)
         if cut is not None:
             return cut
     return size
 
 
 def find_chunk_boundaries(
-    data: Buffer, num_chunks: int, special_tokens: Iterable[str], *, whitespace: bool = True
+    data: Buffer, num_chunks: int, special_tokens: Iterable[str], *, cuts: str | None = WHITESPACE_CUTS
 ) -> list[int]:
     """Byte offsets `[0, ..., len(data)]` cutting `data` into at most `num_chunks` pieces that can be
-    counted independently: every cut is at a special token's start, or failing that (with
-    `whitespace`, which the pattern's `whitespace_cuts_safe` allows) at a safe whitespace boundary,
-    so counting the chunks separately gives exactly the counts of the whole."""
+    counted independently: every cut is at a special token's start, or failing that at a cut of the
+    rule `cuts` (the pattern's `Pattern.cuts`, GPT-2's by default; None: special tokens only), so
+    counting the chunks separately gives exactly the counts of the whole."""
     tokens = [token.encode("utf-8") for token in special_tokens]
     size = len(data)
     boundaries = [0]
@@ -191,7 +216,7 @@ def find_chunk_boundaries(
         guess = max(size * index // num_chunks, boundaries[-1] + 1)
         if guess >= size:
             break
-        cut = _next_boundary(data, guess, tokens, whitespace)
+        cut = _next_boundary(data, guess, tokens, cuts)
         if cut >= size:
             break
         if cut > boundaries[-1]:
