@@ -278,7 +278,7 @@ PATTERN_ROWS: tuple[NamedPattern, ...] = (
         _SUPERBPE_PATTERN,
         "the SuperBPE paper's first stage (HF's Digits, three-digit Split, GPT-2's alternatives)",
         safe_cut=_SUPERBPE_SAFE_CUT,
-        whitespace_cuts=True,
+        cuts=WHITESPACE_CUTS,
         version1=True,
     ),
     NamedPattern(
