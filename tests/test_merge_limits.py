@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from cs336_basics import (
     BPEInputError,
     bpe_v1,
+    train,
     train_bpe,
     train_bpe_from_counts,
     train_bpe_from_iterator,
@@ -247,6 +248,7 @@ def test_train_bpe_and_documents_take_the_word_and_colon_limits(trainer: str, tm
     vocab, merges = train_bpe(path, 400, ["<|endoftext|>"], trainer=trainer, **limits)
     assert merges and all(count_words(left + right) <= 2 and b": " not in left + right for left, right in merges)
     assert merges == train_bpe(path, 400, ["<|endoftext|>"], trainer="bpe_v1", **limits)[1]
+    assert train(path, 400, ["<|endoftext|>"], trainer=trainer, **limits).merges == merges  # train's options
     documents = text.split("<|endoftext|>")
     assert train_bpe_from_iterator(documents, 400, [], trainer=trainer, **limits)[1] == merges
     counts = count_words_in_text(text, ["<|endoftext|>"], LINES)
