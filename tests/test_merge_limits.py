@@ -269,7 +269,8 @@ def test_the_command_takes_the_word_and_colon_limits(tmp_path: Path, capsys: pyt
     limited = [base[0], str(tmp_path / "limited"), *base[1:], "--max-words", "2", "--no-colon-space"]
     assert cli_main(limited) == 0
     out = capsys.readouterr().out
-    assert "max words" in out and "no colon space" in out
+    assert "max words" in out and "colon space" in out
+    assert "no pair left makes a token of at most 2 words" in out and "(--max-words 2, --no-colon-space)" in out
     run = json.loads((tmp_path / "limited" / "bpe_run.json").read_text(encoding="utf-8"))
     assert (run["max_words"], run["no_colon_space"]) == (2, True)
     merges = load_merges(tmp_path / "limited" / "merges.txt")

@@ -203,7 +203,7 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
     if result.limits.max_words is not None:
         rows.append(("max words", f"{result.limits.max_words} per token (space-separated)"))
     if result.limits.no_colon_space:
-        rows.append(("no colon space", 'no new token holds ": "'))
+        rows.append(("colon space", 'no new token holds ": " (--no-colon-space)'))
     return rows
 
 
@@ -225,7 +225,8 @@ def _stop_reason(limits: MergeLimits, left: str = " left") -> str:
         conditions.append(f"makes a token under {limits.max_token_length:,} bytes")
         options.append(f"--max-token-length {limits.max_token_length}")
     if limits.max_words is not None:
-        conditions.append(f"makes a token of at most {limits.max_words:,} words")
+        plural = "" if limits.max_words == 1 else "s"
+        conditions.append(f"makes a token of at most {limits.max_words:,} word{plural}")
         options.append(f"--max-words {limits.max_words}")
     if limits.no_colon_space:
         conditions.append('makes a token without ": "')
