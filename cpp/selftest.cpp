@@ -522,10 +522,12 @@ bpe::CountedWords as_word_counts(const Counts& counts) {
     return words;
 }
 
-// train_merges' merges spelled as bytes (token 256 + k is merge k's two tokens joined).
-std::vector<Pair> spelled(const std::vector<bpe::Merge>& merges) {
+// train_merges' merges spelled as bytes (token 256 + k is merge k's two tokens joined), after the
+// merges of a base they went on from.
+std::vector<Pair> spelled(const std::vector<bpe::Merge>& merges, const std::vector<bpe::Merge>& base = {}) {
     std::vector<std::string> vocab;
     for (int byte = 0; byte < 256; ++byte) vocab.emplace_back(1, char(byte));
+    for (const bpe::Merge& merge : base) vocab.push_back(vocab.at(merge.left) + vocab.at(merge.right));
     std::vector<Pair> out;
     for (const bpe::Merge& merge : merges) {
         out.emplace_back(vocab.at(merge.left), vocab.at(merge.right));
@@ -568,6 +570,35 @@ void merging() {
                                                    std::to_string(round) + ", " + std::to_string(threads) +
                                                    " thread(s)");
         }
+    }
+
+    // SuperBPE's limits on the merged token (MergeLimits), worked by hand. One word per token: in
+    // "a b a b a b", (a, space) then (b, space), and every pair after those would span two words. No
+    // ": ": the two-byte ": " counts most but is never merged, so (a, b) is the only merge.
+    bpe::MergeLimits one_word;
+    one_word.max_words = 1;
+    bpe::MergeLimits no_colon_space;
+    no_colon_space.no_colon_space = true;
+    for (int threads : {1, kThreads}) {
+        const auto words = bpe::train_merges(as_word_counts({{"a b a b a b", 3}}), 10, nullptr, nullptr, threads,
+                                             bpe::kDefaultPrunePairs, 0, bpe::TieBreak::kCs336, {}, one_word);
+        check(spelled(words) == std::vector<Pair>{{"a", " "}, {"b", " "}},
+              "max_words 1 keeps tokens within a word, " + std::to_string(threads) + " thread(s)");
+        const auto colon = bpe::train_merges(as_word_counts({{": ", 5}, {"ab", 1}}), 10, nullptr, nullptr, threads,
+                                             bpe::kDefaultPrunePairs, 0, bpe::TieBreak::kHf, {}, no_colon_space);
+        check(spelled(colon) == std::vector<Pair>{{"a", "b"}},
+              "no_colon_space never merges \": \", " + std::to_string(threads) + " thread(s)");
+        // A base's merges are replayed whatever they make: (a, space) and (a , b) make "a b", two words
+        // already; under one word nothing is merged after them, under two ("a b", space) only.
+        const std::vector<bpe::Merge> base = {{'a', ' '}, {256, 'b'}};
+        const auto based = bpe::train_merges(as_word_counts({{"a b a b", 2}}), 10, nullptr, nullptr, threads,
+                                             bpe::kDefaultPrunePairs, 0, bpe::TieBreak::kCs336, base, one_word);
+        bpe::MergeLimits two_words;
+        two_words.max_words = 2;
+        const auto based_two = bpe::train_merges(as_word_counts({{"a b a b", 2}}), 10, nullptr, nullptr, threads,
+                                                 bpe::kDefaultPrunePairs, 0, bpe::TieBreak::kCs336, base, two_words);
+        check(based.empty() && spelled(based_two, base) == std::vector<Pair>{{"a b", " "}},
+              "max_words bounds the new merges only, " + std::to_string(threads) + " thread(s)");
     }
 
     // A busy machine, simulated: the first two parallel merges stall, so every merge goes to one thread,

@@ -4,9 +4,9 @@ Read the whole file, split it on special tokens, pre-tokenize with the pattern (
 another is given, `pattern.py`), count words. Then, for every merge, count every adjacent pair in
 every word from scratch, take the most frequent (ties: the greatest `(left_bytes, right_bytes)`, or
 another rule of `tie_break.py`), and rewrite every word. Started from a base tokenizer, each word
-starts as its encoding by the base's merges (`start_from.py`). HF's `min_frequency` and
-`max_token_length` (`merge_limits.py`) stop at a best pair that counts too little and leave out
-over-long pairs (the new merges only). Each merge costs a pass over the whole corpus's unique words,
+starts as its encoding by the base's merges (`start_from.py`). The limits (`merge_limits.py`) stop at a
+best pair that counts too little (`min_frequency`) and leave out the pairs whose token is too long,
+of too many words or holds ": " (the new merges only). Each merge costs a pass over the whole corpus's unique words,
 so it is slow, and obviously right.
 """
 
@@ -59,6 +59,7 @@ def merge(
     token_bytes, encode = base_tokens(rules.base_merges)
     key = rules.tie_break.token_key()
     limits = rules.limits
+    bounded = limits.bounds_tokens  # a limit on the merged token: each pair checked
     # Words with no pair, or that never occur, contribute nothing.
     live = {word: count for word, count in word_counts.items() if len(word) > 1 and count > 0}
     words = [encode(word) for word in live]
@@ -68,7 +69,7 @@ def merge(
         pair_counts: dict[tuple[int, int], int] = defaultdict(int)
         for word, count in zip(words, counts):
             for pair in zip(word, word[1:]):
-                if limits.allows(len(token_bytes[pair[0]]) + len(token_bytes[pair[1]])):
+                if not bounded or limits.allows(token_bytes[pair[0]], token_bytes[pair[1]]):
                     pair_counts[pair] += count
         if not pair_counts:
             break

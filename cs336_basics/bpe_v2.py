@@ -29,7 +29,8 @@ class PairIndex:
 
     def __init__(self, word_counts: WordCountDict, rules: MergeRules = DEFAULT_MERGE_RULES) -> None:
         self.token_bytes = [bytes([byte]) for byte in range(256)]
-        self.limits = NO_LIMITS  # the base's merges are replayed whatever their tokens' lengths
+        self.limits = NO_LIMITS  # the base's merges are replayed whatever their tokens
+        self.bounded = False  # whether a limit on the merged token is set (then each new pair is checked)
         # Each token's key for ties (tie_break.token_key), so a comparison calls no function.
         self.tie_key = rules.tie_break.token_key()
         self.tie_keys = [self.tie_key(token_id, token) for token_id, token in enumerate(self.token_bytes)]
@@ -45,15 +46,17 @@ class PairIndex:
         # A base's merges replayed in order, whatever their counts: each word becomes its encoding.
         for pair in replay_ids(rules.base_merges):
             self.apply_merge(pair)
-        # HF's max_token_length, on the new merges: a pair too long is never counted (merge_limits.py).
+        # The limits on a merged token, on the new merges: a pair refused is never counted (merge_limits.py).
         self.limits = rules.limits
+        self.bounded = self.limits.bounds_tokens
         for pair in [pair for pair in self.pair_counts if not self.allows(pair)]:
             del self.pair_counts[pair]
             self.words_with.pop(pair, None)
 
     def allows(self, pair: Pair) -> bool:
-        """Whether the pair may be counted and merged under HF's max_token_length."""
-        return self.limits.allows(len(self.token_bytes[pair[0]]) + len(self.token_bytes[pair[1]]))
+        """Whether the pair may be counted and merged under the limits on its token (max_token_length,
+        max_words, no_colon_space)."""
+        return not self.bounded or self.limits.allows(self.token_bytes[pair[0]], self.token_bytes[pair[1]])
 
     def rank(self, pair: Pair) -> tuple[int, object, object]:
         """Higher count first, ties to the greatest (left key, right key): with CS336's keys, the

@@ -46,7 +46,7 @@ from .rules.contract import (
     check_special_tokens,
     check_vocab_size,
 )
-from .rules.merge_limits import NO_LIMITS, MergeLimits
+from .rules.merge_limits import NO_LIMITS, MergeLimits, with_token_limits
 from .rules.pattern import Pattern, pattern_label, resolve_pattern
 from .rules.presets import (
     TrainingRules,
@@ -222,7 +222,7 @@ class TrainingResult:
     pattern: Pattern = field(default_factory=lambda: resolve_pattern(None))
     tie_break: str = CS336
     layout: str = CS336_LAYOUT
-    limits: MergeLimits = NO_LIMITS  # HF's min_frequency and max_token_length
+    limits: MergeLimits = NO_LIMITS  # HF's min_frequency, max_token_length; SuperBPE's max_words, no_colon_space
     # The bytes the vocabulary starts from where not all 256 (layout hf-files: the bytes seen).
     alphabet: bytes | None = None
     # The tokenizer it started from (start_from.py); its merges begin `merges`.
@@ -267,7 +267,11 @@ def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int
 
 # The loose keywords of the rules, which `resolve_rules` takes: the public entries take them, and
 # `train`, `train_from_counts` and `train_from_iterator` take them among their options too.
-RULE_KEYWORDS = ("pattern", "tie_break", "like", "min_frequency", "max_token_length", "unicode")
+# SuperBPE's limits on the merged token (`merge_limits.with_token_limits`) set on what it resolves.
+RULE_KEYWORDS = (
+    "pattern", "tie_break", "like", "min_frequency", "max_token_length", "unicode", "max_words", "no_colon_space"
+)  # fmt: skip
+TOKEN_LIMIT_KEYWORDS = ("max_words", "no_colon_space")
 
 
 def given_rules(rules: TrainingRules | None, keywords: dict[str, object]) -> TrainingRules:
@@ -275,7 +279,8 @@ def given_rules(rules: TrainingRules | None, keywords: dict[str, object]) -> Tra
     loose keywords among `keywords` (`RULE_KEYWORDS`, taken out of it); not both."""
     loose = {name: keywords.pop(name) for name in RULE_KEYWORDS if name in keywords}
     if rules is None:
-        return resolve_rules(**loose)  # type: ignore[arg-type]
+        token_limits = {name: loose.pop(name) for name in TOKEN_LIMIT_KEYWORDS if name in loose}
+        return with_token_limits(resolve_rules(**loose), **token_limits)  # type: ignore[arg-type]
     if loose:
         raise TypeError(f"give rules= or the keywords {', '.join(loose)}, not both")
     if not isinstance(rules, TrainingRules):
@@ -320,7 +325,9 @@ def train(
     give that tool's result (`presets.py`); a `pattern` or `tie_break` that contradicts it is refused.
     `unicode`: the Unicode version of the pattern's character classes, one of `pattern.UNICODE_VERSIONS`
     (default: `like`'s, 16.0 for the tools' presets, else the installed `regex`'s); recorded in the run.
-    `min_frequency`, `max_token_length`: HF's limits (`merge_limits.py`).
+    `min_frequency`, `max_token_length`: HF's limits; `max_words`, `no_colon_space`: SuperBPE's limits on
+    the merged token (never more than that many space-separated words, never ": "; `merge_limits.py`).
+    All bound the new merges only, not a base's.
 
     A compressed, JSON-lines or Parquet file (`format`, `text_field`: see `ingest.plan.inspect_input`)
     is counted by the shared streaming counter and the version runs its merge phase on the counts.
@@ -470,6 +477,8 @@ def train_bpe(
     max_token_length: int | None = None,
     unicode: str | None = None,
     superbpe: int | None = None,
+    max_words: int | None = None,
+    no_colon_space: bool | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """Train a byte-level BPE tokenizer; returns `(vocab, merges)` exactly as CS336 specifies
@@ -481,6 +490,7 @@ def train_bpe(
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
+    rules = with_token_limits(rules, max_words, no_colon_space)
     given = {"trainer": trainer, "rules": rules, "start_from": start_from, "superbpe": superbpe}
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, **given, **options)  # type: ignore[arg-type]
@@ -645,11 +655,14 @@ def train_bpe_from_counts(
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     unicode: str | None = None,
+    max_words: int | None = None,
+    no_colon_space: bool | None = None,
 ) -> tuple[Vocab, Merges] | dict[int, tuple[Vocab, Merges]]:
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
     see `train_from_counts`."""
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
+    rules = with_token_limits(rules, max_words, no_colon_space)
     # The pattern a count file was made with stands unless one is asked for (TrainingRules.for_counts).
     given = {"trainer": trainer, "num_workers": num_workers, "rules": rules, "start_from": start_from}
     if vocab_sizes is None:
@@ -789,11 +802,14 @@ def train_bpe_from_iterator(
     max_token_length: int | None = None,
     unicode: str | None = None,
     superbpe: int | None = None,
+    max_words: int | None = None,
+    no_colon_space: bool | None = None,
     **options: object,
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
     see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from`, `superbpe` as in `train`)."""
     rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
+    rules = with_token_limits(rules, max_words, no_colon_space)
     given = {"trainer": trainer, "rules": rules, "start_from": start_from, "superbpe": superbpe}
     result = train_from_iterator(texts, vocab_size, special_tokens, **given, **options)  # type: ignore[arg-type]
     return result.vocab, result.merges

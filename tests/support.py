@@ -56,11 +56,16 @@ TOKENIZER_MEMORY_CHILD_PRELUDE = textwrap.dedent(
 
 def merge_rules(**keywords: object) -> object:
     """A `phases.MergeRules` from the loose keywords tests are parametrized by: `tie_break`,
-    `min_frequency`, `max_token_length` and `base_merges` (each optional)."""
+    `min_frequency`, `max_token_length`, `max_words`, `no_colon_space` and `base_merges` (each optional)."""
     from cs336_basics.phases import MergeRules
     from cs336_basics.rules.merge_limits import MergeLimits
 
-    limits = MergeLimits(keywords.pop("min_frequency", None), keywords.pop("max_token_length", None))
+    limits = MergeLimits(
+        keywords.pop("min_frequency", None),
+        keywords.pop("max_token_length", None),
+        keywords.pop("max_words", None),
+        keywords.pop("no_colon_space", False),
+    )
     rules = MergeRules(keywords.pop("tie_break", None), limits, keywords.pop("base_merges", ()))
     assert not keywords, f"unknown merge rule(s) {sorted(keywords)}"
     return rules

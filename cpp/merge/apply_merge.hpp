@@ -77,6 +77,7 @@ inline Merge Trainer<Symbol>::add_token(PairId pair) {
     const TokenId right = pairs_[pair].right;
     tokens_.add_merge(left, right);
     if (!token_lengths_.empty()) token_lengths_.push_back(token_lengths_[left] + token_lengths_[right]);
+    if (!token_shapes_.empty()) token_shapes_.push_back(TokenShape::joined(token_shapes_[left], token_shapes_[right]));
     return Merge{uint32_t(left), uint32_t(right)};
 }
 

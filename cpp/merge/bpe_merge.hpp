@@ -33,12 +33,16 @@ enum class TieBreak : int { kCs336 = 0, kSmallestId = 1, kHf = 2 };
 // test compares these with the rows that say the C++ has them.
 inline std::vector<std::string> tie_break_names() { return {"cs336", "smallest-id", "hf"}; }
 
-// HF tokenizers' limits (cs336_basics/merge_limits.py; zero: none). Training stops at the first best
-// pair counting fewer than min_frequency; a pair whose token would have max_token_length bytes or
-// more is never merged, unless it is two bytes (HF counts those before any limit applies).
+// The limits on merging (cs336_basics/merge_limits.py; zero, false: none). HF tokenizers': training
+// stops at the first best pair counting fewer than min_frequency; a pair whose token would have
+// max_token_length bytes or more is never merged, unless it is two bytes (HF counts those before any
+// limit applies). SuperBPE's: a pair whose token would hold more than max_words words (non-empty
+// pieces between space bytes) or, under no_colon_space, the bytes ": " is never merged.
 struct MergeLimits {
     int64_t min_frequency = 0;
     size_t max_token_length = 0;
+    size_t max_words = 0;
+    bool no_colon_space = false;
 };
 
 // Called after every merge with the number of merges done so far, so it should be cheap (the Python

@@ -150,6 +150,26 @@ inline bool pair_bytes_less(const TokenTable& tokens, TokenId x_left, TokenId x_
     return tokens.compare(x_right, y_right) < 0;
 }
 
+// What the limits on a token's words and on ": " read of it (MergeLimits), kept per token so that a
+// pair's is known from its tokens' without reading their bytes: its words (non-empty pieces between
+// space bytes), its first and last bytes, and whether it holds ": ".
+struct TokenShape {
+    uint64_t words;
+    unsigned char first;
+    unsigned char last;
+    bool colon_space;
+
+    static TokenShape of_byte(unsigned char byte) { return {byte != ' ', byte, byte, false}; }
+
+    // The token `left` then `right`: where they meet, the last word of one and the first of the other
+    // are one word unless a space lies between.
+    static TokenShape joined(const TokenShape& left, const TokenShape& right) {
+        const bool one_word = left.last != ' ' && right.first != ' ';
+        const bool colon_space = left.colon_space || right.colon_space || (left.last == ':' && right.first == ' ');
+        return {left.words + right.words - one_word, left.first, right.last, colon_space};
+    }
+};
+
 inline uint64_t pair_key(TokenId left, TokenId right) {
     return bpe::pair_key(static_cast<uint32_t>(left), static_cast<uint32_t>(right));
 }

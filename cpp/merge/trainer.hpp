@@ -41,6 +41,10 @@ public:
           prune_at_(prune_limit) {
         for (Worker& worker : workers_) worker.pool.share(&spare_blocks_);
         if (limits_.max_token_length != 0) token_lengths_.assign(256, 1);
+        if (limits_.max_words != 0 || limits_.no_colon_space) {
+            for (int byte = 0; byte < 256; ++byte) token_shapes_.push_back(TokenShape::of_byte(uint8_t(byte)));
+        }
+        limited_ = !token_lengths_.empty() || !token_shapes_.empty();
     }
 
     int64_t count_of(PairId pair) const { return pairs_[pair].count; }
@@ -66,6 +70,13 @@ public:
     void count_initial_pairs(int num_threads);
     void load_encoded_words(const CountedWords& words, CountedWords* release, const std::vector<Merge>& base,
                             int num_threads);
+    // The shapes of the base's tokens, after load_encoded_words (max_words, no_colon_space).
+    void shape_base_tokens(const std::vector<Merge>& base) {
+        if (token_shapes_.empty()) return;
+        for (const Merge& merge : base) {
+            token_shapes_.push_back(TokenShape::joined(token_shapes_[merge.left], token_shapes_[merge.right]));
+        }
+    }
 
     // Choosing the best pair: the heap, its admission bar, pruning (merge/best_pair.hpp).
     PairId pop_best();
@@ -158,12 +169,21 @@ private:
         return {record.count, pair_key(record.left, record.right), pair};
     }
 
-    // max_token_length: a pair too long is counted like any other but never chosen, which merges what
-    // HF merges (it never counts such a pair; the other pairs' counts are the same either way).
+    // The limits on a merged token: a pair refused is counted like any other but never chosen. Under
+    // max_token_length that merges what HF merges (it never counts such a pair; the other pairs' counts
+    // are the same either way); under max_words and no_colon_space it is what SuperBPE's fork does.
     bool allowed(PairId pair) const {
-        if (token_lengths_.empty()) return true;
-        const size_t length = size_t(token_lengths_[pairs_[pair].left]) + token_lengths_[pairs_[pair].right];
-        return length == 2 || length < limits_.max_token_length;
+        if (!limited_) return true;
+        const TokenId left = pairs_[pair].left;
+        const TokenId right = pairs_[pair].right;
+        if (!token_lengths_.empty()) {
+            const size_t length = size_t(token_lengths_[left]) + token_lengths_[right];
+            if (length != 2 && length >= limits_.max_token_length) return false;
+        }
+        if (token_shapes_.empty()) return true;
+        const TokenShape token = TokenShape::joined(token_shapes_[left], token_shapes_[right]);
+        if (limits_.no_colon_space && token.colon_space) return false;
+        return limits_.max_words == 0 || token.words <= limits_.max_words;
     }
 
     auto heap_order() const {
@@ -234,6 +254,8 @@ private:
 
     MergeLimits limits_;
     std::vector<uint64_t> token_lengths_;  // each token's bytes, kept only under max_token_length
+    std::vector<TokenShape> token_shapes_;  // each token's shape, kept only under max_words or no_colon_space
+    bool limited_ = false;  // whether a limit on the merged token is set (else allowed reads nothing)
     TokenTable tokens_;
 
     // Each word is a header and its symbols, back to back in one arena (one cache miss to start a

@@ -42,7 +42,7 @@ from ..native.backend import threads_that_fit
 from ..outputs.export import check_exportable, export_files, export_formats, export_row
 from ..outputs.serialization import OutputDirectory, large_tokens_note, run_rules
 from ..rules.contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
-from ..rules.merge_limits import MergeLimits
+from ..rules.merge_limits import MergeLimits, with_token_limits
 from ..rules.pattern import GPT2, installed_unicode, pattern_label
 from ..rules.presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from ..rules.start_from import Base, load_base, num_new_merges, run_special_tokens
@@ -200,6 +200,10 @@ def _rules_rows(result: TrainingResult, like: str | None) -> list[tuple[str, str
         rows.append(("min frequency", str(result.limits.min_frequency)))
     if result.limits.max_token_length is not None:
         rows.append(("max token length", f"{result.limits.max_token_length} bytes"))
+    if result.limits.max_words is not None:
+        rows.append(("max words", f"{result.limits.max_words} per token (space-separated)"))
+    if result.limits.no_colon_space:
+        rows.append(("colon space", 'no new token holds ": " (--no-colon-space)'))
     return rows
 
 
@@ -220,6 +224,13 @@ def _stop_reason(limits: MergeLimits, left: str = " left") -> str:
     if limits.max_token_length is not None:
         conditions.append(f"makes a token under {limits.max_token_length:,} bytes")
         options.append(f"--max-token-length {limits.max_token_length}")
+    if limits.max_words is not None:
+        plural = "" if limits.max_words == 1 else "s"
+        conditions.append(f"makes a token of at most {limits.max_words:,} word{plural}")
+        options.append(f"--max-words {limits.max_words}")
+    if limits.no_colon_space:
+        conditions.append('makes a token without ": "')
+        options.append("--no-colon-space")
     if not options:
         return f"no pair{left} to merge"
     return f"no pair{left} {' and '.join(conditions)} ({', '.join(options)})"
@@ -303,8 +314,10 @@ def _rules_and_base(args: argparse.Namespace) -> tuple[dict[str, int], TrainingR
     options = _workers_option(args.workers)
     special_tokens = preset_special_tokens(args.like, args.special)  # refuses others than nanochat's
     start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
-    rules = resolve_rules(
-        args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode
+    rules = with_token_limits(
+        resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode),
+        args.max_words,
+        args.no_colon_space,
     ).from_base(start)  # a base's recorded pattern carries over unless --pattern says otherwise
     if args.superbpe is not None:
         check_transition(args.superbpe, args.vocab_sizes, rules)
@@ -444,7 +457,7 @@ def _refuse_no_merges(args: argparse.Namespace, result: TrainingResult, describe
     """A run asked for merges that made none: refused, saying why, before anything is written."""
     base = 256 + len(args.special)
     if not result.merges and args.vocab_sizes[-1] > base:
-        if result.limits.min_frequency > 1 or result.limits.max_token_length is not None:
+        if result.limits.min_frequency > 1 or result.limits.bounds_tokens:
             raise BPEInputError(f"no merge made from {described}: {_stop_reason(result.limits, left='')}")
         # Text whose every pre-token is one byte (a stray 2-byte readme.md): a vocabulary of bytes alone.
         raise BPEInputError(

@@ -92,7 +92,7 @@ def add_pattern_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def limit_argument(text: str) -> int:
-    """`--min-frequency` / `--max-token-length`: a whole number at most MAX_LIMIT, refused here, before
+    """`--min-frequency` / `--max-token-length` / `--max-words`: a whole number at most MAX_LIMIT, refused here, before
     any work (a larger one would overflow the C++ loop after counting); the lower bounds are
     `merge_limits.MergeLimits`', as for the Python API."""
     try:
@@ -119,7 +119,7 @@ def add_unicode_argument(parser: argparse.ArgumentParser, default: str) -> None:
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
     """`--pattern`, `--tie-break`, `--like`, `--unicode`, `--min-frequency` and `--max-token-length` (see
-    `presets.resolve_rules`)."""
+    `presets.resolve_rules`), `--max-words` and `--no-colon-space` (`merge_limits.with_token_limits`)."""
     add_pattern_argument(parser)
     parser.add_argument(
         "--tie-break",
@@ -158,6 +158,20 @@ def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="never merge a pair into a token of N bytes or more (two-byte tokens excepted), as HF's "
         "BpeTrainer(max_token_length=N) (any preset; docs/REFERENCES.md)",
+    )
+    parser.add_argument(
+        "--max-words",
+        type=limit_argument,
+        default=None,
+        metavar="N",
+        help="never merge a pair into a token of more than N words, the non-empty pieces between spaces "
+        "(as SuperBPE's second stage, N=4; any preset; docs/RULES.md)",
+    )
+    parser.add_argument(
+        "--no-colon-space",
+        action="store_true",
+        default=None,
+        help='never merge a pair into a token that holds ": " (as SuperBPE\'s second stage; any preset)',
     )
 
 

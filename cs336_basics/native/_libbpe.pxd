@@ -39,9 +39,11 @@ cdef extern from "merge/bpe_merge.hpp" namespace "bpe" nogil:
     enum class TieBreak:  # a value of tie_break_names(): the binding finds a row's by its name
         pass
     vector[string] tie_break_names() except +
-    cdef struct MergeLimits:  # merge_limits.MergeLimits; 0: no limit
+    cdef struct MergeLimits:  # merge_limits.MergeLimits; 0, false: no limit
         int64_t min_frequency
         size_t max_token_length
+        size_t max_words
+        cbool no_colon_space
 
     cdef struct MergeThreadUse:  # how the last train_merges on this thread used its threads
         size_t parallel_merges

@@ -14,7 +14,7 @@ from ..rules.start_from import replay_ids
 
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libcpp.string cimport string
+from libcpp.string cimport npos, string
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
@@ -64,9 +64,15 @@ cdef class PairIndex:
     cdef unordered_map[Pair, vector[int32_t]] words_with
     # The net change of each pair's count in the last merge (bpe_v2 returns the set of these pairs).
     cdef unordered_map[Pair, int64_t] changed
-    # HF's max_token_length (merge_limits.py), 0 for none: a pair too long is never counted
-    # (limit_token_length).
-    cdef size_t max_token_length
+    # The limits on a merged token (merge_limits.py), set by limit_tokens: a pair refused is never counted.
+    cdef bint limited  # whether any is set: else every pair is allowed, unchecked
+    cdef size_t max_token_length  # 0 for none
+    cdef size_t max_words  # 0 for none
+    cdef bint no_colon_space
+    # Under max_words or no_colon_space, each token's words (merge_limits.count_words) and whether it
+    # holds b": ", so a pair's are known from its tokens' without reading their bytes.
+    cdef vector[uint64_t] token_words
+    cdef vector[char] token_colon_space
 
     def __cinit__(self, word_counts: Mapping[bytes, int]) -> None:
         cdef const unsigned char* data
@@ -103,20 +109,63 @@ cdef class PairIndex:
 
     cdef inline bint allows(self, Pair pair) noexcept:
         """merge_limits.MergeLimits.allows for the pair's token."""
-        cdef size_t length = self.token_bytes[left_of(pair)].size() + self.token_bytes[right_of(pair)].size()
-        return self.max_token_length == 0 or length == 2 or length < self.max_token_length
+        if not self.limited:
+            return True
+        cdef int32_t left = left_of(pair), right = right_of(pair)
+        cdef size_t length = self.token_bytes[left].size() + self.token_bytes[right].size()
+        if self.max_token_length != 0 and length != 2 and length >= self.max_token_length:
+            return False
+        if self.token_words.empty():  # max_token_length alone
+            return True
+        # Tokens are never empty; where they meet, the last word of left and the first of right are one.
+        cdef char last = self.token_bytes[left].back(), first = self.token_bytes[right].front()
+        if self.no_colon_space and (
+            self.token_colon_space[left] or self.token_colon_space[right] or (last == b':' and first == b' ')
+        ):
+            return False
+        cdef uint64_t words = self.token_words[left] + self.token_words[right] - (last != b' ' and first != b' ')
+        return self.max_words == 0 or words <= self.max_words
 
-    cdef void limit_token_length(self, size_t max_token_length):
-        """From now on a pair too long is never counted: those counted so far are dropped (after a
-        base's merges are replayed, which any length may make)."""
-        self.max_token_length = max_token_length
-        if max_token_length == 0:
+    cdef void add_token_shape(self, int32_t token):
+        """`token`'s words and whether it holds b": ", from its bytes (a token made before the limits)."""
+        cdef string* data = &self.token_bytes[token]
+        cdef uint64_t words = 0
+        cdef size_t at
+        for at in range(data.size()):
+            if deref(data)[at] != b' ' and (at == 0 or deref(data)[at - 1] == b' '):
+                words += 1
+        cdef char colon_space = data.find(b": ") != npos
+        self.token_words.push_back(words)
+        self.token_colon_space.push_back(colon_space)
+
+    cdef void join_token_shapes(self, int32_t left, int32_t right):
+        """The shape of the token `left + right` from its parts' (as allows reads them)."""
+        cdef char last = self.token_bytes[left].back(), first = self.token_bytes[right].front()
+        cdef uint64_t words = self.token_words[left] + self.token_words[right] - (last != b' ' and first != b' ')
+        cdef char colon_space = (
+            self.token_colon_space[left] or self.token_colon_space[right] or (last == b':' and first == b' ')
+        )
+        self.token_words.push_back(words)
+        self.token_colon_space.push_back(colon_space)
+
+    cdef void limit_tokens(self, object limits):
+        """From now on a pair whose token a limit refuses is never counted: those counted so far are
+        dropped (after a base's merges are replayed, which make any token)."""
+        cdef int32_t token
+        self.max_token_length = limits.native_max_token_length
+        self.max_words = limits.native_max_words
+        self.no_colon_space = limits.no_colon_space
+        self.limited = self.max_token_length != 0 or self.max_words != 0 or self.no_colon_space
+        if not self.limited:
             return
-        cdef vector[Pair] too_long
+        if self.max_words != 0 or self.no_colon_space:
+            for token in range(<int32_t>self.token_bytes.size()):
+                self.add_token_shape(token)
+        cdef vector[Pair] refused
         for counted in self.pair_counts:
             if not self.allows(counted.first):
-                too_long.push_back(counted.first)
-        for pair in too_long:
+                refused.push_back(counted.first)
+        for pair in refused:
             self.pair_counts.erase(pair)
             self.words_with.erase(pair)
 
@@ -135,6 +184,8 @@ cdef class PairIndex:
         cdef int64_t count
         cdef size_t at
         self.token_bytes.push_back(self.token_bytes[left_of(pair)] + self.token_bytes[right_of(pair)])
+        if not self.token_words.empty():
+            self.join_token_shapes(left_of(pair), right_of(pair))
         self.changed.clear()
         touched.swap(self.words_with[pair])
         self.words_with.erase(pair)
@@ -300,7 +351,7 @@ def merge(
     cdef PairIndex index = PairIndex(word_counts)
     for left, right in replay_ids(rules.base_merges):  # each word becomes its encoding by the base
         index.apply_merge(make_pair(left, right))
-    index.limit_token_length(limits.native_max_token_length)
+    index.limit_tokens(limits)
     cdef PairHeap heap = PairHeap(index, rules.tie_break)
     cdef Pair best
     cdef size_t wanted = num_merges, done = 0, reported = 0

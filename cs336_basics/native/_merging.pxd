@@ -48,7 +48,7 @@ cdef inline vector[lib.Merge] base_merge_ids(object base_merges, list tokens) ex
 
 
 # release_words: `words` is emptied, its memory freed, once the merge loop has loaded them.
-# rules: a phases.MergeRules, read once here: its tie-break row, HF's limits (merge_limits.py, on the
+# rules: a phases.MergeRules, read once here: its tie-break row, the limits (merge_limits.py, on the
 # new merges only) and a base's merges, which each word starts encoded by (bpe_merge.hpp, `replay`);
 # only the new merges come back.
 cdef inline list train_merges(
@@ -66,6 +66,8 @@ cdef inline list train_merges(
     cdef lib.MergeLimits limits
     limits.min_frequency = rules.limits.min_frequency
     limits.max_token_length = rules.limits.native_max_token_length
+    limits.max_words = rules.limits.native_max_words
+    limits.no_colon_space = rules.limits.no_colon_space
     errors = []
     cdef ProgressRelay relay
     start_relay(&relay, progress, errors, PROGRESS_EVERY_MERGES)

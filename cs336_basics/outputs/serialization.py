@@ -103,7 +103,8 @@ def run_rules(trained: Any) -> dict[str, Any]:
     """bpe_run.json's fields for what a run trained by (its `presets.TrainingRules`, or a
     `trainers.TrainingResult`, which records them): `pattern` as its name (null for a regex of no
     name), its regex and the Unicode version of its classes, `tie_break`, `layout`, HF's
-    `min_frequency` and `max_token_length` (null: none); pass as `details`."""
+    `min_frequency` and `max_token_length` (null: none), SuperBPE's `max_words` (null: none) and
+    `no_colon_space`; pass as `details`."""
     pattern, limits = trained.pattern, trained.limits
     return {
         "pattern": {"name": pattern.name, "regex": pattern.regex, "unicode": pattern.unicode_version},
@@ -111,6 +112,8 @@ def run_rules(trained: Any) -> dict[str, Any]:
         "layout": trained.layout,
         "min_frequency": limits.min_frequency,
         "max_token_length": limits.max_token_length,
+        "max_words": limits.max_words,
+        "no_colon_space": limits.no_colon_space,
     }
 
 
@@ -123,6 +126,8 @@ def recorded_rules(run: dict[str, Any]) -> dict[str, Any]:
         "layout": CS336_LAYOUT,
         "min_frequency": NO_LIMITS.min_frequency,
         "max_token_length": NO_LIMITS.max_token_length,
+        "max_words": NO_LIMITS.max_words,
+        "no_colon_space": NO_LIMITS.no_colon_space,
     }
     return {name: run.get(name, value) for name, value in default.items()}
 
@@ -775,7 +780,12 @@ def _run_problem(run: object) -> str | None:
         if name in run and not isinstance(run[name], str):
             return f"{name} must be a string, not {run[name]!r}"
     try:
-        MergeLimits(run.get("min_frequency"), run.get("max_token_length"))
+        MergeLimits(
+            run.get("min_frequency"),
+            run.get("max_token_length"),
+            run.get("max_words"),
+            run.get("no_colon_space", NO_LIMITS.no_colon_space),
+        )
     except BPEInputError as error:
         return str(error)
     return None
