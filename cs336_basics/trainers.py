@@ -46,7 +46,7 @@ from .rules.contract import (
     check_special_tokens,
     check_vocab_size,
 )
-from .rules.merge_limits import NO_LIMITS, MergeLimits, with_token_limits
+from .rules.merge_limits import NO_LIMITS, MergeLimits
 from .rules.pattern import Pattern, pattern_label, resolve_pattern
 from .rules.presets import (
     TrainingRules,
@@ -267,11 +267,9 @@ def tokenizers_by_size(result: TrainingResult, sizes: Iterable[int]) -> dict[int
 
 # The loose keywords of the rules, which `resolve_rules` takes: the public entries take them, and
 # `train`, `train_from_counts` and `train_from_iterator` take them among their options too.
-# SuperBPE's limits on the merged token (`merge_limits.with_token_limits`) set on what it resolves.
 RULE_KEYWORDS = (
     "pattern", "tie_break", "like", "min_frequency", "max_token_length", "unicode", "max_words", "no_colon_space"
 )  # fmt: skip
-TOKEN_LIMIT_KEYWORDS = ("max_words", "no_colon_space")
 
 
 def given_rules(rules: TrainingRules | None, keywords: dict[str, object]) -> TrainingRules:
@@ -279,8 +277,7 @@ def given_rules(rules: TrainingRules | None, keywords: dict[str, object]) -> Tra
     loose keywords among `keywords` (`RULE_KEYWORDS`, taken out of it); not both."""
     loose = {name: keywords.pop(name) for name in RULE_KEYWORDS if name in keywords}
     if rules is None:
-        token_limits = {name: loose.pop(name) for name in TOKEN_LIMIT_KEYWORDS if name in loose}
-        return with_token_limits(resolve_rules(**loose), **token_limits)  # type: ignore[arg-type]
+        return resolve_rules(**loose)  # type: ignore[arg-type]
     if loose:
         raise TypeError(f"give rules= or the keywords {', '.join(loose)}, not both")
     if not isinstance(rules, TrainingRules):
@@ -489,8 +486,9 @@ def train_bpe(
 
     With `vocab_sizes` (`vocab_size` may then be None), one run to the largest size gives every
     size's tokenizer, `{size: (vocab, merges)}`, each equal to a separate run of that size."""
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-    rules = with_token_limits(rules, max_words, no_colon_space)
+    rules = resolve_rules(
+        pattern, tie_break, like, min_frequency, max_token_length, unicode, max_words, no_colon_space
+    )
     given = {"trainer": trainer, "rules": rules, "start_from": start_from, "superbpe": superbpe}
     if vocab_sizes is None:
         result = train(input_path, vocab_size, special_tokens, **given, **options)  # type: ignore[arg-type]
@@ -661,8 +659,9 @@ def train_bpe_from_counts(
     """`train_bpe` from word counts instead of text (`vocab_sizes`, `num_workers`, `pattern`,
     `tie_break`, `like`, `start_from` and HF's limits as there; the pattern defaults to the counts');
     see `train_from_counts`."""
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-    rules = with_token_limits(rules, max_words, no_colon_space)
+    rules = resolve_rules(
+        pattern, tie_break, like, min_frequency, max_token_length, unicode, max_words, no_colon_space
+    )
     # The pattern a count file was made with stands unless one is asked for (TrainingRules.for_counts).
     given = {"trainer": trainer, "num_workers": num_workers, "rules": rules, "start_from": start_from}
     if vocab_sizes is None:
@@ -808,8 +807,9 @@ def train_bpe_from_iterator(
 ) -> tuple[Vocab, Merges]:
     """`train_bpe` on documents (an iterable of str, bytes or records, a pyarrow table or array, a HF dataset);
     see `train_from_iterator` (`pattern`, `tie_break`, `like`, `start_from`, `superbpe` as in `train`)."""
-    rules = resolve_rules(pattern, tie_break, like, min_frequency, max_token_length, unicode)
-    rules = with_token_limits(rules, max_words, no_colon_space)
+    rules = resolve_rules(
+        pattern, tie_break, like, min_frequency, max_token_length, unicode, max_words, no_colon_space
+    )
     given = {"trainer": trainer, "rules": rules, "start_from": start_from, "superbpe": superbpe}
     result = train_from_iterator(texts, vocab_size, special_tokens, **given, **options)  # type: ignore[arg-type]
     return result.vocab, result.merges

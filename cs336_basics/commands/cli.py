@@ -42,7 +42,7 @@ from ..native.backend import threads_that_fit
 from ..outputs.export import check_exportable, export_files, export_formats, export_row
 from ..outputs.serialization import OutputDirectory, large_tokens_note, run_rules
 from ..rules.contract import ENDOFTEXT, MAX_WORKERS_PER_CORE, check_num_workers
-from ..rules.merge_limits import MergeLimits, with_token_limits
+from ..rules.merge_limits import MergeLimits
 from ..rules.pattern import GPT2, installed_unicode, pattern_label
 from ..rules.presets import PRESETS, TrainingRules, preset_special_tokens, refuse_by_lines, resolve_rules
 from ..rules.start_from import Base, load_base, num_new_merges, run_special_tokens
@@ -314,10 +314,9 @@ def _rules_and_base(args: argparse.Namespace) -> tuple[dict[str, int], TrainingR
     options = _workers_option(args.workers)
     special_tokens = preset_special_tokens(args.like, args.special)  # refuses others than nanochat's
     start = None if args.start_from is None else load_base(_start_from_argument(args.start_from), special_tokens)
-    rules = with_token_limits(
-        resolve_rules(args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode),
-        args.max_words,
-        args.no_colon_space,
+    rules = resolve_rules(
+        args.pattern, args.tie_break, args.like, args.min_frequency, args.max_token_length, args.unicode,
+        args.max_words, args.no_colon_space,
     ).from_base(start)  # a base's recorded pattern carries over unless --pattern says otherwise
     if args.superbpe is not None:
         check_transition(args.superbpe, args.vocab_sizes, rules)

@@ -118,8 +118,8 @@ def add_unicode_argument(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def add_rule_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--pattern`, `--tie-break`, `--like`, `--unicode`, `--min-frequency` and `--max-token-length` (see
-    `presets.resolve_rules`), `--max-words` and `--no-colon-space` (`merge_limits.with_token_limits`)."""
+    """`--pattern`, `--tie-break`, `--like`, `--unicode`, `--min-frequency`, `--max-token-length`,
+    `--max-words` and `--no-colon-space` (see `presets.resolve_rules` and `merge_limits.py`)."""
     add_pattern_argument(parser)
     parser.add_argument(
         "--tie-break",

@@ -29,14 +29,12 @@ whole-number limit: no limit; `no_colon_space` is True or False. Each number is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TypeVar
+from dataclasses import dataclass
 
 from ..errors import BPEInputError
 
 MAX_LIMIT = 2**63 - 1
 
-Rules = TypeVar("Rules")
 
 
 def _check_integer(name: str, value: object, least: int) -> int:
@@ -106,16 +104,3 @@ class MergeLimits:
 
 
 NO_LIMITS = MergeLimits()
-
-
-def with_token_limits(rules: Rules, max_words: int | None = None, no_colon_space: bool | None = None) -> Rules:
-    """`rules` (a `presets.TrainingRules`, whose `limits` `resolve_rules` made) with `max_words` and
-    `no_colon_space` set where given (None: as they are); a bad value refused in one line."""
-    changes: dict[str, object] = {}
-    if max_words is not None:
-        changes["max_words"] = max_words
-    if no_colon_space is not None:
-        changes["no_colon_space"] = no_colon_space
-    if not changes:
-        return rules
-    return replace(rules, limits=replace(rules.limits, **changes))  # type: ignore[type-var, attr-defined]

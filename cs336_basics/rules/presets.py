@@ -192,14 +192,18 @@ def resolve_rules(
     min_frequency: int | None = None,
     max_token_length: int | None = None,
     unicode: str | None = None,
+    max_words: int | None = None,
+    no_colon_space: bool | None = None,
 ) -> TrainingRules:
     """The rules of a run: `like` sets the first three and the Unicode version of the pattern's classes;
     `pattern`, `tie_break` and `unicode` (one of `pattern.UNICODE_VERSIONS`) may repeat what it sets but
     not contradict it (refused in one line). Without `like`: the pattern (gpt2), the rule (cs336),
     CS336's layout and the Unicode of a Pattern that carries one (a base's record), else the installed
-    `regex`'s; the rules' pattern always names its version. `min_frequency` and
-    `max_token_length` go with any of them. The one place the loose keywords become `TrainingRules`."""
-    limits = MergeLimits(min_frequency, max_token_length)  # type: ignore[arg-type]
+    `regex`'s; the rules' pattern always names its version. HF's `min_frequency` and `max_token_length`
+    and SuperBPE's `max_words` and `no_colon_space` (`merge_limits.py`) go with any of them. The one place
+    the loose keywords become `TrainingRules`."""
+    colon = False if no_colon_space is None else no_colon_space  # a non-bool is refused by MergeLimits
+    limits = MergeLimits(min_frequency, max_token_length, max_words, colon)  # type: ignore[arg-type]
     preset = resolve_preset(like)
     chosen = resolve_pattern(preset.pattern if pattern is None else pattern)
     rule = check_tie_break(preset.tie_break if tie_break is None else tie_break)
