@@ -50,6 +50,12 @@ def check_transition(transition: object, vocab_sizes: Iterable[int], rules: Trai
     return transition
 
 
+def first_stage_rules(rules: TrainingRules) -> TrainingRules:
+    """The first stage's rules: the run's without the limits on superwords (`max_words`,
+    `no_colon_space`), which the paper's trainer applies to its second stage's merges only."""
+    return replace(rules, limits=replace(rules.limits, max_words=None, no_colon_space=False))
+
+
 def superword_rules(rules: TrainingRules) -> TrainingRules:
     """The second stage's rules: the run's, with the superword pattern in the Unicode version of the
     run's pattern."""
@@ -65,10 +71,10 @@ def first_stage_base(first: TrainingResult) -> Base:
 def train_in_two_stages(
     run_stage: Stage, transition: int, vocab_size: int, rules: TrainingRules, base: Base | None
 ) -> TrainingResult:
-    """Stage 1 to `transition` by `rules` (from `base`, the user's, if any), then stage 2 to
+    """Stage 1 to `transition` by `first_stage_rules` (from `base`, the user's, if any), then stage 2 to
     `vocab_size` from it by `superword_rules`: the result of stage 2, its `first_stage` stage 1's,
     its seconds both stages'."""
-    first = run_stage(transition, rules, base)
+    first = run_stage(transition, first_stage_rules(rules), base)
     second = run_stage(vocab_size, superword_rules(rules), first_stage_base(first))
     seconds = {
         "stage 1": first.seconds.get("total", 0.0),

@@ -251,3 +251,17 @@ def test_the_papers_own_second_stage_is_refused_until_built(tmp_path: Path) -> N
     path.write_text("the cat sat on the mat\n", encoding="utf-8")
     with pytest.raises(BPEInputError, match="the paper's second stage is not built yet"):
         train_bpe(path, 290, [EOT], like="superbpe", superbpe=270)
+
+
+def test_the_limits_on_superwords_hold_in_the_second_stage_only(trainer: str, tmp_path: Path) -> None:
+    # Whitespace runs of five "words" split on spaces (" \t \t \t \t \t") are GPT-2 pre-tokens: stage 1
+    # merges them whatever max_words says; stage 2's new tokens hold at most two words and no ": ".
+    path = tmp_path / "limits.txt"
+    path.write_text(("a: b c d e f \t \t \t \t \t\n" * 6 + "x: y z\n") * 3, encoding="utf-8")
+    plain = train_bpe(path, 280, [EOT], trainer=trainer)
+    vocab, merges = train_bpe(path, 300, [EOT], trainer=trainer, superbpe=280, max_words=2, no_colon_space=True)
+    assert merges[: len(plain[1])] == plain[1]
+    new = [left + right for left, right in merges[len(plain[1]) :]]
+    assert new and all(len([word for word in token.split(b" ") if word]) <= 2 for token in new)
+    assert not any(b": " in token for token in new)
+    assert any(len([word for word in token.split(b" ") if word]) > 2 for token in plain[0].values())
