@@ -18,7 +18,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .errors import BPEInputError
-from .rules.pattern import SUPERWORD, resolve_pattern
+from .rules.pattern import resolve_pattern
+from .rules.presets import resolve_preset
 from .rules.start_from import Base
 
 if TYPE_CHECKING:
@@ -31,9 +32,8 @@ Stage = Callable[[int, "TrainingRules", "Base | None"], "TrainingResult"]
 FIRST_STAGE_SOURCE = "SuperBPE's first stage"
 
 
-def check_transition(transition: object, vocab_sizes: Iterable[int], rules: TrainingRules) -> int:
-    """`superbpe=T` checked against the sizes asked for: a positive int below every one of them, under
-    rules that can go on from a base (not hf-files, which starts from the bytes seen)."""
+def check_transition(transition: object, vocab_sizes: Iterable[int]) -> int:
+    """`superbpe=T` checked against the sizes asked for: a positive int below every one of them."""
     if isinstance(transition, bool) or not isinstance(transition, int) or transition < 1:
         raise BPEInputError(f"superbpe must be a positive int (the first stage's vocab_size), got {transition!r}")
     sizes = sorted(vocab_sizes)
@@ -41,11 +41,6 @@ def check_transition(transition: object, vocab_sizes: Iterable[int], rules: Trai
         raise BPEInputError(
             f"superbpe={transition:,}: every vocab_size must be above it, got {sizes[0]:,} "
             "(a size up to it is a plain run: train it without superbpe)"
-        )
-    if rules.by_lines:  # the paper's own second stage (docs/SUPERBPE.md) is not built yet
-        raise BPEInputError(
-            f"superbpe goes on from its first stage's tokenizer, which like={rules.like!r} cannot (it starts from "
-            "the bytes seen, and the paper's second stage is not built yet): use like='hf' or 'cs336'"
         )
     return transition
 
@@ -57,10 +52,17 @@ def first_stage_rules(rules: TrainingRules) -> TrainingRules:
 
 
 def superword_rules(rules: TrainingRules) -> TrainingRules:
-    """The second stage's rules: the run's, with the superword pattern in the Unicode version of the
-    run's pattern."""
-    pattern = replace(resolve_pattern(SUPERWORD), unicode=rules.pattern.unicode)
-    return replace(rules, pattern=pattern, asked_pattern=True)
+    """The second stage's rules: the run's, with its preset's second-stage pattern (`superword` but
+    under like='superbpe', the paper's) in the Unicode version of the run's pattern, and the preset's
+    limits on new tokens where the run sets none."""
+    stage = resolve_preset(rules.like).second_stage
+    pattern = replace(resolve_pattern(stage.pattern), unicode=rules.pattern.unicode)
+    limits = rules.limits
+    if limits.max_words is None and stage.max_words is not None:
+        limits = replace(limits, max_words=stage.max_words)
+    if stage.no_colon_space:
+        limits = replace(limits, no_colon_space=True)
+    return replace(rules, pattern=pattern, asked_pattern=True, limits=limits)
 
 
 def first_stage_base(first: TrainingResult) -> Base:

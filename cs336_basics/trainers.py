@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import TYPE_CHECKING
@@ -62,6 +62,7 @@ from .rules.start_from import (
     extended_vocab,
     load_base,
     num_new_merges,
+    occurring_merges,
     run_special_tokens,
 )
 from .rules.tie_break import CS336
@@ -344,7 +345,7 @@ def train(
     for numbers (docs/SUPERBPE.md)."""
     rules = given_rules(rules, options)
     if superbpe is not None:
-        check_transition(superbpe, [vocab_size], rules)
+        check_transition(superbpe, [vocab_size])
 
         def run_stage(size: int, stage_rules: TrainingRules, stage_base: Base | None) -> TrainingResult:
             return train(
@@ -402,6 +403,16 @@ def _train_on_input(
     return _merge_phase(counted, vocab_size, specials, progress, rules, base)
 
 
+def lines_base(base: Base, word_counts: Sized, specials: list[str], alphabet: bytes, layout: str) -> Base:
+    """HF's `train(files)` going on from `base`, as SuperBPE's trainer does (docs/SUPERBPE.md): the
+    vocabulary starts from the special tokens and the bytes the text holds, then the base's merges
+    whose pair occurs in the counted words (`start_from.occurring_merges`), renumbered in order."""
+    items = (word_counts.to_dict() if hasattr(word_counts, "to_dict") else word_counts).items()  # type: ignore[attr-defined]
+    kept = occurring_merges(items, base.merges)
+    vocab = assemble_vocab(specials, kept, layout, alphabet)
+    return Base(vocab, kept, list(specials), source=base.source)
+
+
 def _merge_phase(
     counted: CountedInput,
     vocab_size: int,
@@ -413,10 +424,14 @@ def _merge_phase(
     """The merge phase of `counted.reading`'s version on the counts, and the result, shared by training
     from text and from counts, by `rules` (the tie-break the merge takes, the layout of the vocabulary),
     from `base` if given (the merges go on from its own), to `vocab_size` tokens: from the bytes the
-    text holds where `counted.alphabet` says so (layout hf-files, never with a base)."""
+    text holds where `counted.alphabet` says so (layout hf-files; from a base, its merges that occur
+    in the counts, `lines_base`)."""
     name, version, num_workers = counted.reading.name, counted.reading.version, counted.reading.options.num_workers
     word_counts, alphabet = counted.word_counts, counted.alphabet
-    if alphabet is not None:
+    if alphabet is not None and base is not None:
+        base = lines_base(base, word_counts, specials, alphabet, rules.layout)
+        num_merges = max(0, vocab_size - len(base.vocab))
+    elif alphabet is not None:
         num_merges = max(0, vocab_size - len(alphabet) - len(specials))
     elif base is not None:
         num_merges = num_new_merges(base, vocab_size, specials)
@@ -495,7 +510,7 @@ def train_bpe(
         return result.vocab, result.merges
     sizes = check_vocab_sizes(vocab_size, vocab_sizes)
     if superbpe is not None:
-        check_transition(superbpe, sizes, rules)
+        check_transition(superbpe, sizes)
     result = train(input_path, sizes[-1], special_tokens, **given, **options)  # type: ignore[arg-type]
     return tokenizers_by_size(result, sizes)
 
@@ -739,7 +754,7 @@ def train_from_iterator(
 
     rules = given_rules(rules, options)
     if superbpe is not None:
-        check_transition(superbpe, [vocab_size], rules)
+        check_transition(superbpe, [vocab_size])
         if isinstance(texts, Iterator):
             raise BPEInputError(
                 "superbpe reads the documents twice (once per stage): give a list, a table or a dataset, "

@@ -356,9 +356,17 @@ def test_every_version_takes_start_from_and_the_limits_together_as_the_oracle(
     )
 
 
-def test_hf_files_refuses_a_base(tmp_path: Path) -> None:
+def test_hf_files_from_a_base_keeps_its_merges_that_occur(tmp_path: Path) -> None:
+    # HF's train(files) from a base, as SuperBPE's trainer does it: the vocabulary from the bytes seen,
+    # then the base's merges whose pair occurs in the lines, renumbered; a merge of bytes the text lacks
+    # is dropped. (A run from scratch gave the base, on other text.)
     path = tmp_path / "corpus.txt"
     path.write_text("the theme then thesis these\n" * 5, encoding="utf-8")
-    base = train_bpe(path, 260, [], trainer="bpe_v1")
-    with pytest.raises(BPEInputError, match="hf-files"):
-        train_bpe(path, 270, [], trainer="bpe_v1", like="hf-files", start_from=base)
+    other = tmp_path / "other.txt"
+    other.write_text("zz zz zz the the\n", encoding="utf-8")
+    base = train_bpe(other, 259, [], trainer="bpe_v1")
+    assert (b"z", b"z") in base[1]
+    vocab, merges = train_bpe(path, 20, [], trainer="bpe_v1", like="hf-files", start_from=base)
+    assert (b"z", b"z") not in merges and merges[0] in base[1]
+    seen = sorted({bytes([byte]) for byte in path.read_bytes()})
+    assert sorted(token for token in vocab.values() if len(token) == 1) == seen

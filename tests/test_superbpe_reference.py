@@ -199,3 +199,103 @@ def test_the_second_stages_pre_tokens_train_as_hf(trainer: str, name: str, tmp_p
     result = train(path, vocab_size, SPECIAL, trainer=trainer, rules=paper_rules(SUPERBPE_STAGE2))
     assert (result.vocab, result.merges) == expected
     assert any(b" " in left + right and not (left + right).startswith(b" ") for left, right in expected[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's second stage (like="superbpe", superbpe=T), against its trainer's steps written out here
+
+
+def paper_second_stage(path: Path, first: tuple[Vocab, Merges], vocab_size: int) -> tuple[Vocab, Merges]:
+    """The fork's `do_train_extend` as its code reads (docs/SUPERBPE.md), from stage 1's tokenizer
+    `first` (stock HF's): the file's lines (each with its "\\n") pre-tokenized by HF's second-stage
+    sequence; stage 1's merges replayed in order over every word, each one kept only if its pair has
+    stood somewhere by its turn (the others dropped, the later ids moving down); then HF's loop (the
+    most frequent pair, ties to the smaller pair of ids), never making a token of more than four
+    space-separated words or holding ": ", until the vocabulary holds `vocab_size` tokens."""
+    text = path.read_bytes().decode("utf-8")
+    lines = [line + "\n" for line in text.split("\n")[:-1]] + ([text.split("\n")[-1]] if text.split("\n")[-1] else [])
+    words: list[list[bytes]] = []
+    counts: list[int] = []
+    seen: dict[bytes, int] = {}
+    for line in lines:
+        for piece in hf_pieces(SUPERBPE_STAGE2, line):
+            word = decode_token(piece, "hf")
+            if word not in seen:
+                seen[word] = len(words)
+                words.append([bytes([byte]) for byte in word])
+                counts.append(0)
+            counts[seen[word]] += 1
+    met = {pair for parts in words for pair in zip(parts, parts[1:])}
+    kept = []
+    for left, right in first[1]:
+        if (left, right) not in met:
+            continue  # never stood anywhere by its turn: dropped
+        kept.append((left, right))
+        for index, parts in enumerate(words):
+            merged, at = [], 0
+            while at < len(parts):
+                if at + 1 < len(parts) and parts[at] == left and parts[at + 1] == right:
+                    merged.append(left + right)
+                    at += 2
+                else:
+                    merged.append(parts[at])
+                    at += 1
+            words[index] = merged
+            met.update(zip(merged, merged[1:]))
+    characters = gpt2_bytes_to_unicode()
+    alphabet = sorted({bytes([byte]) for word in seen for byte in word}, key=lambda b: characters[b[0]])
+    order = [token.encode() for token in SPECIAL] + alphabet + [left + right for left, right in kept]
+    ids = {token: index for index, token in reversed(list(enumerate(order)))}
+    merges = list(kept)
+    while len(order) < vocab_size:
+        pairs: dict[tuple[bytes, bytes], int] = {}
+        for parts, count in zip(words, counts):
+            for pair in zip(parts, parts[1:]):
+                pairs[pair] = pairs.get(pair, 0) + count
+        allowed = [
+            pair for pair in pairs
+            if b": " not in pair[0] + pair[1] and len([w for w in (pair[0] + pair[1]).split(b" ") if w]) <= 4
+        ]  # fmt: skip
+        if not allowed:
+            break
+        left, right = min(allowed, key=lambda pair: (-pairs[pair], ids[pair[0]], ids[pair[1]]))
+        merges.append((left, right))
+        if left + right not in ids:
+            ids[left + right] = len(order)
+        order.append(left + right)
+        for index, parts in enumerate(words):
+            merged, at = [], 0
+            while at < len(parts):
+                if at + 1 < len(parts) and parts[at] == left and parts[at + 1] == right:
+                    merged.append(left + right)
+                    at += 2
+                else:
+                    merged.append(parts[at])
+                    at += 1
+            words[index] = merged
+    return dict(enumerate(order)), merges
+
+
+# "drops": stage 1 merges (" ", "bc") from " bc" after "a"'s space; in stage 2 "a  bc" takes
+# (" ", " ") first (ranked before it: the three-space runs), so " " never stands before "bc": dropped.
+SECOND_STAGE = {
+    "hand": (HAND, 330, 420),
+    "real_mix_64k": (None, 700, 900),
+    "drops": ("x   y\n" * 20 + "a  bc\n" * 5, 12, 15),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_STAGE))
+def test_the_papers_second_stage_is_its_trainers(trainer: str, name: str, tmp_path: Path) -> None:
+    text, transition, vocab_size = SECOND_STAGE[name]
+    path = tmp_path / f"{name}.txt"
+    path.write_bytes((corpus_text(name) if text is None else text).encode("utf-8"))
+    first = hf_train(SUPERBPE, path, transition)
+    expected = paper_second_stage(path, first, vocab_size)
+    got = train_bpe(path, vocab_size, SPECIAL, trainer=trainer, like="superbpe", superbpe=transition)
+    assert got == expected
+    kept = [merge for merge in expected[1] if merge in set(first[1])]
+    new = [left + right for left, right in expected[1][len(kept) :]]
+    assert any(b" " in token.strip() for token in new)  # superwords, not a vacuous run
+    if name == "drops":
+        assert (b" ", b"bc") in first[1] and (b" ", b"bc") not in got[1] and len(got[0]) == vocab_size

@@ -319,7 +319,7 @@ def _rules_and_base(args: argparse.Namespace) -> tuple[dict[str, int], TrainingR
         args.max_words, args.no_colon_space,
     ).from_base(start)  # a base's recorded pattern carries over unless --pattern says otherwise
     if args.superbpe is not None:
-        check_transition(args.superbpe, args.vocab_sizes, rules)
+        check_transition(args.superbpe, args.vocab_sizes)
     # A pattern an export cannot carry (the tokenizers' own, the superword one for --superbpe): refused now.
     check_exportable(args.export, rules.pattern if args.superbpe is None else superword_rules(rules).pattern)
     sizes = [*args.vocab_sizes, *([] if args.superbpe is None else [args.superbpe])]

@@ -65,7 +65,8 @@ def counted_input(
     """`inputs` counted by the route `route.route` gives them (see the module), split on `special_tokens`
     (none where `rules` count them as text), pre-tokenized by `rules.pattern`; `reading()` is asked for
     the version once the inputs are inspected. `format`, `text_field`, `skip_bad_records`: see
-    `plan.inspect_input` (a plan's own where `inputs` is one). hf-files cannot go on from `base`."""
+    `plan.inspect_input` (a plan's own where `inputs` is one). hf-files goes on from `base` as SuperBPE's
+    trainer does (`trainers.lines_base`)."""
     counted = rules.counted_special_tokens(special_tokens)  # hf-raw: the text is not split on them
     plan = as_plan(inputs, format, text_field, skip_bad_records=skip_bad_records, name="input_path")
     way = route(plan, rules=rules)  # hf-files: one local text file, or refused here

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from ..native.backend import NativeUnavailable, effective_num_threads, load_native
 from ..phases import CountParallelism, TrainerVersion
 from ..progress import progress_bar
-from ..rules.contract import BPEInputError, check_input_file, read_corpus
+from ..rules.contract import check_input_file, read_corpus
 from ..rules.splitting import count_words_in_lines, present_bytes, special_token_bytes_in_files
 
 if TYPE_CHECKING:
@@ -65,13 +65,8 @@ def count_in_place(
     base: Base | None = None,
 ) -> FreshCounts:
     """The file at `path` counted by `reading`'s version, split on `special_tokens` (none where `rules`
-    count them as text), pre-tokenized by `rules.pattern`; line by line where `rules.by_lines`, which
-    cannot go on from `base` (see the module)."""
-    if rules.by_lines and base is not None:  # its vocabulary starts from the bytes seen, a base's from all 256
-        raise BPEInputError(
-            "like='hf-files' starts the vocabulary from the bytes the file holds; it cannot go on from "
-            f"{base.source}: train with like='hf' to start from a base"
-        )
+    count them as text), pre-tokenized by `rules.pattern`; line by line where `rules.by_lines` (from
+    `base` too: the merge phase keeps the base's merges that occur, `start_from.occurring_merges`)."""
     path = check_input_file(path)  # an empty file refused, as every version does
     started = time.perf_counter()
     size = path.stat().st_size

@@ -18,9 +18,10 @@
   `tokenizer.train([path])` (what gigabpe 0.1.0 reproduces): the file read line by line, each line
   pre-tokenized alone, special tokens counted as text, and the alphabet the bytes the text holds
   (layout `hf-files`). Only for one text file (`train`, `train_bpe`, the command with one `-d`).
-- `superbpe`: the SuperBPE paper's first stage (docs/SUPERBPE.md): `hf-files` with its pre-tokenizer,
-  the `superbpe` pattern (HF's `Digits`, a three-digit `Split` with GPT-2's letter, punctuation and space
-  alternatives, `ByteLevel` without its regex); what its `train_tokenizer.py` trains for plain BPE.
+- `superbpe`: the SuperBPE paper's trainer (docs/SUPERBPE.md): `hf-files` with its pre-tokenizer, the
+  `superbpe` pattern (HF's `Digits`, a three-digit `Split` with GPT-2's letter, punctuation and space
+  alternatives, `ByteLevel` without its regex); with `superbpe=T` its second stage goes on by the
+  `superbpe-stage2` pattern, its new tokens of at most four words and never holding `": "`.
 
 Each tool's preset classes characters as the tool does, by Unicode 16.0's tables (`pattern.TOOLS_UNICODE`:
 rustbpe's Rust regex crate, HF's Oniguruma; probed, docs/REFERENCES.md); `cs336` by the installed `regex`'s.
@@ -40,6 +41,8 @@ from .pattern import (
     NANOCHAT,
     RUSTBPE,
     SUPERBPE,
+    SUPERBPE_STAGE2,
+    SUPERWORD,
     TOOLS_UNICODE,
     Pattern,
     check_unicode,
@@ -66,6 +69,16 @@ NANOCHAT_SPECIAL_TOKENS = (
 
 
 @dataclass(frozen=True)
+class SecondStage:
+    """What SuperBPE's second stage trains by under a preset (superbpe.py): its pattern, and the limits
+    on its new tokens (`merge_limits.MergeLimits.max_words`, `no_colon_space`) where the preset has them."""
+
+    pattern: str = SUPERWORD
+    max_words: int | None = None
+    no_colon_space: bool = False
+
+
+@dataclass(frozen=True)
 class Preset:
     pattern: str
     tie_break: str
@@ -80,6 +93,8 @@ class Preset:
     specials_as_text: bool = False
     # The Unicode version of the tool's character classes (None: the installed regex's).
     unicode: str | None = None
+    # SuperBPE's second stage under it (superbpe=T).
+    second_stage: SecondStage = SecondStage()
 
 
 PRESETS: dict[str, Preset] = {
@@ -91,7 +106,15 @@ PRESETS: dict[str, Preset] = {
     "hf": Preset(GPT2, HF, HF_LAYOUT, unicode=TOOLS_UNICODE),
     "hf-raw": Preset(GPT2, HF, HF_LAYOUT, specials_as_text=True, unicode=TOOLS_UNICODE),
     "hf-files": Preset(GPT2, HF, HF_FILES_LAYOUT, by_lines=True, unicode=TOOLS_UNICODE),
-    "superbpe": Preset(SUPERBPE, HF, HF_FILES_LAYOUT, by_lines=True, unicode=TOOLS_UNICODE),
+    # The paper's trainer: its second stage's pre-tokenizer, and its two limits on new tokens.
+    "superbpe": Preset(
+        SUPERBPE,
+        HF,
+        HF_FILES_LAYOUT,
+        by_lines=True,
+        unicode=TOOLS_UNICODE,
+        second_stage=SecondStage(SUPERBPE_STAGE2, max_words=4, no_colon_space=True),
+    ),
 }
 
 

@@ -22,6 +22,7 @@ word as its rank-order encoding. The C++ loop encodes each word natively (`cpp/m
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import stat
@@ -59,6 +60,51 @@ StartFrom = Base | tuple[Vocab, Merges] | PathName | tuple[PathName, PathName]
 
 # ---------------------------------------------------------------------------------------------
 # The semantics, readably (bpe_v1)
+
+
+def occurring_merges(word_counts: Iterable[tuple[bytes, int]], merges: Merges) -> Merges:
+    """The merges of a base whose pair occurs in the words at some point of their encoding by it, in
+    order: HF's `train(files)` going on from a base, as SuperBPE's trainer does it (docs/SUPERBPE.md),
+    replays a base merge only where its pair was counted before its turn, and drops the others, the
+    later ids moving down. A pair can only be made by merges ranked before its own, so a pair that
+    ever stands in a word's rank-order encoding (`encode_word`) stood there before its turn."""
+    ranks = merge_ranks(merges)
+    seen = bytearray(len(merges))
+    for word, count in word_counts:
+        if count > 0 and len(word) > 1:
+            _mark_pairs_met(word, ranks, seen)
+    return [merge for merge, met in zip(merges, seen) if met]
+
+
+def _mark_pairs_met(word: bytes, ranks: dict[tuple[bytes, bytes], int], seen: bytearray) -> None:
+    """`encode_word` with a heap of the ranked pairs by (rank, position), marking in `seen` each rank
+    whose pair stands in the word at some point."""
+    tokens = [bytes([byte]) for byte in word]
+    end = len(tokens)
+    after = list(range(1, end + 1))  # the next token's position; `end`: none
+    before = list(range(-1, end - 1))
+    heap: list[tuple[int, int]] = []
+
+    def push(at: int) -> None:
+        if after[at] < end and (rank := ranks.get((tokens[at], tokens[after[at]]))) is not None:
+            seen[rank] = 1
+            heapq.heappush(heap, (rank, at))
+
+    for at in range(end - 1):
+        push(at)
+    while heap:
+        rank, at = heapq.heappop(heap)
+        following = after[at]
+        if tokens[at] is None or following >= end or ranks.get((tokens[at], tokens[following])) != rank:
+            continue  # gone, or its pair changed since
+        tokens[at] += tokens[following]  # type: ignore[operator]
+        tokens[following] = None  # type: ignore[call-overload]
+        after[at] = after[following]
+        if after[at] < end:
+            before[after[at]] = at
+        if before[at] >= 0:
+            push(before[at])
+        push(at)
 
 
 def merge_ranks(merges: Merges) -> dict[tuple[bytes, bytes], int]:
