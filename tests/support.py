@@ -69,3 +69,17 @@ def merge_rules(**keywords: object) -> object:
     rules = MergeRules(keywords.pop("tie_break", None), limits, keywords.pop("base_merges", ()))
     assert not keywords, f"unknown merge rule(s) {sorted(keywords)}"
     return rules
+
+
+def merge_pair(parts: list[bytes], left: bytes, right: bytes) -> list[bytes]:
+    """`parts` with every occurrence of (left, right) merged, left to right, as a BPE merge does: the
+    references written in the tests share it."""
+    merged, at = [], 0
+    while at < len(parts):
+        if at + 1 < len(parts) and parts[at] == left and parts[at + 1] == right:
+            merged.append(left + right)
+            at += 2
+        else:
+            merged.append(parts[at])
+            at += 1
+    return merged

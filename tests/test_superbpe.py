@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe
 from cs336_basics.commands.cli import main as cli_main
+from tests.support import merge_pair
 from tests.test_pattern_and_tie_break import write_corpus
 
 EOT = "<|endoftext|>"
@@ -55,15 +56,7 @@ def greedy_merges(words: Counter[tuple[bytes, ...]], num_merges: int) -> list[tu
         merges.append(best)
         merged: Counter[tuple[bytes, ...]] = Counter()
         for parts, count in words.items():
-            out, at = [], 0
-            while at < len(parts):
-                if parts[at : at + 2] == best:
-                    out.append(best[0] + best[1])
-                    at += 2
-                else:
-                    out.append(parts[at])
-                    at += 1
-            merged[tuple(out)] += count
+            merged[tuple(merge_pair(list(parts), *best))] += count
         words = merged
     return merges
 

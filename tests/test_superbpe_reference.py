@@ -32,6 +32,7 @@ from cs336_basics.rules.pattern import (
 )
 from cs336_basics.rules.presets import TrainingRules, resolve_rules
 from cs336_basics.trainers import train, train_bpe
+from tests.support import merge_pair
 from tests.test_references import corpus_text
 
 tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is optional: pip install -e '.[export]'")
@@ -232,16 +233,8 @@ def paper_second_stage(path: Path, first: tuple[Vocab, Merges], vocab_size: int)
             continue  # never stood anywhere by its turn: dropped
         kept.append((left, right))
         for index, parts in enumerate(words):
-            merged, at = [], 0
-            while at < len(parts):
-                if at + 1 < len(parts) and parts[at] == left and parts[at + 1] == right:
-                    merged.append(left + right)
-                    at += 2
-                else:
-                    merged.append(parts[at])
-                    at += 1
-            words[index] = merged
-            met.update(zip(merged, merged[1:]))
+            words[index] = merge_pair(parts, left, right)
+            met.update(zip(words[index], words[index][1:]))
     characters = gpt2_bytes_to_unicode()
     alphabet = sorted({bytes([byte]) for word in seen for byte in word}, key=lambda b: characters[b[0]])
     order = [token.encode() for token in SPECIAL] + alphabet + [left + right for left, right in kept]
@@ -263,16 +256,7 @@ def paper_second_stage(path: Path, first: tuple[Vocab, Merges], vocab_size: int)
         if left + right not in ids:
             ids[left + right] = len(order)
         order.append(left + right)
-        for index, parts in enumerate(words):
-            merged, at = [], 0
-            while at < len(parts):
-                if at + 1 < len(parts) and parts[at] == left and parts[at + 1] == right:
-                    merged.append(left + right)
-                    at += 2
-                else:
-                    merged.append(parts[at])
-                    at += 1
-            words[index] = merged
+        words = [merge_pair(parts, left, right) for parts in words]
     return dict(enumerate(order)), merges
 
 
