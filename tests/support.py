@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,33 @@ def merge_pair(parts: list[bytes], left: bytes, right: bytes) -> list[bytes]:
             merged.append(parts[at])
             at += 1
     return merged
+
+
+def ranked_encoding(word: bytes, ranks: dict[tuple[bytes, bytes], int]) -> tuple[bytes, ...]:
+    """The word's tokens: the leftmost pair of the lowest rank merged, until no pair is ranked."""
+    parts = [bytes([byte]) for byte in word]
+    while True:
+        ranked = [(ranks[pair], at) for at, pair in enumerate(zip(parts, parts[1:])) if pair in ranks]
+        if not ranked:
+            return tuple(parts)
+        _, at = min(ranked)
+        parts[at : at + 2] = [parts[at] + parts[at + 1]]
+
+
+def greedy_merges(words: Counter[tuple[bytes, ...]], num_merges: int) -> list[tuple[bytes, bytes]]:
+    """CS336's loop: the most frequent pair, ties to the greatest pair of bytes, merged left to right."""
+    merges = []
+    for _ in range(num_merges):
+        pairs: Counter[tuple[bytes, bytes]] = Counter()
+        for parts, count in words.items():
+            for pair in zip(parts, parts[1:]):
+                pairs[pair] += count
+        if not pairs:
+            break
+        best = max(pairs, key=lambda pair: (pairs[pair], pair))
+        merges.append(best)
+        merged: Counter[tuple[bytes, ...]] = Counter()
+        for parts, count in words.items():
+            merged[tuple(merge_pair(list(parts), *best))] += count
+        words = merged
+    return merges

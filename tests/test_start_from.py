@@ -24,7 +24,7 @@ from cs336_basics.rules.splitting import count_words_in_text
 from cs336_basics.rules.start_from import load_base
 from cs336_basics.rules.tie_break import TIE_BREAKS
 from cs336_basics.trainers import train_bpe_from_iterator
-from tests.support import require_fixture
+from tests.support import greedy_merges, ranked_encoding, require_fixture
 from tests.test_pattern_and_tie_break import corpora, oracle, write_corpus
 
 SPECIALS = ["<|endoftext|>"]
@@ -110,37 +110,8 @@ def reference_new_merges(text: str, merges: list[tuple[bytes, bytes]], num_merge
     rank = {pair: index for index, pair in enumerate(merges)}
     words: Counter[tuple[bytes, ...]] = Counter()
     for word, count in count_words_in_text(text, SPECIALS).items():
-        parts = [bytes([byte]) for byte in word]
-        while True:
-            candidates = [(rank[pair], at) for at, pair in enumerate(zip(parts, parts[1:])) if pair in rank]
-            if not candidates:
-                break
-            _, at = min(candidates)  # the leftmost of the best-ranked pair
-            parts[at : at + 2] = [parts[at] + parts[at + 1]]
-        words[tuple(parts)] += count
-    new = []
-    for _ in range(num_merges):
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for parts, count in words.items():
-            for pair in zip(parts, parts[1:]):
-                pairs[pair] += count
-        if not pairs:
-            break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))
-        new.append(best)
-        merged: Counter[tuple[bytes, ...]] = Counter()
-        for parts, count in words.items():
-            out, at = [], 0
-            while at < len(parts):
-                if at + 1 < len(parts) and (parts[at], parts[at + 1]) == best:
-                    out.append(parts[at] + parts[at + 1])
-                    at += 2
-                else:
-                    out.append(parts[at])
-                    at += 1
-            merged[tuple(out)] += count
-        words = merged
-    return new
+        words[ranked_encoding(word, rank)] += count
+    return greedy_merges(words, num_merges)
 
 
 @pytest.fixture(scope="module")

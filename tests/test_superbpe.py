@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from cs336_basics import BPEInputError, Tokenizer, train_bpe
 from cs336_basics.commands.cli import main as cli_main
-from tests.support import merge_pair
+from tests.support import greedy_merges, ranked_encoding
 from tests.test_pattern_and_tie_break import write_corpus
 
 EOT = "<|endoftext|>"
@@ -29,36 +29,6 @@ def documents(text: str, specials: list[str]) -> list[str]:
         return [text]
     alternatives = "|".join(regex.escape(token) for token in sorted(specials, key=len, reverse=True))
     return regex.split(alternatives, text)
-
-
-def ranked_encoding(word: bytes, ranks: dict[tuple[bytes, bytes], int]) -> tuple[bytes, ...]:
-    """The word's tokens: the leftmost pair of the lowest rank merged, until no pair is ranked."""
-    parts = [bytes([byte]) for byte in word]
-    while True:
-        ranked = [(ranks[pair], at) for at, pair in enumerate(zip(parts, parts[1:])) if pair in ranks]
-        if not ranked:
-            return tuple(parts)
-        _, at = min(ranked)
-        parts[at : at + 2] = [parts[at] + parts[at + 1]]
-
-
-def greedy_merges(words: Counter[tuple[bytes, ...]], num_merges: int) -> list[tuple[bytes, bytes]]:
-    """CS336's loop: the most frequent pair, ties to the greatest pair of bytes, merged left to right."""
-    merges = []
-    for _ in range(num_merges):
-        pairs: Counter[tuple[bytes, bytes]] = Counter()
-        for parts, count in words.items():
-            for pair in zip(parts, parts[1:]):
-                pairs[pair] += count
-        if not pairs:
-            break
-        best = max(pairs, key=lambda pair: (pairs[pair], pair))
-        merges.append(best)
-        merged: Counter[tuple[bytes, ...]] = Counter()
-        for parts, count in words.items():
-            merged[tuple(merge_pair(list(parts), *best))] += count
-        words = merged
-    return merges
 
 
 def reference(text: str, specials: list[str], transition: int, vocab_size: int) -> tuple[dict, list]:
