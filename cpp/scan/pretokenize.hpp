@@ -513,6 +513,15 @@ inline void pad_last_block(const unsigned char* p, size_t count, size_t readable
     std::memcpy(padded, p, count);
 }
 
+// The kBlockBytes at `p` as the block rules read them: the text itself, or, where fewer are left
+// before `end`, `padded` filled by pad_last_block (`readable`: the bytes from `base` that may be read).
+inline const unsigned char* block_at(const unsigned char* p, const unsigned char* end, const unsigned char* base,
+                                     size_t readable, unsigned char* padded) {
+    if (size_t(end - p) >= kBlockBytes) return p;
+    pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
+    return padded;
+}
+
 // `readable` >= `size`: bytes of `data` up to it may be read (never past `size` as text).
 template <ScannerPath kPath, typename OnPretoken, typename OnBlock>
 size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken& on_pretoken, OnBlock& on_block,
@@ -526,12 +535,8 @@ size_t scan_pretokens(const char* data, size_t size, size_t readable, OnPretoken
         // The text's last bytes go through the block path as a copy padded with 0x80, which starts
         // no character: a pad byte ends every run and lookahead the block decides, as the end of
         // the text does.
-        const unsigned char* block = p;
         unsigned char padded[kBlockBytes];
-        if (kPath != ScannerPath::kScalar && size_t(end - p) < kBlockBytes) {
-            pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
-            block = padded;
-        }
+        const unsigned char* block = kPath == ScannerPath::kScalar ? p : block_at(p, end, base, readable, padded);
         if (kPath != ScannerPath::kScalar) {
             BlockMasks masks = kSimd ? block_masks_fast(block) : block_masks_swar(block);
             if (masks.non_ascii != 0) classify_multibyte(block, masks, unicode);

@@ -328,12 +328,8 @@ BPE_NOINLINE size_t scan_gpt4_pretokens(const char* data, size_t size, size_t re
         if (kPath != ScannerPath::kScalar) {
             // The text's last bytes as a copy padded with 0x80, which starts no character: the block
             // rules leave what touches it (a run at the text's end) undecided.
-            const unsigned char* block = p;
             unsigned char padded[kBlockBytes];
-            if (size_t(end - p) < kBlockBytes) {
-                pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
-                block = padded;
-            }
+            const unsigned char* block = block_at(p, end, base, readable, padded);
             NewlineAndCaseMasks extra;
             BlockMasks masks = block_masks_gpt4<kPath, false>(block, extra);
             const Gpt4Masks more = gpt4_masks(block, masks, extra.newline, unicode);
@@ -666,12 +662,8 @@ BPE_NOINLINE size_t scan_o200k_pretokens(const char* data, size_t size, size_t r
     };
     while (p < end) {
         if (kPath != ScannerPath::kScalar) {
-            const unsigned char* block = p;
             unsigned char padded[kBlockBytes];
-            if (size_t(end - p) < kBlockBytes) {
-                pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
-                block = padded;
-            }
+            const unsigned char* block = block_at(p, end, base, readable, padded);
             NewlineAndCaseMasks extra;
             BlockMasks masks = block_masks_gpt4<kPath, true>(block, extra);
             O200kMasks cases;

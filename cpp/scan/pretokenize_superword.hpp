@@ -200,12 +200,8 @@ BPE_NOINLINE size_t scan_superword_pretokens(const char* data, size_t size, size
         if (kPath != ScannerPath::kScalar) {
             // The text's last bytes as a copy padded with 0x80, which starts no character: the run
             // that reaches the text's end is left undecided, to the state machine.
-            const unsigned char* block = p;
             unsigned char padded[kBlockBytes];
-            if (size_t(end - p) < kBlockBytes) {
-                pad_last_block(p, size_t(end - p), readable - size_t(p - base), padded);
-                block = padded;
-            }
+            const unsigned char* block = block_at(p, end, base, readable, padded);
             SuperwordMasks masks = superword_masks<kPath>(block);
             if (masks.non_ascii != 0) classify_multibyte_superword(block, masks, unicode);
             const uint64_t boundaries = superword_block_boundaries(masks);
