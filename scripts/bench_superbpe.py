@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -21,17 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmark import cpu_model  # beside this script: run as a file, scripts/ is on sys.path
+
 HERE = Path(__file__).resolve().parent.parent
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def train(trainer: str, data: Path, out: Path, vocab_size: int, transition: int | None) -> tuple[float, str]:

@@ -110,3 +110,18 @@ def test_like_peers_end_to_end(tmp_path: Path) -> None:
             )
             row = next(line for line in report.splitlines() if f"| {peer} |" in line and "| equal |" in line)
             assert row.count(",") >= 3  # two rounds' seconds on each side and two ratios
+
+
+def test_bench_superbpe_end_to_end(tmp_path: Path) -> None:
+    train = tmp_path / "train.txt"
+    train.write_text("the cat sat on the mat, and the dog sat on the log\n" * 60, encoding="utf-8")
+    held = tmp_path / "held.txt"
+    held.write_text("the dog sat on the mat, and the cat sat on the log\n" * 5, encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "bench_superbpe.py"), str(train), str(held),
+         "-v", "300", "--superbpe", "280", "--trainer", "bpe_v2"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    rows = {line.split()[0]: line for line in completed.stdout.splitlines() if line.startswith(("plain", "superbpe"))}
+    assert set(rows) == {"plain", "superbpe"} and "fewer)" in rows["superbpe"]
