@@ -293,9 +293,11 @@ def preset_special_tokens(like: str | None, special_tokens: list[str] | None) ->
 
 
 def refuse_by_lines(rules: TrainingRules, given: str) -> None:
-    """hf-files reads one text file by lines; other inputs (`given`: what they are) are refused."""
+    """hf-files (and superbpe, the paper's trainer) read one text file by lines; other inputs (`given`:
+    what they are) are refused, naming the preset asked for."""
     if rules.by_lines:
+        like = rules.like or "hf-files"
         raise BPEInputError(
-            f"like='hf-files' reproduces HF's train(files), which reads one text file line by line; "
+            f"like={like!r} reproduces HF's train(files), which reads one text file line by line; "
             f"it cannot train on {given}: give one text file, or use like='hf' (HF's train_from_iterator)"
         )
