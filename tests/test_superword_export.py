@@ -95,7 +95,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("superword-export")
     corpus = root / "train.txt"
     corpus.write_text(ENDOFTEXT.join(mixed_text(seed, 1200) for seed in range(6)), encoding="utf-8")
-    argv = ["bpe_v7", str(root / "run"), "-d", str(corpus), "-v", str(VOCAB_SIZE), "--superbpe", str(STAGE_1_SIZE)]
+    argv = ["auto", str(root / "run"), "-d", str(corpus), "-v", str(VOCAB_SIZE), "--superbpe", str(STAGE_1_SIZE)]
     argv += ["--export", "hf,tiktoken", "-q"]
     assert train_main(argv) == 0
     return root / "run"
