@@ -8,7 +8,9 @@ A tokenizer it makes encodes with the superword pattern, which `bpe_run.json` re
 
 Both stages are ordinary runs: every version, input route, thread count and tie-break trains them,
 and the result equals the composition written out by hand (tests/test_superbpe.py holds every
-version to a reference written there).
+version to a reference written there). A preset names its own second stage (`presets.SecondStage`):
+like='superbpe', the paper's trainer, goes on by lines with the paper's pattern and its two limits on
+new tokens, from stage 1's merges that occur (`trainers.lines_base`; tests/test_superbpe_reference.py).
 """
 
 from __future__ import annotations
