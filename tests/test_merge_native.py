@@ -17,38 +17,18 @@ from hypothesis import strategies as st
 from cs336_basics import bpe_v1, bpe_v4
 from cs336_basics.native.backend import effective_num_threads, pure_python_forced
 from cs336_basics.trainers import load_trainer
+from tests.support import greedy_merges
 
 MergeFunction = Callable[..., list[tuple[bytes, bytes]]]
 
 
 def reference_merges(word_counts: dict[bytes, int], num_merges: int) -> list[tuple[bytes, bytes]]:
     """The definition, on bytes tokens: `max` over (count, (left, right)) is exactly the CS336 rule."""
-    words = [([bytes([byte]) for byte in word], count) for word, count in word_counts.items() if count > 0]
-    merges: list[tuple[bytes, bytes]] = []
-    for _ in range(num_merges):
-        pair_counts: Counter[tuple[bytes, bytes]] = Counter()
-        for tokens, count in words:
-            for pair in zip(tokens, tokens[1:]):
-                pair_counts[pair] += count
-        if not pair_counts:
-            break
-        best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
-        merges.append(best)
-        words = [(merge_tokens(tokens, best), count) for tokens, count in words]
-    return merges
-
-
-def merge_tokens(tokens: list[bytes], pair: tuple[bytes, bytes]) -> list[bytes]:
-    merged: list[bytes] = []
-    index = 0
-    while index < len(tokens):
-        if index + 1 < len(tokens) and (tokens[index], tokens[index + 1]) == pair:
-            merged.append(pair[0] + pair[1])
-            index += 2
-        else:
-            merged.append(tokens[index])
-            index += 1
-    return merged
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for word, count in word_counts.items():
+        if count > 0:
+            words[tuple(bytes([byte]) for byte in word)] += count
+    return greedy_merges(words, num_merges)
 
 
 # The C++ loop's threads: every merge, however few words it touches, takes the parallel path.

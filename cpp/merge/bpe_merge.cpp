@@ -46,7 +46,6 @@ std::vector<Merge> run_merges(const CountedWords& words, CountedWords* release, 
         if (release != nullptr) *release = CountedWords();
     } else {  // each word as the base encodes it (the caller's words freed once encoded), then its pairs
         trainer.load_encoded_words(words, release, replay, num_threads);
-        trainer.shape_base_tokens(replay);
     }
 #ifdef BPE_MERGE_PROFILE
     const auto loaded = std::chrono::steady_clock::now();

@@ -356,6 +356,9 @@ inline void Trainer<Symbol>::load_encoded_words(const CountedWords& words, Count
         if (!token_lengths_.empty()) {
             token_lengths_.push_back(token_lengths_[merge.left] + token_lengths_[merge.right]);
         }
+        if (!token_shapes_.empty()) {
+            token_shapes_.push_back(TokenShape::joined(token_shapes_[merge.left], token_shapes_[merge.right]));
+        }
     }
     const ByteJoins joins(base);
     const size_t num_words = words.counts.size();

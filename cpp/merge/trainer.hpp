@@ -70,13 +70,6 @@ public:
     void count_initial_pairs(int num_threads);
     void load_encoded_words(const CountedWords& words, CountedWords* release, const std::vector<Merge>& base,
                             int num_threads);
-    // The shapes of the base's tokens, after load_encoded_words (max_words, no_colon_space).
-    void shape_base_tokens(const std::vector<Merge>& base) {
-        if (token_shapes_.empty()) return;
-        for (const Merge& merge : base) {
-            token_shapes_.push_back(TokenShape::joined(token_shapes_[merge.left], token_shapes_[merge.right]));
-        }
-    }
 
     // Choosing the best pair: the heap, its admission bar, pruning (merge/best_pair.hpp).
     PairId pop_best();
